@@ -1,0 +1,78 @@
+#include "backends/ref/kernels.h"
+
+#include <cmath>
+
+namespace kiln::ref {
+
+void matvec(float* y, const float* w, const float* x, const float* bias, int rows, int cols) {
+  for (int r = 0; r < rows; ++r) {
+    const float* row = w + static_cast<int64_t>(r) * cols;
+    float s = 0.0f;
+    for (int c = 0; c < cols; ++c) s += row[c] * x[c];
+    y[r] = bias ? s + bias[r] : s;
+  }
+}
+
+void rmsnorm(float* y, const float* x, const float* weight, int n, float eps) {
+  float ss = 0.0f;
+  for (int i = 0; i < n; ++i) ss += x[i] * x[i];
+  const float inv = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+  for (int i = 0; i < n; ++i) y[i] = weight[i] * (x[i] * inv);
+}
+
+void softmax(float* x, int n) {
+  float mx = x[0];
+  for (int i = 1; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+  float sum = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  for (int i = 0; i < n; ++i) x[i] /= sum;
+}
+
+void rope(float* v, int n_heads, int head_dim, int pos, const float* inv_freq, bool half_split) {
+  const int half = head_dim / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* head = v + static_cast<int64_t>(h) * head_dim;
+    for (int i = 0; i < half; ++i) {
+      const float angle = static_cast<float>(pos) * inv_freq[i];
+      const float c = std::cos(angle), s = std::sin(angle);
+      float* a = half_split ? head + i : head + 2 * i;
+      float* b = half_split ? head + i + half : head + 2 * i + 1;
+      const float a0 = *a, b0 = *b;
+      *a = a0 * c - b0 * s;
+      *b = a0 * s + b0 * c;
+    }
+  }
+}
+
+void swiglu(float* h, const float* gate, const float* up, int n) {
+  for (int i = 0; i < n; ++i) {
+    const float g = gate[i];
+    h[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void add(float* y, const float* x, int n) {
+  for (int i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void attend(float* out, const float* q, const float* k, const float* v, int first, int last, int stride,
+            int head_dim, float scale, float* scores) {
+  for (int t = first; t <= last; ++t) {
+    const float* kt = k + static_cast<int64_t>(t) * stride;
+    float s = 0.0f;
+    for (int i = 0; i < head_dim; ++i) s += q[i] * kt[i];
+    scores[t] = s * scale;
+  }
+  softmax(scores + first, last - first + 1);
+  for (int i = 0; i < head_dim; ++i) out[i] = 0.0f;
+  for (int t = first; t <= last; ++t) {
+    const float* vt = v + static_cast<int64_t>(t) * stride;
+    const float p = scores[t];
+    for (int i = 0; i < head_dim; ++i) out[i] += p * vt[i];
+  }
+}
+
+}  // namespace kiln::ref

@@ -1,0 +1,33 @@
+// Plain scalar kernels, written to be read: the oracle every faster back end is tested against.
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::ref {
+
+// y[rows] = W[rows][cols] * x[cols] (+ bias[rows] when bias is non-null).
+void matvec(float* y, const float* w, const float* x, const float* bias, int rows, int cols);
+
+// y = x / rms(x) * weight
+void rmsnorm(float* y, const float* x, const float* weight, int n, float eps);
+
+// In-place softmax over x[n].
+void softmax(float* x, int n);
+
+// Rotates each of n_heads heads of `v` (head_dim each) by position `pos`. inv_freq[i] is the
+// frequency of pair i; half_split pairs (i, i + d/2), otherwise (2i, 2i + 1).
+void rope(float* v, int n_heads, int head_dim, int pos, const float* inv_freq, bool half_split);
+
+// h[i] = silu(gate[i]) * up[i]
+void swiglu(float* h, const float* gate, const float* up, int n);
+
+// y[i] += x[i]
+void add(float* y, const float* x, int n);
+
+// One query head against cached keys/values of positions [first, last]: out = softmax(q.K^T * scale) V.
+// k and v point at position 0 of this head's kv head; consecutive positions are `stride` floats apart.
+// `scores` has room for last + 1 floats.
+void attend(float* out, const float* q, const float* k, const float* v, int first, int last, int stride,
+            int head_dim, float scale, float* scores);
+
+}  // namespace kiln::ref

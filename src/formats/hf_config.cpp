@@ -1,0 +1,133 @@
+#include "formats/hf_config.h"
+
+#include <algorithm>
+
+#include "formats/json_util.h"
+
+namespace kiln {
+
+namespace {
+
+// eos_token_id may be an int or a list of ints.
+Status add_ids(const Json& obj, const std::string& key, std::vector<int>& out, const std::string& where) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return Status::ok();
+  auto add = [&](const Json& v) -> Status {
+    if (!v.is_number_integer()) return corrupt(where + ": '" + key + "' must be an integer or a list of integers");
+    int64_t id = v.get<int64_t>();
+    if (id < 0 || id > INT32_MAX) return corrupt(where + ": '" + key + "' value " + std::to_string(id) + " is out of range");
+    if (std::find(out.begin(), out.end(), static_cast<int>(id)) == out.end()) out.push_back(static_cast<int>(id));
+    return Status::ok();
+  };
+  if (it->is_array()) {
+    for (const Json& v : *it) KILN_RETURN_IF_ERROR(add(v));
+    return Status::ok();
+  }
+  return add(*it);
+}
+
+// transformers 4.x writes `rope_theta` and `rope_scaling`; 5.x one `rope_parameters` object
+// holding both.
+Status parse_rope(const Json& j, ModelConfig& c, const std::string& where) {
+  KILN_ASSIGN_OR_RETURN(double theta, json_number(j, "rope_theta", 10000.0, where));
+  c.rope_theta = static_cast<float>(theta);
+  const char* key = j.contains("rope_parameters") ? "rope_parameters" : "rope_scaling";
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::ok();
+  if (!it->is_object()) return corrupt(where + ": '" + key + "' must be an object or null");
+  const Json& rs = *it;
+  const std::string w = where + ": " + key;
+  if (rs.contains("rope_theta")) {
+    KILN_ASSIGN_OR_RETURN(theta, json_number(rs, "rope_theta", 10000.0, w));
+    c.rope_theta = static_cast<float>(theta);
+  }
+  KILN_ASSIGN_OR_RETURN(std::string type, json_string(rs, "rope_type", "", w));
+  if (type.empty()) {
+    KILN_ASSIGN_OR_RETURN(type, json_string(rs, "type", "default", w));
+  }
+  KILN_ASSIGN_OR_RETURN(double factor, json_number(rs, "factor", 1.0, w));
+  c.rope_scaling.factor = static_cast<float>(factor);
+  if (type == "default") {
+    c.rope_scaling.type = RopeScaling::Type::kNone;
+  } else if (type == "linear") {
+    c.rope_scaling.type = RopeScaling::Type::kLinear;
+  } else if (type == "llama3") {
+    c.rope_scaling.type = RopeScaling::Type::kLlama3;
+    KILN_ASSIGN_OR_RETURN(double lo, json_number(rs, "low_freq_factor", 1.0, w));
+    KILN_ASSIGN_OR_RETURN(double hi, json_number(rs, "high_freq_factor", 4.0, w));
+    KILN_ASSIGN_OR_RETURN(int orig, json_dim(rs, "original_max_position_embeddings", 8192, w));
+    c.rope_scaling.low_freq_factor = static_cast<float>(lo);
+    c.rope_scaling.high_freq_factor = static_cast<float>(hi);
+    c.rope_scaling.original_max_position = orig;
+  } else {
+    return unsupported(w + ": type '" + type + "' is not supported (default, linear, llama3 are)");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_view generation_json,
+                                    const std::string& file) {
+  KILN_ASSIGN_OR_RETURN(Json j, parse_json(config_json, file));
+  if (!j.is_object()) return corrupt(file + ": not a JSON object");
+  ModelConfig c;
+  std::string arch_str;
+  if (auto a = j.find("architectures"); a != j.end() && a->is_array() && !a->empty() && (*a)[0].is_string())
+    arch_str = (*a)[0].get<std::string>();
+  KILN_ASSIGN_OR_RETURN(std::string model_type, json_string(j, "model_type", "", file));
+  if (arch_str == "LlamaForCausalLM" || (arch_str.empty() && model_type == "llama")) {
+    c.arch = Arch::kLlama;
+  } else if (arch_str == "Qwen2ForCausalLM" || (arch_str.empty() && model_type == "qwen2")) {
+    c.arch = Arch::kQwen2;
+  } else if (arch_str == "MistralForCausalLM" || (arch_str.empty() && model_type == "mistral")) {
+    c.arch = Arch::kMistral;
+  } else {
+    return unsupported(file + ": architecture '" + (arch_str.empty() ? model_type : arch_str) +
+                       "' is not supported (LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM are)");
+  }
+  KILN_ASSIGN_OR_RETURN(std::string act, json_string(j, "hidden_act", "silu", file));
+  if (act != "silu") return unsupported(file + ": hidden_act '" + act + "' is not supported (silu is)");
+  KILN_ASSIGN_OR_RETURN(bool mlp_bias, json_bool(j, "mlp_bias", false, file));
+  if (mlp_bias) return unsupported(file + ": mlp_bias true is not supported");
+
+  KILN_ASSIGN_OR_RETURN(c.dim, json_dim(j, "hidden_size", 0, file));
+  KILN_ASSIGN_OR_RETURN(c.hidden_dim, json_dim(j, "intermediate_size", 0, file));
+  KILN_ASSIGN_OR_RETURN(c.n_layers, json_dim(j, "num_hidden_layers", 0, file));
+  KILN_ASSIGN_OR_RETURN(c.n_heads, json_dim(j, "num_attention_heads", 0, file));
+  KILN_ASSIGN_OR_RETURN(c.n_kv_heads, json_dim(j, "num_key_value_heads", c.n_heads, file));
+  const int default_head_dim = (c.n_heads > 0) ? c.dim / c.n_heads : 0;
+  KILN_ASSIGN_OR_RETURN(c.head_dim, json_dim(j, "head_dim", default_head_dim, file));
+  KILN_ASSIGN_OR_RETURN(c.vocab_size, json_dim(j, "vocab_size", 0, file));
+  KILN_ASSIGN_OR_RETURN(c.max_seq_len, json_dim(j, "max_position_embeddings", 2048, file));
+  KILN_ASSIGN_OR_RETURN(double eps, json_number(j, "rms_norm_eps", 1e-6, file));
+  c.rms_eps = static_cast<float>(eps);
+  KILN_RETURN_IF_ERROR(parse_rope(j, c, file));
+  KILN_ASSIGN_OR_RETURN(c.tie_embeddings, json_bool(j, "tie_word_embeddings", false, file));
+  if (c.arch == Arch::kQwen2) {
+    c.qkv_bias = true;
+    KILN_ASSIGN_OR_RETURN(bool use_sw, json_bool(j, "use_sliding_window", false, file));
+    if (use_sw) return unsupported(file + ": use_sliding_window true is not supported for Qwen2");
+  } else {
+    KILN_ASSIGN_OR_RETURN(c.qkv_bias, json_bool(j, "attention_bias", false, file));
+  }
+  if (c.arch == Arch::kMistral) {
+    KILN_ASSIGN_OR_RETURN(c.sliding_window, json_dim(j, "sliding_window", 0, file));
+  }
+  // Hugging Face checkpoints store q/k rows for rotate_half.
+  c.rope_style = RopeStyle::kHalfSplit;
+
+  KILN_ASSIGN_OR_RETURN(int64_t bos, json_int(j, "bos_token_id", -1, file));
+  c.bos_id = (bos >= 0 && bos <= INT32_MAX) ? static_cast<int>(bos) : -1;
+  KILN_RETURN_IF_ERROR(add_ids(j, "eos_token_id", c.stop_ids, file));
+  if (!generation_json.empty()) {
+    const std::string gfile = file.substr(0, file.rfind('/') + 1) + "generation_config.json";
+    KILN_ASSIGN_OR_RETURN(Json g, parse_json(generation_json, gfile));
+    KILN_RETURN_IF_ERROR(add_ids(g, "eos_token_id", c.stop_ids, gfile));
+  }
+  c.eos_id = c.stop_ids.empty() ? -1 : c.stop_ids.front();
+  KILN_RETURN_IF_ERROR(validate_config(c, file));
+  return c;
+}
+
+}  // namespace kiln

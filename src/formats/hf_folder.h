@@ -1,0 +1,15 @@
+// A Hugging Face model folder: config.json plus model.safetensors or shards with an index.
+#pragma once
+
+#include <string>
+
+#include "formats/tensor_source.h"
+
+namespace kiln {
+
+Result<ImportedModel> read_hf_folder(const std::string& dir);
+
+// Maps a Hugging Face tensor name to kiln's canonical name; empty when it is not a weight kiln uses.
+std::string hf_to_canonical_name(const std::string& hf_name);
+
+}  // namespace kiln

@@ -1,0 +1,49 @@
+#include "formats/model_config.h"
+
+namespace kiln {
+
+std::string_view arch_name(Arch a) {
+  switch (a) {
+    case Arch::kLlama: return "llama";
+    case Arch::kQwen2: return "qwen2";
+    case Arch::kMistral: return "mistral";
+  }
+  return "?";
+}
+
+Status validate_config(const ModelConfig& c, std::string_view file) {
+  auto bad = [&](const std::string& what) { return corrupt(std::string(file) + ": config: " + what); };
+  constexpr int kMaxDim = 1 << 18;  // far above any published model; bounds every allocation
+  auto in_range = [&](int v, const char* name, int lo, int hi) -> Status {
+    if (v < lo || v > hi)
+      return bad(std::string(name) + " is " + std::to_string(v) + ", must be in [" + std::to_string(lo) +
+                 ", " + std::to_string(hi) + "]");
+    return Status::ok();
+  };
+  KILN_RETURN_IF_ERROR(in_range(c.dim, "dim (hidden_size)", 1, kMaxDim));
+  KILN_RETURN_IF_ERROR(in_range(c.hidden_dim, "hidden_dim (intermediate_size)", 1, 4 * kMaxDim));
+  KILN_RETURN_IF_ERROR(in_range(c.n_layers, "n_layers", 1, 4096));
+  KILN_RETURN_IF_ERROR(in_range(c.n_heads, "n_heads", 1, 4096));
+  KILN_RETURN_IF_ERROR(in_range(c.n_kv_heads, "n_kv_heads", 1, c.n_heads));
+  KILN_RETURN_IF_ERROR(in_range(c.head_dim, "head_dim", 2, 4096));
+  KILN_RETURN_IF_ERROR(in_range(c.vocab_size, "vocab_size", 1, 1 << 24));
+  KILN_RETURN_IF_ERROR(in_range(c.max_seq_len, "max_seq_len", 1, 1 << 24));
+  if (c.n_heads % c.n_kv_heads != 0)
+    return bad("n_heads " + std::to_string(c.n_heads) + " is not a multiple of n_kv_heads " +
+               std::to_string(c.n_kv_heads));
+  if (c.head_dim % 2 != 0) return bad("head_dim " + std::to_string(c.head_dim) + " is odd; RoPE needs pairs");
+  if (!(c.rms_eps > 0.0f) || c.rms_eps > 1.0f) return bad("rms_norm_eps must be in (0, 1]");
+  if (!(c.rope_theta > 0.0f)) return bad("rope_theta must be positive");
+  if (c.rope_scaling.type != RopeScaling::Type::kNone && !(c.rope_scaling.factor > 0.0f))
+    return bad("rope_scaling factor must be positive");
+  if (c.rope_scaling.type == RopeScaling::Type::kLlama3 &&
+      (!(c.rope_scaling.high_freq_factor > c.rope_scaling.low_freq_factor) ||
+       c.rope_scaling.original_max_position <= 0))
+    return bad("llama3 rope_scaling needs high_freq_factor > low_freq_factor and a positive original_max_position_embeddings");
+  if (c.sliding_window < 0) return bad("sliding_window is negative");
+  for (int id : c.stop_ids)
+    if (id < 0 || id >= c.vocab_size) return bad("stop token id " + std::to_string(id) + " is outside the vocabulary");
+  return Status::ok();
+}
+
+}  // namespace kiln

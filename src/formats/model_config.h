@@ -1,0 +1,59 @@
+// The hyper-parameters of a decoder-only transformer, whatever file they came from.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace kiln {
+
+enum class Arch { kLlama, kQwen2, kMistral };
+std::string_view arch_name(Arch a);
+
+// How RoPE pairs the elements of a head. Both conventions describe the same model when the
+// q/k rows are permuted accordingly, so importers keep the file's layout and record its style.
+enum class RopeStyle {
+  kAdjacentPairs,  // (2i, 2i+1): llama2.c, GGUF llama
+  kHalfSplit,      // (i, i + d/2): Hugging Face rotate_half, GGUF qwen2 (NEOX)
+};
+
+struct RopeScaling {
+  enum class Type { kNone, kLinear, kLlama3 };
+  Type type = Type::kNone;
+  float factor = 1.0f;
+  float low_freq_factor = 1.0f;
+  float high_freq_factor = 4.0f;
+  int original_max_position = 8192;
+};
+
+struct ModelConfig {
+  Arch arch = Arch::kLlama;
+  int dim = 0;         // residual width
+  int hidden_dim = 0;  // FFN width
+  int n_layers = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int vocab_size = 0;
+  int max_seq_len = 0;
+  float rms_eps = 1e-5f;
+  float rope_theta = 10000.0f;
+  RopeScaling rope_scaling;
+  RopeStyle rope_style = RopeStyle::kAdjacentPairs;
+  bool tie_embeddings = false;
+  bool qkv_bias = false;
+  int sliding_window = 0;  // 0: attend to the whole context
+  int bos_id = -1;
+  int eos_id = -1;
+  std::vector<int> stop_ids;  // generation ends when one of these is sampled
+
+  int q_dim() const { return n_heads * head_dim; }
+  int kv_dim() const { return n_kv_heads * head_dim; }
+};
+
+// Checks the numbers for consistency and sane bounds, so that nothing is sized by a bad field.
+Status validate_config(const ModelConfig& c, std::string_view file);
+
+}  // namespace kiln

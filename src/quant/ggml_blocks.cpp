@@ -1,0 +1,150 @@
+#include "quant/ggml_blocks.h"
+
+#include <cstring>
+
+namespace kiln {
+
+namespace {
+
+float half_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+
+// Q4_0: f16 d, 16 bytes of nibbles; low nibbles are elements 0..15, high ones 16..31.
+void dq_q4_0(const uint8_t* b, float* y) {
+  const float d = half_at(b);
+  const uint8_t* qs = b + 2;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = static_cast<float>((qs[j] & 0x0f) - 8) * d;
+    y[j + 16] = static_cast<float>((qs[j] >> 4) - 8) * d;
+  }
+}
+
+// Q4_1: f16 d, f16 min, nibbles as Q4_0 without the offset.
+void dq_q4_1(const uint8_t* b, float* y) {
+  const float d = half_at(b), m = half_at(b + 2);
+  const uint8_t* qs = b + 4;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = static_cast<float>(qs[j] & 0x0f) * d + m;
+    y[j + 16] = static_cast<float>(qs[j] >> 4) * d + m;
+  }
+}
+
+// Q8_0: f16 d, 32 int8.
+void dq_q8_0(const uint8_t* b, float* y) {
+  const float d = half_at(b);
+  const auto* qs = reinterpret_cast<const int8_t*>(b + 2);
+  for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(qs[j]) * d;
+}
+
+// The 6-bit scale and min of sub-block j (0..7) packed into 12 bytes (Q4_K, Q5_K).
+void scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = static_cast<uint8_t>((q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+// Q4_K: f16 d, f16 dmin, 12 bytes of scales, 128 bytes of nibbles; 8 sub-blocks of 32.
+void dq_q4_k(const uint8_t* b, float* y) {
+  const float d = half_at(b), dmin = half_at(b + 2);
+  const uint8_t* scales = b + 4;
+  const uint8_t* q = b + 16;
+  for (int j = 0; j < 256; j += 64) {
+    const int is = j / 32;
+    uint8_t sc, m;
+    scale_min_k4(is, scales, &sc, &m);
+    const float d1 = d * sc, m1 = dmin * m;
+    scale_min_k4(is + 1, scales, &sc, &m);
+    const float d2 = d * sc, m2 = dmin * m;
+    for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>(q[l] & 0x0f) - m1;
+    for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>(q[l] >> 4) - m2;
+    q += 32;
+  }
+}
+
+// Q5_K: as Q4_K plus 32 bytes holding the fifth bit of every element.
+void dq_q5_k(const uint8_t* b, float* y) {
+  const float d = half_at(b), dmin = half_at(b + 2);
+  const uint8_t* scales = b + 4;
+  const uint8_t* qh = b + 16;
+  const uint8_t* ql = b + 48;
+  uint8_t u1 = 1, u2 = 2;
+  for (int j = 0; j < 256; j += 64) {
+    const int is = j / 32;
+    uint8_t sc, m;
+    scale_min_k4(is, scales, &sc, &m);
+    const float d1 = d * sc, m1 = dmin * m;
+    scale_min_k4(is + 1, scales, &sc, &m);
+    const float d2 = d * sc, m2 = dmin * m;
+    for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>((ql[l] & 0x0f) + ((qh[l] & u1) ? 16 : 0)) - m1;
+    for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - m2;
+    ql += 32;
+    u1 = static_cast<uint8_t>(u1 << 2);
+    u2 = static_cast<uint8_t>(u2 << 2);
+  }
+}
+
+// Q6_K: 128 bytes low nibbles, 64 bytes of high 2-bit pairs, 16 int8 scales, f16 d.
+void dq_q6_k(const uint8_t* b, float* y) {
+  const uint8_t* ql = b;
+  const uint8_t* qh = b + 128;
+  const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
+  const float d = half_at(b + 208);
+  for (int n = 0; n < 256; n += 128) {
+    for (int l = 0; l < 32; ++l) {
+      const int is = l / 16;
+      const int q1 = ((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
+      const int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
+      const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+      const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+      y[l] = d * static_cast<float>(sc[is + 0]) * static_cast<float>(q1);
+      y[l + 32] = d * static_cast<float>(sc[is + 2]) * static_cast<float>(q2);
+      y[l + 64] = d * static_cast<float>(sc[is + 4]) * static_cast<float>(q3);
+      y[l + 96] = d * static_cast<float>(sc[is + 6]) * static_cast<float>(q4);
+    }
+    y += 128;
+    ql += 64;
+    qh += 32;
+    sc += 8;
+  }
+}
+
+}  // namespace
+
+Status dequantize(DType t, std::span<const uint8_t> src, std::span<float> dst) {
+  const DTypeInfo info = dtype_info(t);
+  auto need = dtype_bytes(t, dst.size());
+  if (!need || *need != src.size())
+    return invalid_argument("dequantize " + std::string(info.name) + ": " + std::to_string(src.size()) +
+                            " bytes for " + std::to_string(dst.size()) + " elements");
+  const uint8_t* s = src.data();
+  float* y = dst.data();
+  const size_t blocks = dst.size() / static_cast<size_t>(info.block_elems);
+  for (size_t i = 0; i < blocks; ++i, s += info.block_bytes, y += info.block_elems) {
+    switch (t) {
+      case DType::kF32: std::memcpy(y, s, 4); break;
+      case DType::kF16: *y = half_at(s); break;
+      case DType::kBF16: {
+        uint16_t h;
+        std::memcpy(&h, s, 2);
+        *y = bf16_to_f32(h);
+        break;
+      }
+      case DType::kQ4_0: dq_q4_0(s, y); break;
+      case DType::kQ4_1: dq_q4_1(s, y); break;
+      case DType::kQ8_0: dq_q8_0(s, y); break;
+      case DType::kQ4_K: dq_q4_k(s, y); break;
+      case DType::kQ5_K: dq_q5_k(s, y); break;
+      case DType::kQ6_K: dq_q6_k(s, y); break;
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace kiln

@@ -1,0 +1,63 @@
+#include "runtime/generate.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "tokenizer/utf8_stream.h"
+
+namespace kiln {
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+Result<GenerationStats> generate(Session& session, Sampler& sampler, const Tokenizer& tokenizer,
+                                 std::span<const int> prompt, int n_predict,
+                                 const std::function<void(std::string_view)>& emit) {
+  if (prompt.empty()) return invalid_argument("the prompt has no tokens (and the model has no BOS to start from)");
+  const ModelConfig& c = session.model().config();
+  if (static_cast<int64_t>(prompt.size()) > session.n_ctx() - session.position())
+    return invalid_argument("the prompt of " + std::to_string(prompt.size()) + " tokens does not fit the context of " +
+                            std::to_string(session.n_ctx()));
+  GenerationStats st;
+  st.prompt_tokens = static_cast<int>(prompt.size());
+  std::vector<int> history(prompt.begin(), prompt.end());
+  history.reserve(prompt.size() + static_cast<size_t>(std::max(n_predict, 0)));
+
+  auto t0 = std::chrono::steady_clock::now();
+  std::span<const float> logits;
+  for (int t : prompt) {
+    KILN_ASSIGN_OR_RETURN(logits, session.forward(t));
+  }
+  st.prompt_seconds = seconds_since(t0);
+
+  Utf8Stream stream;
+  t0 = std::chrono::steady_clock::now();
+  int prev = prompt.back();
+  while (st.generated_tokens < n_predict) {
+    const int next = sampler.sample(logits, history);
+    if (std::find(c.stop_ids.begin(), c.stop_ids.end(), next) != c.stop_ids.end()) {
+      st.stop = StopReason::kStopToken;
+      break;
+    }
+    ++st.generated_tokens;
+    history.push_back(next);
+    const std::string text = stream.push(tokenizer.decode_piece(prev, next));
+    if (!text.empty()) emit(text);
+    prev = next;
+    if (st.generated_tokens == n_predict) break;
+    if (session.position() >= session.n_ctx()) {
+      st.stop = StopReason::kContextFull;
+      break;
+    }
+    KILN_ASSIGN_OR_RETURN(logits, session.forward(next));
+  }
+  const std::string rest = stream.finish();
+  if (!rest.empty()) emit(rest);
+  st.generate_seconds = seconds_since(t0);
+  return st;
+}
+
+}  // namespace kiln

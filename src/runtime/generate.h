@@ -1,0 +1,30 @@
+// The inference loop: feed the prompt, then sample, emit and feed back until a stop.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <string_view>
+
+#include "runtime/sampler.h"
+#include "runtime/session.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kiln {
+
+enum class StopReason { kLength, kStopToken, kContextFull };
+
+struct GenerationStats {
+  int prompt_tokens = 0;
+  int generated_tokens = 0;
+  double prompt_seconds = 0;
+  double generate_seconds = 0;
+  StopReason stop = StopReason::kLength;
+};
+
+// `emit` receives the text as it is produced, in pieces that are always whole UTF-8 characters.
+// A sampled stop token ends generation and is not emitted.
+Result<GenerationStats> generate(Session& session, Sampler& sampler, const Tokenizer& tokenizer,
+                                 std::span<const int> prompt, int n_predict,
+                                 const std::function<void(std::string_view)>& emit);
+
+}  // namespace kiln

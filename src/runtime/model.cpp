@@ -1,0 +1,98 @@
+#include "runtime/model.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "quant/ggml_blocks.h"
+
+namespace kiln {
+
+std::vector<float> rope_inv_freq(const ModelConfig& c) {
+  const int half = c.head_dim / 2;
+  std::vector<float> f(static_cast<size_t>(half));
+  for (int i = 0; i < half; ++i)
+    f[static_cast<size_t>(i)] =
+        1.0f / std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(c.head_dim));
+  const RopeScaling& s = c.rope_scaling;
+  if (s.type == RopeScaling::Type::kLinear) {
+    for (float& x : f) x /= s.factor;
+  } else if (s.type == RopeScaling::Type::kLlama3) {
+    // Llama 3.1: long wavelengths are slowed by `factor`, short ones kept, the band between blended.
+    const float pi = 3.14159265358979f;
+    const float orig = static_cast<float>(s.original_max_position);
+    const float low_wavelen = orig / s.low_freq_factor;
+    const float high_wavelen = orig / s.high_freq_factor;
+    for (float& x : f) {
+      const float wavelen = 2.0f * pi / x;
+      if (wavelen < high_wavelen) continue;
+      if (wavelen > low_wavelen) {
+        x /= s.factor;
+      } else {
+        const float smooth = (orig / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+        x = (1.0f - smooth) * x / s.factor + smooth * x;
+      }
+    }
+  }
+  return f;
+}
+
+Result<std::shared_ptr<const Model>> Model::create(ImportedModel m) {
+  std::shared_ptr<Model> model(new Model());
+  model->config_ = m.config;
+  model->format_ = m.format;
+  model->files_ = m.files;
+
+  auto get = [&](const std::string& name) -> Result<const float*> {
+    auto it = m.tensors.find(name);
+    if (it == m.tensors.end()) return corrupt(m.path + ": missing tensor '" + name + "'");
+    const TensorSource& t = it->second;
+    const uint64_t n = t.elements();
+    if (t.dtype == DType::kF32 && reinterpret_cast<uintptr_t>(t.bytes.data()) % alignof(float) == 0) {
+      model->mapped_bytes_ += t.bytes.size();
+      return reinterpret_cast<const float*>(t.bytes.data());
+    }
+    auto buf = std::make_unique<float[]>(n);
+    KILN_RETURN_IF_ERROR(dequantize(t.dtype, t.bytes, {buf.get(), n}).with_context(t.file + ": tensor '" + t.name + "'"));
+    const float* p = buf.get();
+    model->converted_bytes_ += n * sizeof(float);
+    model->converted_.push_back(std::move(buf));
+    return p;
+  };
+  auto get_opt = [&](const std::string& name) -> Result<const float*> {
+    if (!m.tensors.count(name)) return static_cast<const float*>(nullptr);
+    return get(name);
+  };
+
+  const ModelConfig& c = model->config_;
+  KILN_ASSIGN_OR_RETURN(model->token_embd_, get("token_embd.weight"));
+  KILN_ASSIGN_OR_RETURN(model->output_norm_, get("output_norm.weight"));
+  if (c.tie_embeddings) {
+    model->output_ = model->token_embd_;
+  } else {
+    KILN_ASSIGN_OR_RETURN(model->output_, get("output.weight"));
+  }
+  model->layers_.resize(static_cast<size_t>(c.n_layers));
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    LayerWeights& w = model->layers_[static_cast<size_t>(l)];
+    KILN_ASSIGN_OR_RETURN(w.attn_norm, get(p + "attn_norm.weight"));
+    KILN_ASSIGN_OR_RETURN(w.wq, get(p + "attn_q.weight"));
+    KILN_ASSIGN_OR_RETURN(w.wk, get(p + "attn_k.weight"));
+    KILN_ASSIGN_OR_RETURN(w.wv, get(p + "attn_v.weight"));
+    KILN_ASSIGN_OR_RETURN(w.bq, get_opt(p + "attn_q.bias"));
+    KILN_ASSIGN_OR_RETURN(w.bk, get_opt(p + "attn_k.bias"));
+    KILN_ASSIGN_OR_RETURN(w.bv, get_opt(p + "attn_v.bias"));
+    KILN_ASSIGN_OR_RETURN(w.wo, get(p + "attn_output.weight"));
+    KILN_ASSIGN_OR_RETURN(w.ffn_norm, get(p + "ffn_norm.weight"));
+    KILN_ASSIGN_OR_RETURN(w.w_gate, get(p + "ffn_gate.weight"));
+    KILN_ASSIGN_OR_RETURN(w.w_up, get(p + "ffn_up.weight"));
+    KILN_ASSIGN_OR_RETURN(w.w_down, get(p + "ffn_down.weight"));
+  }
+  model->inv_freq_ = rope_inv_freq(c);
+  KILN_ASSIGN_OR_RETURN(const float* rope_freqs, get_opt("rope_freqs.weight"));
+  if (rope_freqs != nullptr)
+    for (size_t i = 0; i < model->inv_freq_.size(); ++i) model->inv_freq_[i] /= rope_freqs[i];
+  return std::shared_ptr<const Model>(std::move(model));
+}
+
+}  // namespace kiln

@@ -1,0 +1,37 @@
+// A conversation with a model: its own KV cache and scratch, all allocated when it is created.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "runtime/model.h"
+
+namespace kiln {
+
+class Session {
+ public:
+  // n_ctx <= 0 takes the model's max_seq_len. The KV cache for n_ctx positions is allocated here,
+  // once; forward() allocates nothing.
+  static Result<std::unique_ptr<Session>> create(std::shared_ptr<const Model> model, int n_ctx);
+
+  // Runs one token at the next position and returns the logits for the token after it.
+  Result<std::span<const float>> forward(int token);
+
+  int position() const { return pos_; }
+  int n_ctx() const { return n_ctx_; }
+  const Model& model() const { return *model_; }
+  void reset() { pos_ = 0; }
+  size_t kv_cache_bytes() const { return (key_cache_.size() + value_cache_.size()) * sizeof(float); }
+
+ private:
+  Session() = default;
+  std::shared_ptr<const Model> model_;
+  int n_ctx_ = 0;
+  int pos_ = 0;
+  // key_cache_[layer][pos][kv_dim], value_cache_ likewise.
+  std::vector<float> key_cache_, value_cache_;
+  std::vector<float> x_, xb_, xb2_, q_, k_, v_, att_out_, gate_, up_, scores_, logits_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,94 @@
+// The one BPE merge engine: symbols in a doubly linked list, candidate pairs in a priority queue.
+//
+// Every tokenizer model kind calls bpe_merge() with its own pair rule; the engine only knows
+// "this adjacent pair may become token X with priority P". The highest priority merges first;
+// among equal priorities the leftmost pair wins (as llama2.c's scan, llama.cpp's SPM session and
+// HF tokenizers' BPE all do). Stale queue entries are skipped when popped, so a text of n
+// symbols costs O(n log n).
+#pragma once
+
+#include <cstdint>
+#include <queue>
+#include <vector>
+
+namespace kiln {
+
+struct BpeSymbol {
+  int id = -1;         // token id; -1 for "not a token (yet)", which a rule may still merge by text
+  uint32_t begin = 0;  // the symbol's bytes in the caller's buffer: [begin, begin + len)
+  uint32_t len = 0;    // 0 marks a symbol absorbed by its left neighbour
+  int32_t prev = -1;   // neighbours in the list (indexes into the symbol vector), -1 at the ends
+  int32_t next = -1;
+};
+
+// What a rule answers for an adjacent pair that may merge.
+struct BpeMerge {
+  int id = -1;            // the merged token
+  double priority = 0.0;  // higher merges first (a score, or minus a merge rank)
+};
+
+// Links `syms` (already filled with id/begin/len, in order) into a list. The symbols of one
+// call must be contiguous in the buffer: syms[i].begin + syms[i].len == syms[i + 1].begin.
+inline void bpe_link(std::vector<BpeSymbol>& syms) {
+  const auto n = static_cast<int32_t>(syms.size());
+  for (int32_t i = 0; i < n; ++i) {
+    syms[static_cast<size_t>(i)].prev = i - 1;
+    syms[static_cast<size_t>(i)].next = i + 1 < n ? i + 1 : -1;
+  }
+}
+
+// Runs the merges. `rule(const BpeSymbol& left, const BpeSymbol& right, BpeMerge* out) -> bool`
+// decides whether the pair merges, into which token, with what priority. The rule must be a pure
+// function of the two symbols (their ids and bytes). Afterwards the live symbols are those
+// reachable from syms[0] through `next` (syms[0] is never absorbed).
+template <typename Rule>
+void bpe_merge(std::vector<BpeSymbol>& syms, Rule&& rule) {
+  struct Candidate {
+    double priority;
+    int32_t left, right;
+    int left_id, right_id, merged_id;
+  };
+  struct Lower {  // priority_queue keeps the "largest" on top: higher priority, then smaller left
+    bool operator()(const Candidate& a, const Candidate& b) const {
+      if (a.priority != b.priority) return a.priority < b.priority;
+      return a.left > b.left;
+    }
+  };
+  if (syms.size() < 2) return;
+  std::vector<Candidate> storage;
+  storage.reserve(syms.size());
+  std::priority_queue<Candidate, std::vector<Candidate>, Lower> queue(Lower{}, std::move(storage));
+
+  auto consider = [&](int32_t l, int32_t r) {
+    if (l < 0 || r < 0) return;
+    const BpeSymbol& a = syms[static_cast<size_t>(l)];
+    const BpeSymbol& b = syms[static_cast<size_t>(r)];
+    BpeMerge m;
+    if (!rule(a, b, &m)) return;
+    // NaN would break the queue's ordering; such a pair never merges (as in llama2.c, where
+    // "score > best" is false for NaN).
+    if (m.priority != m.priority) return;
+    queue.push({m.priority, l, r, a.id, b.id, m.id});
+  };
+
+  for (int32_t i = 0; i + 1 < static_cast<int32_t>(syms.size()); ++i) consider(i, i + 1);
+
+  while (!queue.empty()) {
+    const Candidate c = queue.top();
+    queue.pop();
+    BpeSymbol& a = syms[static_cast<size_t>(c.left)];
+    BpeSymbol& b = syms[static_cast<size_t>(c.right)];
+    // Stale when either side was absorbed, is no longer adjacent, or has become another token.
+    if (a.len == 0 || b.len == 0 || a.next != c.right || a.id != c.left_id || b.id != c.right_id) continue;
+    a.id = c.merged_id;
+    a.len += b.len;
+    a.next = b.next;
+    if (b.next >= 0) syms[static_cast<size_t>(b.next)].prev = c.left;
+    b.len = 0;
+    b.next = b.prev = -1;
+    consider(a.prev, c.left);
+    consider(c.left, a.next);
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,75 @@
+// GGUF reading and the dequantization of every block type against gguf-py's own dequantize().
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "formats/gguf.h"
+#include "quant/ggml_blocks.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+GgufFile open_blocks() {
+  auto f = MappedFile::open(test::data_path("gguf-quant/blocks.gguf"));
+  EXPECT_TRUE(f) << f.status().message();
+  auto g = read_gguf(*f);
+  EXPECT_TRUE(g) << g.status().message();
+  return std::move(g).value();
+}
+
+const TensorSource* find(const GgufFile& g, const std::string& name) {
+  for (const auto& t : g.tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+class Dequant : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(Dequant, MatchesGgufPy) {
+  GgufFile g = open_blocks();
+  const std::string name = GetParam();
+  const TensorSource* q = find(g, name);
+  const TensorSource* ref = find(g, name + ".ref");
+  ASSERT_TRUE(q && ref) << name;
+  ASSERT_EQ(q->shape, (std::vector<int64_t>{3, 512}));
+  ASSERT_EQ(ref->dtype, DType::kF32);
+  std::vector<float> out(q->elements());
+  ASSERT_TRUE(dequantize(q->dtype, q->bytes, out));
+  const auto* r = reinterpret_cast<const float*>(ref->bytes.data());
+  for (size_t i = 0; i < out.size(); ++i) {
+    // The reference computes in float32 too; allow one rounding of difference (FMA contraction).
+    const float tol = 2e-6f * std::max(1.0f, std::fabs(r[i]));
+    ASSERT_NEAR(out[i], r[i], tol) << name << " element " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, Dequant,
+                         ::testing::Values("f16", "bf16", "q8_0", "q4_0", "q4_1", "q4_k", "q5_k", "q6_k"));
+
+TEST(Gguf, ReadsMetadata) {
+  GgufFile g = open_blocks();
+  EXPECT_EQ(g.version, 3u);
+  const GgufValue* arch = g.find("general.architecture");
+  ASSERT_TRUE(arch && arch->as_string());
+  EXPECT_EQ(*arch->as_string(), "test");
+}
+
+TEST(Gguf, Stories260KVocabularyAndConfig) {
+  auto f = MappedFile::open(test::data_path("stories260K-gguf/stories260K.gguf"));
+  ASSERT_TRUE(f);
+  auto g = read_gguf(*f);
+  ASSERT_TRUE(g) << g.status().message();
+  const GgufValue* tokens = g->find("tokenizer.ggml.tokens");
+  ASSERT_TRUE(tokens && tokens->as_array());
+  EXPECT_EQ(tokens->as_array()->strings.size(), 512u);
+  auto m = gguf_to_model(*g);
+  ASSERT_TRUE(m) << m.status().message();
+  EXPECT_EQ(m->config.dim, 64);
+  EXPECT_EQ(m->config.n_kv_heads, 4);
+  EXPECT_EQ(m->config.head_dim, 8);
+  EXPECT_EQ(m->config.rope_style, RopeStyle::kAdjacentPairs);
+}
+
+}  // namespace
+}  // namespace kiln

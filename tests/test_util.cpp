@@ -1,0 +1,85 @@
+#include "test_util.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <new>
+#include <sstream>
+
+namespace {
+std::atomic<uint64_t> g_allocations{0};
+}
+
+void* operator new(size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+
+namespace kiln::test {
+
+uint64_t allocation_count() { return g_allocations.load(std::memory_order_relaxed); }
+
+std::string data_path(const std::string& rel) { return std::string(KILN_TEST_DATA_DIR) + "/" + rel; }
+std::string shipped_model() { return std::string(KILN_MODELS_DIR) + "/stories260K/stories260K.bin"; }
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::string temp_dir() {
+  static std::string dir = [] {
+    std::string templ = (std::filesystem::temp_directory_path() / "kiln-test-XXXXXX").string();
+    char* d = mkdtemp(templ.data());
+    return std::string(d ? d : "/tmp");
+  }();
+  return dir;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) {
+    if (c == '\'') q += "'\\''";
+    else q += c;
+  }
+  return q + "'";
+}
+
+CommandResult run_kiln(const std::string& args) {
+  static int counter = 0;
+  const std::string base = temp_dir() + "/cmd" + std::to_string(counter++);
+  const std::string cmd = std::string(KILN_BINARY) + " " + args + " >" + base + ".out 2>" + base + ".err </dev/null";
+  const int status = std::system(cmd.c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  r.out = read_file(base + ".out");
+  r.err = read_file(base + ".err");
+  return r;
+}
+
+double relative_error(const float* a, const float* b, size_t n) {
+  double max_diff = 0, max_ref = 0;
+  for (size_t i = 0; i < n; ++i) {
+    max_diff = std::max(max_diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    max_ref = std::max(max_ref, std::fabs(static_cast<double>(b[i])));
+  }
+  return max_ref > 0 ? max_diff / max_ref : max_diff;
+}
+
+}  // namespace kiln::test

@@ -1,0 +1,31 @@
+// Helpers shared by the tests: data paths, reference files, running the kiln binary.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::test {
+
+std::string data_path(const std::string& rel);  // under tests/data
+std::string shipped_model();                     // models/stories260K/stories260K.bin
+std::string read_file(const std::string& path);
+void write_file(const std::string& path, const std::string& bytes);
+std::string temp_dir();  // a fresh folder for this test process
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+// Runs the kiln binary with `args` (already shell-quoted where needed).
+CommandResult run_kiln(const std::string& args);
+std::string shell_quote(const std::string& s);
+
+// Counts operator new calls in this process (for the no-allocation-per-token tests).
+uint64_t allocation_count();
+
+// Largest |a - b| over the largest |b|: the relative error of a logits vector.
+double relative_error(const float* a, const float* b, size_t n);
+
+}  // namespace kiln::test

@@ -1,0 +1,26 @@
+// What the subcommands share: how errors end the process, and where the shipped model is.
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+
+namespace CLI {
+class App;
+}
+
+namespace kiln::cli {
+
+// Exit status for a model, file or input that kiln rejects.
+constexpr int kExitBadInput = 2;
+
+// Prints "kiln: error: <message>" on stderr and returns kExitBadInput.
+int fail(const Status& s);
+
+// The stories260K checkpoint shipped with kiln: installed beside the binary or in the source tree.
+std::string default_model_path();
+
+// Each subcommand adds itself to the app; its callback stores the exit status in `exit_code`.
+void add_run_command(CLI::App& app, int& exit_code);
+
+}  // namespace kiln::cli
