@@ -7,5 +7,5 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   g++ cmake ninja-build ccache make \
-  libgtest-dev nlohmann-json3-dev libcli11-dev \
+  libgtest-dev nlohmann-json3-dev libcli11-dev libxxhash-dev \
   clang libclang-rt-14-dev >/dev/null

@@ -3,6 +3,7 @@
 
 #include "runtime/generate.h"
 #include "runtime/loaded_model.h"
+#include "runtime/session.h"
 #include "test_util.h"
 
 namespace kiln {

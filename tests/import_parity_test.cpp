@@ -4,6 +4,7 @@
 #include "formats/import.h"
 #include "runtime/generate.h"
 #include "runtime/loaded_model.h"
+#include "runtime/session.h"
 #include "test_util.h"
 
 namespace kiln {

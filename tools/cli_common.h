@@ -22,5 +22,8 @@ std::string default_model_path();
 
 // Each subcommand adds itself to the app; its callback stores the exit status in `exit_code`.
 void add_run_command(CLI::App& app, int& exit_code);
+void add_compile_command(CLI::App& app, int& exit_code);
+void add_inspect_command(CLI::App& app, int& exit_code);
+void add_ppl_command(CLI::App& app, int& exit_code);
 
 }  // namespace kiln::cli

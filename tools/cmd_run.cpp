@@ -5,8 +5,9 @@
 #include <random>
 
 #include "runtime/generate.h"
-#include "runtime/loaded_model.h"
+#include "runtime/program_session.h"
 #include "tools/cli_common.h"
+#include "tools/model_open.h"
 
 namespace kiln::cli {
 
@@ -20,6 +21,7 @@ struct RunOptions {
   int n_ctx = 0;
   int threads = 1;
   bool echo = false;
+  bool verify = false;
   bool seed_given = false;
   uint64_t seed = 0;
   SamplerParams sampler;
@@ -28,23 +30,27 @@ struct RunOptions {
 int run(RunOptions o) {
   if (o.model.empty()) o.model = default_model_path();
   const auto t0 = std::chrono::steady_clock::now();
-  auto loaded = load_model(o.model, o.tokenizer);
-  if (!loaded) return fail(loaded.status());
+  OpenOptions oo;
+  oo.tokenizer_path = o.tokenizer;
+  oo.quant = f32_overrides();
+  oo.verify = o.verify;
+  auto opened = open_model(o.model, oo);
+  if (!opened) return fail(opened.status());
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  const Model& model = *loaded->model;
-  const Tokenizer& tok = *loaded->tokenizer;
+  const ModelConfig& cfg = opened->model->config();
+  const Tokenizer& tok = *opened->tokenizer;
   std::fprintf(stderr, "kiln: loaded %s (%s, %s, %d layers, dim %d, vocab %d) in %.1f ms\n", o.model.c_str(),
-               model.format().c_str(), std::string(arch_name(model.config().arch)).c_str(), model.config().n_layers,
-               model.config().dim, model.config().vocab_size, load_ms);
+               opened->kind.c_str(), std::string(arch_name(cfg.arch)).c_str(), cfg.n_layers, cfg.dim, cfg.vocab_size,
+               load_ms);
 
   auto prompt = tok.encode(o.prompt, /*add_bos=*/tok.bos_id() >= 0);
   if (!prompt) return fail(prompt.status());
-  auto session = Session::create(loaded->model, o.n_ctx);
+  auto session = ProgramSession::create(opened->model, o.n_ctx);
   if (!session) return fail(session.status());
 
   if (!o.seed_given) o.seed = std::random_device{}();
   o.sampler.seed = o.seed;
-  Sampler sampler(o.sampler, model.config().vocab_size);
+  Sampler sampler(o.sampler, cfg.vocab_size);
   if (o.echo) {
     std::fwrite(o.prompt.data(), 1, o.prompt.size(), stdout);
     std::fflush(stdout);
@@ -71,7 +77,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "Generate text; stdout carries exactly the generated text");
   cmd->add_option("model", opts->model,
-                  "llama2.c .bin, .gguf file or Hugging Face folder (default: the shipped stories260K)");
+                  ".kiln file, llama2.c .bin, .gguf file or Hugging Face folder (default: the shipped stories260K)");
   cmd->add_option("-p,--prompt", opts->prompt, "prompt text");
   cmd->add_option("-n,--n-predict", opts->n_predict, "number of new tokens")->check(CLI::NonNegativeNumber);
   cmd->add_option("--temp", opts->sampler.temperature, "temperature; 0 is greedy");
@@ -88,6 +94,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--threads", opts->threads, "worker threads")->check(CLI::PositiveNumber);
   cmd->add_option("--tokenizer", opts->tokenizer, "tokenizer file (llama2.c .bin, tokenizer.json, .gguf)");
   cmd->add_flag("--echo", opts->echo, "print the prompt before the generated text");
+  cmd->add_flag("--verify", opts->verify, "check every section checksum of a .kiln (exit 2 on a mismatch)");
   cmd->callback([opts, &exit_code] { exit_code = run(*opts); });
 }
 

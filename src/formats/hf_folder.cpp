@@ -11,37 +11,61 @@ namespace kiln {
 
 namespace fs = std::filesystem;
 
-std::string hf_to_canonical_name(const std::string& n) {
-  static const std::pair<const char*, const char*> kTop[] = {
-      {"model.embed_tokens.weight", "token_embd.weight"},
-      {"model.norm.weight", "output_norm.weight"},
-      {"lm_head.weight", "output.weight"},
-  };
-  for (auto [hf, ours] : kTop)
-    if (n == hf) return ours;
-  const std::string prefix = "model.layers.";
-  if (n.compare(0, prefix.size(), prefix) != 0) return {};
+namespace {
+
+constexpr std::pair<const char*, const char*> kTopNames[] = {
+    {"model.embed_tokens.weight", "token_embd.weight"},
+    {"model.norm.weight", "output_norm.weight"},
+    {"lm_head.weight", "output.weight"},
+};
+constexpr std::pair<const char*, const char*> kLayerNames[] = {
+    {"input_layernorm.weight", "attn_norm.weight"},
+    {"self_attn.q_proj.weight", "attn_q.weight"},
+    {"self_attn.k_proj.weight", "attn_k.weight"},
+    {"self_attn.v_proj.weight", "attn_v.weight"},
+    {"self_attn.q_proj.bias", "attn_q.bias"},
+    {"self_attn.k_proj.bias", "attn_k.bias"},
+    {"self_attn.v_proj.bias", "attn_v.bias"},
+    {"self_attn.o_proj.weight", "attn_output.weight"},
+    {"post_attention_layernorm.weight", "ffn_norm.weight"},
+    {"mlp.gate_proj.weight", "ffn_gate.weight"},
+    {"mlp.up_proj.weight", "ffn_up.weight"},
+    {"mlp.down_proj.weight", "ffn_down.weight"},
+};
+
+// Splits "<prefix><digits>.<rest>" into the layer number and rest.
+bool split_layer(const std::string& n, const std::string& prefix, int& layer, std::string& rest) {
+  if (n.compare(0, prefix.size(), prefix) != 0) return false;
   size_t dot = n.find('.', prefix.size());
-  if (dot == std::string::npos) return {};
-  std::string layer = n.substr(prefix.size(), dot - prefix.size());
-  if (layer.empty() || layer.size() > 6 || layer.find_first_not_of("0123456789") != std::string::npos) return {};
-  std::string rest = n.substr(dot + 1);
-  static const std::pair<const char*, const char*> kLayer[] = {
-      {"input_layernorm.weight", "attn_norm.weight"},
-      {"self_attn.q_proj.weight", "attn_q.weight"},
-      {"self_attn.k_proj.weight", "attn_k.weight"},
-      {"self_attn.v_proj.weight", "attn_v.weight"},
-      {"self_attn.q_proj.bias", "attn_q.bias"},
-      {"self_attn.k_proj.bias", "attn_k.bias"},
-      {"self_attn.v_proj.bias", "attn_v.bias"},
-      {"self_attn.o_proj.weight", "attn_output.weight"},
-      {"post_attention_layernorm.weight", "ffn_norm.weight"},
-      {"mlp.gate_proj.weight", "ffn_gate.weight"},
-      {"mlp.up_proj.weight", "ffn_up.weight"},
-      {"mlp.down_proj.weight", "ffn_down.weight"},
-  };
-  for (auto [hf, ours] : kLayer)
-    if (rest == hf) return "blk." + std::to_string(std::stoi(layer)) + "." + ours;
+  if (dot == std::string::npos) return false;
+  std::string digits = n.substr(prefix.size(), dot - prefix.size());
+  if (digits.empty() || digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string::npos) return false;
+  layer = std::stoi(digits);
+  rest = n.substr(dot + 1);
+  return true;
+}
+
+}  // namespace
+
+std::string hf_to_canonical_name(const std::string& n) {
+  for (auto [hf, ours] : kTopNames)
+    if (n == hf) return ours;
+  int layer;
+  std::string rest;
+  if (!split_layer(n, "model.layers.", layer, rest)) return {};
+  for (auto [hf, ours] : kLayerNames)
+    if (rest == hf) return "blk." + std::to_string(layer) + "." + ours;
+  return {};
+}
+
+std::string canonical_to_hf_name(const std::string& n) {
+  for (auto [hf, ours] : kTopNames)
+    if (n == ours) return hf;
+  int layer;
+  std::string rest;
+  if (!split_layer(n, "blk.", layer, rest)) return {};
+  for (auto [hf, ours] : kLayerNames)
+    if (rest == ours) return "model.layers." + std::to_string(layer) + "." + hf;
   return {};
 }
 

@@ -11,5 +11,7 @@ Result<ImportedModel> read_hf_folder(const std::string& dir);
 
 // Maps a Hugging Face tensor name to kiln's canonical name; empty when it is not a weight kiln uses.
 std::string hf_to_canonical_name(const std::string& hf_name);
+// The inverse: model.layers.N.* for blk.N.*; empty when there is none.
+std::string canonical_to_hf_name(const std::string& canonical);
 
 }  // namespace kiln

@@ -13,11 +13,11 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 }  // namespace
 
-Result<GenerationStats> generate(Session& session, Sampler& sampler, const Tokenizer& tokenizer,
+Result<GenerationStats> generate(Decoder& session, Sampler& sampler, const Tokenizer& tokenizer,
                                  std::span<const int> prompt, int n_predict,
                                  const std::function<void(std::string_view)>& emit) {
   if (prompt.empty()) return invalid_argument("the prompt has no tokens (and the model has no BOS to start from)");
-  const ModelConfig& c = session.model().config();
+  const ModelConfig& c = session.config();
   if (static_cast<int64_t>(prompt.size()) > session.n_ctx() - session.position())
     return invalid_argument("the prompt of " + std::to_string(prompt.size()) + " tokens does not fit the context of " +
                             std::to_string(session.n_ctx()));
@@ -27,10 +27,7 @@ Result<GenerationStats> generate(Session& session, Sampler& sampler, const Token
   history.reserve(prompt.size() + static_cast<size_t>(std::max(n_predict, 0)));
 
   auto t0 = std::chrono::steady_clock::now();
-  std::span<const float> logits;
-  for (int t : prompt) {
-    KILN_ASSIGN_OR_RETURN(logits, session.forward(t));
-  }
+  KILN_ASSIGN_OR_RETURN(std::span<const float> logits, session.decode(prompt));
   st.prompt_seconds = seconds_since(t0);
 
   Utf8Stream stream;
@@ -52,7 +49,7 @@ Result<GenerationStats> generate(Session& session, Sampler& sampler, const Token
       st.stop = StopReason::kContextFull;
       break;
     }
-    KILN_ASSIGN_OR_RETURN(logits, session.forward(next));
+    KILN_ASSIGN_OR_RETURN(logits, session.decode(std::span<const int>(&next, 1)));
   }
   const std::string rest = stream.finish();
   if (!rest.empty()) emit(rest);

@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "runtime/sampler.h"
-#include "runtime/session.h"
+#include "runtime/decoder.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kiln {
@@ -23,7 +23,7 @@ struct GenerationStats {
 
 // `emit` receives the text as it is produced, in pieces that are always whole UTF-8 characters.
 // A sampled stop token ends generation and is not emitted.
-Result<GenerationStats> generate(Session& session, Sampler& sampler, const Tokenizer& tokenizer,
+Result<GenerationStats> generate(Decoder& session, Sampler& sampler, const Tokenizer& tokenizer,
                                  std::span<const int> prompt, int n_predict,
                                  const std::function<void(std::string_view)>& emit);
 

@@ -3,38 +3,10 @@
 #include <cmath>
 #include <cstring>
 
+#include "graph/builder.h"
 #include "quant/ggml_blocks.h"
 
 namespace kiln {
-
-std::vector<float> rope_inv_freq(const ModelConfig& c) {
-  const int half = c.head_dim / 2;
-  std::vector<float> f(static_cast<size_t>(half));
-  for (int i = 0; i < half; ++i)
-    f[static_cast<size_t>(i)] =
-        1.0f / std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(c.head_dim));
-  const RopeScaling& s = c.rope_scaling;
-  if (s.type == RopeScaling::Type::kLinear) {
-    for (float& x : f) x /= s.factor;
-  } else if (s.type == RopeScaling::Type::kLlama3) {
-    // Llama 3.1: long wavelengths are slowed by `factor`, short ones kept, the band between blended.
-    const float pi = 3.14159265358979f;
-    const float orig = static_cast<float>(s.original_max_position);
-    const float low_wavelen = orig / s.low_freq_factor;
-    const float high_wavelen = orig / s.high_freq_factor;
-    for (float& x : f) {
-      const float wavelen = 2.0f * pi / x;
-      if (wavelen < high_wavelen) continue;
-      if (wavelen > low_wavelen) {
-        x /= s.factor;
-      } else {
-        const float smooth = (orig / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
-        x = (1.0f - smooth) * x / s.factor + smooth * x;
-      }
-    }
-  }
-  return f;
-}
 
 Result<std::shared_ptr<const Model>> Model::create(ImportedModel m) {
   std::shared_ptr<Model> model(new Model());

@@ -55,7 +55,4 @@ class Model {
   uint64_t converted_bytes_ = 0;
 };
 
-// The frequencies RoPE uses for a head of `head_dim`, after `rope_scaling`.
-std::vector<float> rope_inv_freq(const ModelConfig& c);
-
 }  // namespace kiln

@@ -85,4 +85,13 @@ Result<std::span<const float>> Session::forward(int token) {
   return std::span<const float>(logits_);
 }
 
+Result<std::span<const float>> Session::decode(std::span<const int> tokens) {
+  if (tokens.empty()) return invalid_argument("decode: no tokens");
+  std::span<const float> logits;
+  for (int t : tokens) {
+    KILN_ASSIGN_OR_RETURN(logits, forward(t));
+  }
+  return logits;
+}
+
 }  // namespace kiln

@@ -5,11 +5,13 @@
 #include <span>
 #include <vector>
 
+#include "runtime/decoder.h"
 #include "runtime/model.h"
 
 namespace kiln {
 
-class Session {
+// The FP32 reference: one token at a time, written like the paper; the oracle of the compiled path.
+class Session final : public Decoder {
  public:
   // n_ctx <= 0 takes the model's max_seq_len. The KV cache for n_ctx positions is allocated here,
   // once; forward() allocates nothing.
@@ -18,10 +20,12 @@ class Session {
   // Runs one token at the next position and returns the logits for the token after it.
   Result<std::span<const float>> forward(int token);
 
-  int position() const { return pos_; }
-  int n_ctx() const { return n_ctx_; }
+  Result<std::span<const float>> decode(std::span<const int> tokens) override;
+  int position() const override { return pos_; }
+  int n_ctx() const override { return n_ctx_; }
+  const ModelConfig& config() const override { return model_->config(); }
   const Model& model() const { return *model_; }
-  void reset() { pos_ = 0; }
+  void reset() override { pos_ = 0; }
   size_t kv_cache_bytes() const { return (key_cache_.size() + value_cache_.size()) * sizeof(float); }
 
  private:

@@ -1,0 +1,15 @@
+// The back ends this build of kiln has, in order of preference. Listed here explicitly.
+#pragma once
+
+#include <span>
+#include <string_view>
+
+#include "backends/api/backend.h"
+
+namespace kiln {
+
+// Preferred first; the last, "ref", supports every op and is the fallback of every partition.
+std::span<const Backend* const> registered_backends();
+const Backend* find_backend(std::string_view name);
+
+}  // namespace kiln

@@ -1,0 +1,38 @@
+// The compiler driver: formats -> graph -> precision -> passes -> memory plan -> packed weights.
+// The result runs in memory (kiln run on a source model) or is written as a .kiln file.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "compiler/passes.h"
+#include "formats/import.h"
+#include "graph/program.h"
+
+namespace kiln {
+
+struct CompileOptions {
+  OverridesFile quant;                    // default scheme and per-tensor rules
+  std::string overrides_path = "--quant";  // names the rules in messages
+  std::string tokenizer_path;             // "" : the model's own
+  int max_tokens = 64;                    // tokens per step the memory plan is made for
+  bool fuse = true;
+  std::vector<const Backend*> backends;   // empty: the registered ones
+  std::function<void(double)> progress;   // 0..1 while weights are quantized
+};
+
+struct CompileReport {
+  FusionReport fusion;
+  PartitionReport partition;
+  std::vector<std::string> notes;
+  int64_t source_bytes = 0;    // weights as the source stored them
+  int64_t compiled_bytes = 0;  // weights as compiled
+  std::map<std::string, int64_t> scheme_bytes;  // compiled bytes per scheme
+  int64_t parameters = 0;
+};
+
+Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& options, CompileReport* report);
+
+}  // namespace kiln

@@ -1,0 +1,22 @@
+// Writes a compiled program image as a .kiln context binary.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "compiler/driver.h"
+#include "formats/kiln_file.h"
+
+namespace kiln {
+
+// The machine a .kiln is made for: "native" (this CPU) or "generic" (no ISA extensions).
+Result<KilnTarget> resolve_target(const std::string& name);
+
+// Sections: config, tokenizer, program, memory plan, quantization record, tensors and weights.
+Status write_kiln(const ProgramImage& image, const KilnTarget& target, const CompileReport& report,
+                  const std::string& path, const std::function<void(double)>& progress = {});
+
+// Tokenizer section: u32 length of a JSON header {"kind", "vocab_size"}, the header, the bytes.
+std::vector<uint8_t> encode_tokenizer_section(const TokenizerBlob& blob);
+
+}  // namespace kiln

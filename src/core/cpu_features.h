@@ -1,0 +1,29 @@
+// The instruction-set features of the machine kiln runs on, as bits a .kiln target records.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace kiln {
+
+enum CpuFeature : uint64_t {
+  kCpuAvx2 = 1ull << 0,
+  kCpuFma = 1ull << 1,
+  kCpuF16c = 1ull << 2,
+  kCpuAvx512f = 1ull << 3,
+  kCpuAvx512bw = 1ull << 4,
+  kCpuAvx512vl = 1ull << 5,
+  kCpuAvx512vnni = 1ull << 6,
+  kCpuAvx512bf16 = 1ull << 7,
+  kCpuAvxVnni = 1ull << 8,
+  kCpuNeon = 1ull << 16,
+  kCpuDotprod = 1ull << 17,
+  kCpuI8mm = 1ull << 18,
+  kCpuArmFp16 = 1ull << 19,
+};
+
+uint64_t host_cpu_features();
+// "avx2,fma": one name per set bit, in ascending bit order.
+std::string cpu_feature_names(uint64_t bits);
+
+}  // namespace kiln

@@ -1,0 +1,130 @@
+#include "graph/builder.h"
+
+#include <cmath>
+
+namespace kiln {
+
+std::vector<float> rope_inv_freq(const ModelConfig& c) {
+  const int half = c.head_dim / 2;
+  std::vector<float> f(static_cast<size_t>(half));
+  for (int i = 0; i < half; ++i)
+    f[static_cast<size_t>(i)] =
+        1.0f / std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(c.head_dim));
+  const RopeScaling& s = c.rope_scaling;
+  if (s.type == RopeScaling::Type::kLinear) {
+    for (float& x : f) x /= s.factor;
+  } else if (s.type == RopeScaling::Type::kLlama3) {
+    // Llama 3.1: long wavelengths are slowed by `factor`, short ones kept, the band between blended.
+    const float pi = 3.14159265358979f;
+    const float orig = static_cast<float>(s.original_max_position);
+    const float low_wavelen = orig / s.low_freq_factor;
+    const float high_wavelen = orig / s.high_freq_factor;
+    for (float& x : f) {
+      const float wavelen = 2.0f * pi / x;
+      if (wavelen < high_wavelen) continue;
+      if (wavelen > low_wavelen) {
+        x /= s.factor;
+      } else {
+        const float smooth = (orig / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+        x = (1.0f - smooth) * x / s.factor + smooth * x;
+      }
+    }
+  }
+  return f;
+}
+
+
+namespace {
+
+struct Builder {
+  Graph g;
+  int value(const std::string& name, int64_t width) { return g.add_value(name, width); }
+  int weight(const std::string& name, std::vector<int64_t> shape) {
+    WeightDesc w;
+    w.name = name;
+    w.shape = std::move(shape);
+    return g.add_weight(std::move(w));
+  }
+  Node& node(OpCode op, std::vector<int> in, std::vector<int> out, std::vector<int> weights, int layer) {
+    Node n;
+    n.op = op;
+    n.inputs = std::move(in);
+    n.outputs = std::move(out);
+    n.weights = std::move(weights);
+    n.layer = layer;
+    g.nodes.push_back(std::move(n));
+    return g.nodes.back();
+  }
+};
+
+}  // namespace
+
+Result<Graph> build_decoder_graph(const ModelConfig& c) {
+  Builder b;
+  const int64_t d = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), h = c.hidden_dim, v = c.vocab_size;
+  b.g.tokens_input = b.value("tokens", 1);
+  const int embd = b.weight("token_embd.weight", {v, d});
+  int x = b.value("x.embed", d);
+  b.node(OpCode::kEmbed, {b.g.tokens_input}, {x}, {embd}, -1);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    auto W = [&](const std::string& n, std::vector<int64_t> s) { return b.weight(p + n, std::move(s)); };
+    auto V = [&](const std::string& n, int64_t w) { return b.value(p + n, w); };
+
+    const int hn = V("attn_in", d);
+    b.node(OpCode::kRmsNorm, {x}, {hn}, {W("attn_norm.weight", {d})}, l).eps = c.rms_eps;
+    const int q = V("q", qd), k = V("k", kvd), vv = V("v", kvd);
+    std::vector<int> wq = {W("attn_q.weight", {qd, d})}, wk = {W("attn_k.weight", {kvd, d})},
+                     wv = {W("attn_v.weight", {kvd, d})};
+    if (c.qkv_bias) {
+      wq.push_back(W("attn_q.bias", {qd}));
+      wk.push_back(W("attn_k.bias", {kvd}));
+      wv.push_back(W("attn_v.bias", {kvd}));
+    }
+    b.node(OpCode::kMatMul, {hn}, {q}, wq, l);
+    b.node(OpCode::kMatMul, {hn}, {k}, wk, l);
+    b.node(OpCode::kMatMul, {hn}, {vv}, wv, l);
+    const int qr = V("q_rope", qd), kr = V("k_rope", kvd);
+    Node& rq = b.node(OpCode::kRope, {q}, {qr}, {}, l);
+    rq.n_heads = c.n_heads;
+    rq.head_dim = c.head_dim;
+    Node& rk = b.node(OpCode::kRope, {k}, {kr}, {}, l);
+    rk.n_heads = c.n_kv_heads;
+    rk.head_dim = c.head_dim;
+    Node& st = b.node(OpCode::kKvStore, {kr, vv}, {}, {}, l);
+    st.n_kv_heads = c.n_kv_heads;
+    st.head_dim = c.head_dim;
+    const int o = V("attn_out", qd);
+    Node& at = b.node(OpCode::kAttention, {qr}, {o}, {}, l);
+    at.n_heads = c.n_heads;
+    at.n_kv_heads = c.n_kv_heads;
+    at.head_dim = c.head_dim;
+    const int a = V("attn_proj", d);
+    b.node(OpCode::kMatMul, {o}, {a}, {W("attn_output.weight", {d, qd})}, l);
+    const int x2 = V("x.attn", d);
+    b.node(OpCode::kAdd, {x, a}, {x2}, {}, l);
+
+    const int fn = V("ffn_in", d);
+    b.node(OpCode::kRmsNorm, {x2}, {fn}, {W("ffn_norm.weight", {d})}, l).eps = c.rms_eps;
+    const int gate = V("gate", h), up = V("up", h), act = V("ffn_act", h);
+    b.node(OpCode::kMatMul, {fn}, {gate}, {W("ffn_gate.weight", {h, d})}, l);
+    b.node(OpCode::kMatMul, {fn}, {up}, {W("ffn_up.weight", {h, d})}, l);
+    b.node(OpCode::kSwiGLU, {gate, up}, {act}, {}, l);
+    const int down = V("ffn_down", d);
+    b.node(OpCode::kMatMul, {act}, {down}, {W("ffn_down.weight", {d, h})}, l);
+    const int x3 = V("x.ffn", d);
+    b.node(OpCode::kAdd, {x2, down}, {x3}, {}, l);
+    x = x3;
+  }
+  const int xn = b.value("out_norm", d);
+  Node& on = b.node(OpCode::kRmsNorm, {x}, {xn}, {b.weight("output_norm.weight", {d})}, -1);
+  on.eps = c.rms_eps;
+  on.tail = true;
+  b.g.logits_output = b.value("logits", v);
+  const int cls = c.tie_embeddings ? embd : b.weight("output.weight", {v, d});
+  b.node(OpCode::kMatMul, {xn}, {b.g.logits_output}, {cls}, -1).tail = true;
+  KILN_RETURN_IF_ERROR(verify_graph(b.g));
+  return std::move(b.g);
+}
+
+}  // namespace kiln

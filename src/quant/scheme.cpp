@@ -1,0 +1,362 @@
+#include "quant/scheme.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/dtype.h"
+
+namespace kiln {
+
+namespace {
+
+struct SchemeName {
+  Scheme scheme;
+  std::string_view name;
+};
+constexpr SchemeName kSchemeNames[] = {
+    {Scheme::kF32, "f32"},     {Scheme::kF16, "f16"},     {Scheme::kBF16, "bf16"}, {Scheme::kW8A16, "w8a16"},
+    {Scheme::kW4A16, "w4a16"}, {Scheme::kW8A8, "w8a8"}, {Scheme::kW4A8, "w4a8"},
+};
+
+constexpr float kF16Max = 65504.0f;
+
+uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+void store_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
+float load_f32(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+void store_f32(uint8_t* p, float v) { std::memcpy(p, &v, 4); }
+
+// The FP16 value next to h in the direction of -infinity (h finite, not the most negative).
+uint16_t f16_next_down(uint16_t h) {
+  if (h == 0x0000u) return 0x8001u;         // +0 -> the smallest negative subnormal
+  if ((h & 0x8000u) != 0) return h + 1;     // negative: grow the magnitude
+  return h - 1;                             // positive: shrink the magnitude
+}
+uint16_t f16_next_up(uint16_t h) {
+  if (h == 0x8000u) return 0x0001u;         // -0 -> the smallest positive subnormal
+  if ((h & 0x8000u) != 0) return h - 1;     // negative: shrink the magnitude
+  return h + 1;                             // positive: grow the magnitude
+}
+
+std::string where_row(int64_t r) { return "row " + std::to_string(r); }
+
+// ---- per-row quantizers (round to nearest) ----
+
+Status quantize_row_float(Scheme s, const float* w, int64_t cols, uint8_t* out, int64_t r) {
+  for (int64_t c = 0; c < cols; ++c) {
+    const float v = w[c];
+    switch (s) {
+      case Scheme::kF32:
+        store_f32(out + 4 * c, v);
+        break;
+      case Scheme::kF16:
+        if (std::isfinite(v) && std::fabs(v) > kF16Max)
+          return invalid_argument(where_row(r) + ", column " + std::to_string(c) + ": " + std::to_string(v) +
+                                  " does not fit in FP16 (largest 65504); use bf16 or f32 for this tensor");
+        store_u16(out + 2 * c, f32_to_f16(v));
+        break;
+      case Scheme::kBF16:
+        store_u16(out + 2 * c, f32_to_bf16(v));
+        break;
+      default:
+        return {StatusCode::kInternal, "quantize_row_float: not a float scheme"};
+    }
+  }
+  return Status::ok();
+}
+
+Status check_finite(const float* w, int64_t n, int64_t r, int64_t c0) {
+  for (int64_t c = 0; c < n; ++c)
+    if (!std::isfinite(w[c]))
+      return invalid_argument(where_row(r) + ", column " + std::to_string(c0 + c) +
+                              ": weight is not finite; it cannot be quantized to integers");
+  return Status::ok();
+}
+
+Status quantize_row_w8(const float* w, int64_t cols, uint8_t* out, int64_t r) {
+  KILN_RETURN_IF_ERROR(check_finite(w, cols, r, 0));
+  float absmax = 0.0f;
+  for (int64_t c = 0; c < cols; ++c) absmax = std::max(absmax, std::fabs(w[c]));
+  const float scale = absmax / 127.0f;
+  store_f32(out, scale);
+  auto* q = reinterpret_cast<int8_t*>(out + 4);
+  for (int64_t c = 0; c < cols; ++c) {
+    const float v = scale == 0.0f ? 0.0f : std::round(w[c] / scale);
+    q[c] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
+  }
+  return Status::ok();
+}
+
+Status quantize_group_w4(const float* w, int g, bool symmetric, uint8_t* out, int64_t r, int64_t c0) {
+  KILN_RETURN_IF_ERROR(check_finite(w, g, r, c0));
+  const int half = g / 2;
+  uint8_t* nibbles = out + (symmetric ? 2 : 4);
+  std::memset(nibbles, 0, static_cast<size_t>(half));
+  auto put = [&](int j, int u) {
+    if (j < half)
+      nibbles[j] = static_cast<uint8_t>(nibbles[j] | u);
+    else
+      nibbles[j - half] = static_cast<uint8_t>(nibbles[j - half] | (u << 4));
+  };
+  const std::string where = where_row(r) + ", group at column " + std::to_string(c0);
+  if (symmetric) {
+    float absmax = 0.0f;
+    for (int j = 0; j < g; ++j) absmax = std::max(absmax, std::fabs(w[j]));
+    if (absmax / 7.0f > kF16Max) return invalid_argument(where + ": weights too large for an FP16 scale");
+    const uint16_t hs = f16_round_up(absmax / 7.0f);
+    store_u16(out, hs);
+    const float scale = f16_to_f32(hs);
+    for (int j = 0; j < g; ++j) {
+      const float q = scale == 0.0f ? 0.0f : std::clamp(std::round(w[j] / scale), -7.0f, 7.0f);
+      put(j, static_cast<int>(q) + 8);
+    }
+  } else {
+    float lo = w[0], hi = w[0];
+    for (int j = 1; j < g; ++j) {
+      lo = std::min(lo, w[j]);
+      hi = std::max(hi, w[j]);
+    }
+    if (lo < -kF16Max || hi > kF16Max) return invalid_argument(where + ": weights outside the FP16 range");
+    const uint16_t hmin = f16_round_down(lo);
+    const float mn = f16_to_f32(hmin);
+    const float range = (hi - mn) / 15.0f;
+    if (range > kF16Max) return invalid_argument(where + ": weight range too large for an FP16 scale");
+    const uint16_t hs = f16_round_up(range);
+    store_u16(out, hs);
+    store_u16(out + 2, hmin);
+    const float scale = f16_to_f32(hs);
+    for (int j = 0; j < g; ++j) {
+      const float u = scale == 0.0f ? 0.0f : std::clamp(std::round((w[j] - mn) / scale), 0.0f, 15.0f);
+      put(j, static_cast<int>(u));
+    }
+  }
+  return Status::ok();
+}
+
+class RoundToNearest final : public WeightQuantizer {
+ public:
+  Status quantize(const QuantParams& p, const float* w, int64_t rows, int64_t cols,
+                  std::span<uint8_t> out) const override {
+    KILN_RETURN_IF_ERROR(check_shape(p, rows, cols));
+    const uint64_t row_bytes = *quantized_row_size(p, cols);
+    const uint64_t want = *quantized_size(p, rows, cols);
+    if (out.size() != want)
+      return invalid_argument("quantize " + describe(p) + ": output buffer is " + std::to_string(out.size()) +
+                              " bytes, the matrix needs " + std::to_string(want));
+    if (rows > 0 && cols > 0 && w == nullptr) return invalid_argument("quantize: no weights given");
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* wr = w + r * cols;
+      uint8_t* o = out.data() + static_cast<uint64_t>(r) * row_bytes;
+      if (is_float_scheme(p.scheme)) {
+        KILN_RETURN_IF_ERROR(quantize_row_float(p.scheme, wr, cols, o, r));
+      } else if (!is_4bit(p.scheme)) {
+        KILN_RETURN_IF_ERROR(quantize_row_w8(wr, cols, o, r));
+      } else {
+        const int g = p.group_size;
+        const uint64_t group_bytes = static_cast<uint64_t>((p.symmetric ? 2 : 4) + g / 2);
+        for (int64_t c = 0; c < cols; c += g)
+          KILN_RETURN_IF_ERROR(quantize_group_w4(wr + c, g, p.symmetric, o + static_cast<uint64_t>(c / g) * group_bytes,
+                                                 r, c));
+      }
+    }
+    return Status::ok();
+  }
+  std::string_view name() const override { return "rtn"; }
+};
+
+}  // namespace
+
+std::string_view scheme_name(Scheme s) {
+  for (const auto& e : kSchemeNames)
+    if (e.scheme == s) return e.name;
+  return "?";
+}
+
+std::optional<Scheme> parse_scheme(std::string_view name) {
+  for (const auto& e : kSchemeNames)
+    if (e.name == name) return e.scheme;
+  return std::nullopt;
+}
+
+std::string_view scheme_names_list() { return "f32, f16, bf16, w8a16, w4a16, w8a8, w4a8"; }
+
+int weight_bits(Scheme s) {
+  switch (s) {
+    case Scheme::kF32: return 32;
+    case Scheme::kF16:
+    case Scheme::kBF16: return 16;
+    case Scheme::kW8A16:
+    case Scheme::kW8A8: return 8;
+    case Scheme::kW4A16:
+    case Scheme::kW4A8: return 4;
+  }
+  return 0;
+}
+
+bool is_float_scheme(Scheme s) { return s == Scheme::kF32 || s == Scheme::kF16 || s == Scheme::kBF16; }
+bool is_4bit(Scheme s) { return s == Scheme::kW4A16 || s == Scheme::kW4A8; }
+bool quantizes_activations(Scheme s) { return s == Scheme::kW8A8 || s == Scheme::kW4A8; }
+
+Scheme widen_to_w8(Scheme s) {
+  if (s == Scheme::kW4A16) return Scheme::kW8A16;
+  if (s == Scheme::kW4A8) return Scheme::kW8A8;
+  return s;
+}
+
+QuantParams canonical(QuantParams p) {
+  if (!is_4bit(p.scheme)) {
+    p.group_size = 0;
+    p.symmetric = true;
+  }
+  return p;
+}
+
+std::string describe(const QuantParams& p) {
+  std::string s(scheme_name(p.scheme));
+  if (is_4bit(p.scheme)) s += " g" + std::to_string(p.group_size) + (p.symmetric ? " sym" : " asym");
+  return s;
+}
+
+Status validate_params(const QuantParams& p) {
+  if (scheme_name(p.scheme) == "?")
+    return invalid_argument("unknown scheme " + std::to_string(static_cast<int>(p.scheme)));
+  if (is_4bit(p.scheme) && p.group_size != 32 && p.group_size != 64 && p.group_size != 128)
+    return invalid_argument(std::string(scheme_name(p.scheme)) + ": group size " + std::to_string(p.group_size) +
+                            " is not one of 32, 64, 128");
+  return Status::ok();
+}
+
+std::optional<uint64_t> quantized_row_size(const QuantParams& p, int64_t cols) {
+  if (!validate_params(p) || cols < 0) return std::nullopt;
+  const auto c = static_cast<uint64_t>(cols);
+  switch (p.scheme) {
+    case Scheme::kF32: return 4 * c;  // cols < 2^63: no overflow
+    case Scheme::kF16:
+    case Scheme::kBF16: return 2 * c;
+    case Scheme::kW8A16:
+    case Scheme::kW8A8:
+      if (c > std::numeric_limits<uint64_t>::max() - 4) return std::nullopt;
+      return 4 + c;
+    case Scheme::kW4A16:
+    case Scheme::kW4A8: {
+      const auto g = static_cast<uint64_t>(p.group_size);
+      if (c % g != 0) return std::nullopt;
+      return (c / g) * ((p.symmetric ? 2 : 4) + g / 2);  // at most c / 2 + c / 8: fits
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<uint64_t> quantized_size(const QuantParams& p, int64_t rows, int64_t cols) {
+  if (rows < 0) return std::nullopt;
+  auto row = quantized_row_size(p, cols);
+  if (!row) return std::nullopt;
+  const auto r = static_cast<uint64_t>(rows);
+  if (*row != 0 && r > std::numeric_limits<uint64_t>::max() / *row) return std::nullopt;
+  return r * *row;
+}
+
+Status check_shape(const QuantParams& p, int64_t rows, int64_t cols) {
+  KILN_RETURN_IF_ERROR(validate_params(p));
+  if (rows < 0 || cols < 0)
+    return invalid_argument("negative matrix shape [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
+  if (is_4bit(p.scheme) && cols % p.group_size != 0)
+    return invalid_argument(describe(p) + " needs the input dimension (" + std::to_string(cols) +
+                            ") to be a multiple of the group size " + std::to_string(p.group_size));
+  if (!quantized_size(p, rows, cols))
+    return invalid_argument("matrix [" + std::to_string(rows) + ", " + std::to_string(cols) + "] is too large");
+  return Status::ok();
+}
+
+WeightQuantizer::~WeightQuantizer() = default;
+
+const WeightQuantizer& round_to_nearest() {
+  static const RoundToNearest kRtn;
+  return kRtn;
+}
+
+Status dequantize_row(const QuantParams& p, std::span<const uint8_t> q, int64_t cols, float* out) {
+  KILN_RETURN_IF_ERROR(check_shape(p, 1, cols));
+  const uint64_t want = *quantized_row_size(p, cols);
+  if (q.size() != want)
+    return invalid_argument("dequantize " + describe(p) + ": row is " + std::to_string(q.size()) + " bytes, expected " +
+                            std::to_string(want));
+  const uint8_t* b = q.data();
+  switch (p.scheme) {
+    case Scheme::kF32:
+      for (int64_t c = 0; c < cols; ++c) out[c] = load_f32(b + 4 * c);
+      break;
+    case Scheme::kF16:
+      for (int64_t c = 0; c < cols; ++c) out[c] = f16_to_f32(load_u16(b + 2 * c));
+      break;
+    case Scheme::kBF16:
+      for (int64_t c = 0; c < cols; ++c) out[c] = bf16_to_f32(load_u16(b + 2 * c));
+      break;
+    case Scheme::kW8A16:
+    case Scheme::kW8A8: {
+      const float scale = load_f32(b);
+      const auto* qs = reinterpret_cast<const int8_t*>(b + 4);
+      for (int64_t c = 0; c < cols; ++c) out[c] = static_cast<float>(qs[c]) * scale;
+      break;
+    }
+    case Scheme::kW4A16:
+    case Scheme::kW4A8: {
+      const int g = p.group_size, half = g / 2;
+      for (int64_t c0 = 0; c0 < cols; c0 += g) {
+        const float scale = f16_to_f32(load_u16(b));
+        const float mn = p.symmetric ? 0.0f : f16_to_f32(load_u16(b + 2));
+        const uint8_t* nib = b + (p.symmetric ? 2 : 4);
+        for (int j = 0; j < half; ++j) {
+          const int lo = nib[j] & 0x0f, hi = nib[j] >> 4;
+          if (p.symmetric) {
+            out[c0 + j] = static_cast<float>(lo - 8) * scale;
+            out[c0 + j + half] = static_cast<float>(hi - 8) * scale;
+          } else {
+            out[c0 + j] = static_cast<float>(lo) * scale + mn;
+            out[c0 + j + half] = static_cast<float>(hi) * scale + mn;
+          }
+        }
+        b = nib + half;
+      }
+      break;
+    }
+  }
+  return Status::ok();
+}
+
+Status dequantize_matrix(const QuantParams& p, std::span<const uint8_t> q, int64_t rows, int64_t cols, float* out) {
+  KILN_RETURN_IF_ERROR(check_shape(p, rows, cols));
+  const uint64_t want = *quantized_size(p, rows, cols);
+  if (q.size() != want)
+    return invalid_argument("dequantize " + describe(p) + ": matrix [" + std::to_string(rows) + ", " +
+                            std::to_string(cols) + "] needs " + std::to_string(want) + " bytes, got " +
+                            std::to_string(q.size()));
+  const uint64_t row_bytes = *quantized_row_size(p, cols);
+  for (int64_t r = 0; r < rows; ++r)
+    KILN_RETURN_IF_ERROR(dequantize_row(p, q.subspan(static_cast<uint64_t>(r) * row_bytes, row_bytes), cols,
+                                        out + r * cols));
+  return Status::ok();
+}
+
+uint16_t f16_round_up(float v) {
+  uint16_t h = f32_to_f16(v);
+  if (f16_to_f32(h) < v) h = f16_next_up(h);
+  return h;
+}
+
+uint16_t f16_round_down(float v) {
+  uint16_t h = f32_to_f16(v);
+  if (f16_to_f32(h) > v) h = f16_next_down(h);
+  return h;
+}
+
+}  // namespace kiln

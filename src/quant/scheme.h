@@ -1,0 +1,116 @@
+// Quantization schemes of matmul weights, their reference storage layout, and round-to-nearest.
+//
+// A weight matrix W has `rows` output channels and `cols` input elements (y = W x), stored row
+// after row; each row is a sequence of blocks. The layouts below are the *reference* layout: what
+// quantize writes, dequantize_matrix and ref_matmul read, and what the quantization record of a
+// `.kiln` describes. Fast kernels may repack it; they are tested against this. All multi-byte
+// values are little-endian; FP16 is IEEE binary16; there is no padding anywhere.
+//
+//   f32    4 bytes per element.                                   row = 4 * cols bytes
+//   f16    2 bytes per element (IEEE half, round to nearest even). row = 2 * cols bytes
+//   bf16   2 bytes per element (bfloat16, round to nearest even).  row = 2 * cols bytes
+//
+//   W8 (w8a16 and w8a8 share it), symmetric, one scale per output channel:
+//     row = [f32 scale][cols x int8 q]                             row = 4 + cols bytes
+//     w[c] = q[c] * scale. Round-to-nearest writes scale = absmax(row) / 127 and
+//     q = round(w / scale) in [-127, 127]; readers accept -128 too. The scale is f32, not FP16:
+//     there is one per row, so its size does not matter, and f32 keeps it exact.
+//
+//   W4 (w4a16 and w4a8 share it), groups of g = group_size (32, 64 or 128) input elements;
+//   cols must be a multiple of g. Each row is cols / g groups, each group:
+//     symmetric:  [f16 scale][g/2 bytes of nibbles]                 group = 2 + g/2 bytes
+//     asymmetric: [f16 scale][f16 min][g/2 bytes of nibbles]        group = 4 + g/2 bytes
+//     Byte j (0 <= j < g/2) of the nibbles holds element j in its low nibble (bits 0-3) and
+//     element j + g/2 in its high nibble (bits 4-7). A nibble u is an unsigned 0..15:
+//       symmetric:  w = (u - 8) * scale   (the int4 value q = u - 8 is in [-8, 7])
+//       asymmetric: w = u * scale + min
+//     With g = 32 these groups are byte for byte GGML's Q4_0 (symmetric) and Q4_1 (asymmetric)
+//     blocks. Round-to-nearest writes, per group:
+//       symmetric:  scale = absmax / 7 rounded *up* to FP16, q = round(w / scale) in [-7, 7];
+//       asymmetric: min = min(w) rounded *down* to FP16, scale = (max(w) - min) / 15 rounded up
+//                   to FP16, u = round((w - min) / scale) in [0, 15].
+//     The directed roundings keep every w inside the representable range, so the round-trip
+//     error of each element is at most scale / 2 (the FP16 scale actually stored).
+//
+// "Round" is round half away from zero (std::round) everywhere. For the integer schemes a
+// non-finite weight is an error; f32/f16/bf16 store what they are given, except that a finite
+// value too large for FP16 is an error rather than an infinity.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace kiln {
+
+// The numeric values are written into `.kiln` files: append new schemes, never renumber.
+enum class Scheme : uint8_t { kF32, kF16, kBF16, kW8A16, kW4A16, kW8A8, kW4A8 };
+
+// "f32", "f16", "bf16", "w8a16", "w4a16", "w8a8", "w4a8".
+std::string_view scheme_name(Scheme s);
+std::optional<Scheme> parse_scheme(std::string_view name);  // exact, lower case
+// "f32, f16, bf16, w8a16, w4a16, w8a8, w4a8", for error messages.
+std::string_view scheme_names_list();
+
+// 32, 16 or 8 for the float schemes, 8 or 4 for the integer ones.
+int weight_bits(Scheme s);
+bool is_float_scheme(Scheme s);            // f32, f16, bf16
+bool is_4bit(Scheme s);                    // w4a16, w4a8
+bool quantizes_activations(Scheme s);      // w8a8, w4a8: int8 activations per token at run time
+// The 8-bit scheme with the same activation width: w4a16 -> w8a16, w4a8 -> w8a8; others unchanged.
+Scheme widen_to_w8(Scheme s);
+
+struct QuantParams {
+  Scheme scheme = Scheme::kW4A16;
+  int group_size = 32;    // 4-bit schemes only: 32, 64 or 128 input elements per scale
+  bool symmetric = true;  // 4-bit schemes only; W8 is always symmetric per output channel
+  friend bool operator==(const QuantParams&, const QuantParams&) = default;
+};
+
+// The same parameters with the fields the scheme ignores cleared (group_size 0, symmetric true
+// for every scheme but the 4-bit ones), so that equal layouts compare equal.
+QuantParams canonical(QuantParams p);
+// "w4a16 g32 sym", "w4a16 g128 asym", "w8a16", "f16".
+std::string describe(const QuantParams& p);
+
+// OK when the parameters are usable at all (a 4-bit group size of 32, 64 or 128).
+Status validate_params(const QuantParams& p);
+// OK when `p` can store a [rows][cols] matrix: valid parameters, non-negative dimensions, cols a
+// multiple of the group size for 4-bit schemes, and a size that fits in 64 bits.
+Status check_shape(const QuantParams& p, int64_t rows, int64_t cols);
+
+// Bytes of one row / of the whole matrix; nullopt exactly when check_shape fails.
+std::optional<uint64_t> quantized_row_size(const QuantParams& p, int64_t cols);
+std::optional<uint64_t> quantized_size(const QuantParams& p, int64_t rows, int64_t cols);
+
+// Writes the reference layout above. Round-to-nearest is the first method; data-aware methods
+// (GPTQ, AWQ) implement the same interface and write the same layout, so everything downstream
+// (dequantize_matrix, ref_matmul, the kernels) is shared.
+class WeightQuantizer {
+ public:
+  virtual ~WeightQuantizer();
+  // `w` is the [rows][cols] f32 matrix, row-major; `out` must be exactly
+  // quantized_size(p, rows, cols) bytes.
+  virtual Status quantize(const QuantParams& p, const float* w, int64_t rows, int64_t cols,
+                          std::span<uint8_t> out) const = 0;
+  virtual std::string_view name() const = 0;
+};
+
+const WeightQuantizer& round_to_nearest();  // name() == "rtn"
+
+// Expands the reference layout `q` (exactly quantized_size(p, rows, cols) bytes) into the
+// [rows][cols] f32 matrix `out`.
+Status dequantize_matrix(const QuantParams& p, std::span<const uint8_t> q, int64_t rows, int64_t cols,
+                         float* out);
+// One row: `q` is exactly quantized_row_size(p, cols) bytes.
+Status dequantize_row(const QuantParams& p, std::span<const uint8_t> q, int64_t cols, float* out);
+
+// FP16 helpers for the directed roundings above (exposed for tests and other quantizers).
+uint16_t f16_round_up(float v);    // the smallest FP16 >= v (v finite, |v| <= 65504)
+uint16_t f16_round_down(float v);  // the largest FP16 <= v
+
+}  // namespace kiln

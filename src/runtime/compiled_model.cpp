@@ -1,0 +1,60 @@
+#include "runtime/compiled_model.h"
+
+#include <algorithm>
+
+#include "backends/registry.h"
+#include "quant/weight_params.h"
+
+namespace kiln {
+
+Result<std::shared_ptr<const CompiledModel>> CompiledModel::create(ProgramImage image,
+                                                                   std::span<const Backend* const> extra) {
+  std::shared_ptr<CompiledModel> m(new CompiledModel());
+  m->image_ = std::move(image);
+  const Graph& g = m->image_.program.graph;
+  const ModelConfig& c = m->image_.config;
+  if (m->image_.weights.size() != g.weights.size()) return corrupt("program: one weight per graph weight expected");
+  if (static_cast<int>(m->image_.program.rope_inv_freq.size()) != c.head_dim / 2)
+    return corrupt("program: rope_inv_freq must have head_dim / 2 entries");
+  if (g.values[static_cast<size_t>(g.logits_output)].width != c.vocab_size)
+    return corrupt("program: the logits are not vocab_size wide");
+  // Every weight must have exactly the bytes its scheme and shape need.
+  for (size_t i = 0; i < g.weights.size(); ++i) {
+    const WeightDesc& w = g.weights[i];
+    KILN_ASSIGN_OR_RETURN(QuantParams p, weight_params(w));
+    auto need = quantized_size(p, w.shape.size() == 2 ? w.shape[0] : 1, w.shape.back());
+    if (!need || *need != m->image_.weights[i].size())
+      return corrupt("weight '" + w.name + "' has " + std::to_string(m->image_.weights[i].size()) + " bytes, " +
+                     describe(p) + " needs " + std::to_string(need.value_or(0)));
+  }
+  for (const Node& n : g.nodes)
+    if (n.layer >= c.n_layers || ((n.op == OpCode::kKvStore || n.op == OpCode::kAttention || n.op == OpCode::kRopeKvStore) &&
+                                  (n.layer < 0 || n.n_kv_heads != c.n_kv_heads || n.head_dim != c.head_dim ||
+                                   (n.op != OpCode::kKvStore && n.n_heads != c.n_heads))))
+      return corrupt("program: node " + std::string(op_name(n.op)) + " does not fit the model's attention shape");
+
+  m->constants_.inv_freq = m->image_.program.rope_inv_freq;
+  m->constants_.rope_half_split = c.rope_style == RopeStyle::kHalfSplit;
+  m->constants_.sliding_window = c.sliding_window;
+
+  auto lookup = [&](const std::string& name) -> const Backend* {
+    for (const Backend* b : extra)
+      if (b->name() == name) return b;
+    return find_backend(name);
+  };
+  const MemoryPlan& plan = m->image_.program.plan;
+  for (const Node& n : g.nodes) {
+    const Backend* b = lookup(n.backend);
+    if (b == nullptr)
+      return unsupported("the program runs op " + std::string(op_name(n.op)) + " on back end '" + n.backend +
+                         "', which this build of kiln does not have; recompile the model for this machine");
+    if (std::find(m->backends_.begin(), m->backends_.end(), b) == m->backends_.end()) m->backends_.push_back(b);
+    std::vector<BoundWeight> bound;
+    for (int w : n.weights) bound.push_back({&g.weights[static_cast<size_t>(w)], m->image_.weights[static_cast<size_t>(w)]});
+    KILN_ASSIGN_OR_RETURN(auto k, b->prepare(n, g, bound, plan.offsets, plan.max_tokens));
+    m->kernels_.push_back(std::move(k));
+  }
+  return std::shared_ptr<const CompiledModel>(std::move(m));
+}
+
+}  // namespace kiln

@@ -1,0 +1,36 @@
+// A compiled program bound to its back ends and weights: immutable, shared by many sessions.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backends/api/backend.h"
+#include "graph/program.h"
+
+namespace kiln {
+
+class CompiledModel {
+ public:
+  // Binds every node to its back end (by the name the compiler recorded) and prepares its kernel.
+  // `extra` back ends are searched before the registered ones (tests plug limited ones in).
+  static Result<std::shared_ptr<const CompiledModel>> create(ProgramImage image,
+                                                             std::span<const Backend* const> extra = {});
+
+  const ModelConfig& config() const { return image_.config; }
+  const Program& program() const { return image_.program; }
+  const ProgramImage& image() const { return image_; }
+  const ModelConstants& constants() const { return constants_; }
+  std::span<const std::unique_ptr<Kernel>> kernels() const { return kernels_; }
+  std::span<const Backend* const> backends() const { return backends_; }  // those the program uses
+
+ private:
+  CompiledModel() = default;
+  ProgramImage image_;
+  ModelConstants constants_;
+  std::vector<std::unique_ptr<Kernel>> kernels_;
+  std::vector<const Backend*> backends_;
+};
+
+}  // namespace kiln

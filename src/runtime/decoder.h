@@ -1,0 +1,21 @@
+// What the generation loop needs of a model instance: feed tokens, get the next logits.
+#pragma once
+
+#include <span>
+
+#include "formats/model_config.h"
+
+namespace kiln {
+
+class Decoder {
+ public:
+  virtual ~Decoder() = default;
+  // Runs `tokens` at the next positions; returns the logits after the last of them.
+  virtual Result<std::span<const float>> decode(std::span<const int> tokens) = 0;
+  virtual int position() const = 0;
+  virtual int n_ctx() const = 0;
+  virtual const ModelConfig& config() const = 0;
+  virtual void reset() = 0;
+};
+
+}  // namespace kiln

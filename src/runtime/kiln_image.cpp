@@ -1,0 +1,62 @@
+#include "runtime/kiln_image.h"
+
+#include <cstring>
+
+#include "backends/registry.h"
+#include "core/cpu_features.h"
+#include "formats/json_util.h"
+#include "quant/weight_params.h"
+
+namespace kiln {
+
+namespace {
+std::string_view text_of(std::span<const uint8_t> b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
+}  // namespace
+
+Result<TokenizerBlob> decode_tokenizer_section(std::span<const uint8_t> bytes, const std::string& where) {
+  if (bytes.size() < 4) return corrupt(where + ": tokenizer section is truncated");
+  uint32_t n;
+  std::memcpy(&n, bytes.data(), 4);
+  if (n > bytes.size() - 4) return corrupt(where + ": tokenizer header runs past the section");
+  KILN_ASSIGN_OR_RETURN(Json h, parse_json(text_of(bytes.subspan(4, n)), where + ": tokenizer header"));
+  TokenizerBlob b;
+  KILN_ASSIGN_OR_RETURN(b.kind, json_string(h, "kind", "", where));
+  KILN_ASSIGN_OR_RETURN(b.vocab_size, json_dim(h, "vocab_size", 0, where));
+  auto rest = bytes.subspan(4 + n);
+  b.bytes.assign(rest.begin(), rest.end());
+  return b;
+}
+
+Result<KilnImage> open_kiln_image(std::shared_ptr<const KilnFile> file) {
+  const std::string& path = file->path();
+  KilnImage out;
+  ProgramImage& img = out.image;
+  for (KilnSection s : {KilnSection::kConfig, KilnSection::kTokenizer, KilnSection::kProgram, KilnSection::kMemoryPlan})
+    if (!file->has_section(s)) return corrupt(path + ": no " + kiln_section_name(s) + " section");
+  KILN_ASSIGN_OR_RETURN(img.config, config_from_json(text_of(file->section(KilnSection::kConfig)), path + ": config"));
+  KILN_ASSIGN_OR_RETURN(img.tokenizer, decode_tokenizer_section(file->section(KilnSection::kTokenizer), path));
+  KILN_ASSIGN_OR_RETURN(img.program, program_from_json(text_of(file->section(KilnSection::kProgram)),
+                                                       text_of(file->section(KilnSection::kMemoryPlan)), path));
+  const Graph& g = img.program.graph;
+  for (const WeightDesc& w : g.weights) {
+    const KilnTensor* t = file->tensor(w.name);
+    if (t == nullptr) return corrupt(path + ": the program reads tensor '" + w.name + "', which the file lacks");
+    KILN_ASSIGN_OR_RETURN(QuantParams p, weight_params(w));
+    if (t->dims != w.shape || t->code != static_cast<uint32_t>(p.scheme))
+      return corrupt(path + ": tensor '" + w.name + "' does not match the program's shape or scheme");
+    img.weights.push_back(t->bytes);
+  }
+  img.owners.push_back(file);
+  out.file = std::move(file);
+  return out;
+}
+
+Result<KilnImage> open_kiln_image(const std::string& path, bool verify) {
+  KilnOpenOptions o;
+  o.verify_checksums = verify;
+  o.host_cpu_features = host_cpu_features();
+  KILN_ASSIGN_OR_RETURN(auto file, open_kiln(path, o));
+  return open_kiln_image(std::move(file));
+}
+
+}  // namespace kiln

@@ -1,0 +1,23 @@
+// Opens a .kiln context binary as a program image: a map and a check, no per-weight work.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "formats/kiln_file.h"
+#include "graph/program.h"
+
+namespace kiln {
+
+struct KilnImage {
+  std::shared_ptr<const KilnFile> file;
+  ProgramImage image;
+};
+
+// `verify` also checks the weights' checksum (reads every page).
+Result<KilnImage> open_kiln_image(const std::string& path, bool verify);
+Result<KilnImage> open_kiln_image(std::shared_ptr<const KilnFile> file);
+
+Result<TokenizerBlob> decode_tokenizer_section(std::span<const uint8_t> bytes, const std::string& where);
+
+}  // namespace kiln

@@ -1,0 +1,78 @@
+#include "runtime/program_session.h"
+
+#include <algorithm>
+
+namespace kiln {
+
+Result<std::unique_ptr<ProgramSession>> ProgramSession::create(std::shared_ptr<const CompiledModel> model, int n_ctx) {
+  const ModelConfig& c = model->config();
+  if (n_ctx <= 0) n_ctx = c.max_seq_len;
+  if (n_ctx > c.max_seq_len)
+    return invalid_argument("context of " + std::to_string(n_ctx) + " exceeds the model's maximum of " +
+                            std::to_string(c.max_seq_len));
+  std::unique_ptr<ProgramSession> s(new ProgramSession());
+  const Program& p = model->program();
+  // Arena offsets are 64-byte aligned; allocate with slack so that the base can be too.
+  s->arena_.assign(static_cast<size_t>(p.plan.arena_bytes) + 64, 0);
+  size_t scratch = 0;
+  for (const Backend* b : model->backends()) scratch = std::max(scratch, b->scratch_bytes(p.graph, p.plan.max_tokens, n_ctx));
+  s->scratch_.assign(scratch + 64, 0);
+  const size_t kv = static_cast<size_t>(c.n_layers) * static_cast<size_t>(n_ctx) * static_cast<size_t>(c.kv_dim());
+  s->keys_.assign(kv, 0.0f);
+  s->values_.assign(kv, 0.0f);
+  s->tokens_.assign(static_cast<size_t>(p.plan.max_tokens), 0);
+  s->n_ctx_ = n_ctx;
+  s->model_ = std::move(model);
+  return s;
+}
+
+namespace {
+uint8_t* aligned64(std::vector<uint8_t>& v) {
+  auto p = reinterpret_cast<uintptr_t>(v.data());
+  return v.data() + ((64 - p % 64) % 64);
+}
+}  // namespace
+
+Result<std::span<const float>> ProgramSession::step(std::span<const int> tokens, bool all_logits) {
+  const int n = static_cast<int>(tokens.size());
+  const ModelConfig& c = model_->config();
+  if (n == 0 || n > max_tokens()) return invalid_argument("a step takes 1 to " + std::to_string(max_tokens()) + " tokens");
+  if (pos_ + n > n_ctx_) return invalid_argument("the context of " + std::to_string(n_ctx_) + " tokens is full");
+  for (int i = 0; i < n; ++i) {
+    if (tokens[static_cast<size_t>(i)] < 0 || tokens[static_cast<size_t>(i)] >= c.vocab_size)
+      return invalid_argument("token id " + std::to_string(tokens[static_cast<size_t>(i)]) + " is outside the vocabulary");
+    tokens_[static_cast<size_t>(i)] = tokens[static_cast<size_t>(i)];
+  }
+  StepContext ctx;
+  ctx.arena = aligned64(arena_);
+  ctx.tokens = tokens_.data();
+  ctx.n_tokens = n;
+  ctx.first_pos = pos_;
+  ctx.all_logits = all_logits;
+  ctx.n_ctx = n_ctx_;
+  ctx.key_cache = keys_.data();
+  ctx.value_cache = values_.data();
+  ctx.model = &model_->constants();
+  ctx.scratch = aligned64(scratch_);
+  for (const auto& k : model_->kernels()) KILN_RETURN_IF_ERROR(k->run(ctx));
+  pos_ += n;
+  const Program& p = model_->program();
+  const auto* logits = reinterpret_cast<const float*>(ctx.arena + p.plan.offsets[static_cast<size_t>(p.graph.logits_output)]);
+  const size_t v = static_cast<size_t>(c.vocab_size);
+  if (all_logits) return std::span<const float>(logits, v * static_cast<size_t>(n));
+  return std::span<const float>(logits + v * static_cast<size_t>(n - 1), v);
+}
+
+Result<std::span<const float>> ProgramSession::decode(std::span<const int> tokens) {
+  if (tokens.empty()) return invalid_argument("decode: no tokens");
+  std::span<const float> logits;
+  for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(max_tokens())) {
+    const size_t n = std::min(tokens.size() - i, static_cast<size_t>(max_tokens()));
+    KILN_ASSIGN_OR_RETURN(logits, step(tokens.subspan(i, n), false));
+  }
+  return logits;
+}
+
+Result<std::span<const float>> ProgramSession::decode_all(std::span<const int> tokens) { return step(tokens, true); }
+
+}  // namespace kiln

@@ -1,0 +1,44 @@
+// A session over a compiled model: arena, scratch and KV cache reserved once; each step runs
+// the program's kernels in order.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "runtime/compiled_model.h"
+#include "runtime/decoder.h"
+
+namespace kiln {
+
+class ProgramSession final : public Decoder {
+ public:
+  // n_ctx <= 0 takes the model's max_seq_len.
+  static Result<std::unique_ptr<ProgramSession>> create(std::shared_ptr<const CompiledModel> model, int n_ctx);
+
+  Result<std::span<const float>> decode(std::span<const int> tokens) override;
+  // Runs `tokens` and returns the logits of every one of them, [tokens.size()][vocab] (for
+  // perplexity). At most max_tokens() at a time.
+  Result<std::span<const float>> decode_all(std::span<const int> tokens);
+
+  int position() const override { return pos_; }
+  int n_ctx() const override { return n_ctx_; }
+  int max_tokens() const { return model_->program().plan.max_tokens; }
+  const ModelConfig& config() const override { return model_->config(); }
+  void reset() override { pos_ = 0; }
+  size_t reserved_bytes() const { return arena_.size() + scratch_.size() + 4 * (keys_.size() + values_.size()); }
+
+ private:
+  ProgramSession() = default;
+  Result<std::span<const float>> step(std::span<const int> tokens, bool all_logits);
+
+  std::shared_ptr<const CompiledModel> model_;
+  int n_ctx_ = 0;
+  int pos_ = 0;
+  std::vector<uint8_t, std::allocator<uint8_t>> arena_;
+  std::vector<uint8_t> scratch_;
+  std::vector<float> keys_, values_;
+  std::vector<int32_t> tokens_;
+};
+
+}  // namespace kiln

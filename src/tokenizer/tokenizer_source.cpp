@@ -1,0 +1,149 @@
+#include "tokenizer/tokenizer_source.h"
+
+#include <algorithm>
+#include <filesystem>
+
+namespace kiln {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+Result<std::vector<uint8_t>> read_bytes(const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(auto f, MappedFile::open(path));
+  return std::vector<uint8_t>(f->bytes().begin(), f->bytes().end());
+}
+
+// A GGUF v3 file with no tensors and only the tokenizer.* keys of `g`.
+std::vector<uint8_t> gguf_tokenizer_only(const GgufFile& g) {
+  std::vector<uint8_t> out;
+  auto raw = [&](const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    out.insert(out.end(), b, b + n);
+  };
+  auto u32 = [&](uint32_t v) { raw(&v, 4); };
+  auto u64 = [&](uint64_t v) { raw(&v, 8); };
+  auto str = [&](const std::string& s) {
+    u64(s.size());
+    raw(s.data(), s.size());
+  };
+  std::vector<const std::pair<const std::string, GgufValue>*> keys;
+  for (const auto& kv : g.metadata)
+    if (kv.first.rfind("tokenizer.", 0) == 0) keys.push_back(&kv);
+  raw("GGUF", 4);
+  u32(3);
+  u64(0);
+  u64(keys.size());
+  // Integers are written as i64 and floats as f64: the reader widens them anyway.
+  auto scalar = [&](GgufType t, const GgufValue& v) {
+    if (t == GgufType::kString) {
+      u32(static_cast<uint32_t>(GgufType::kString));
+      str(*v.as_string());
+    } else if (v.as_float()) {
+      u32(static_cast<uint32_t>(GgufType::kF64));
+      double d = *v.as_float();
+      raw(&d, 8);
+    } else if (t == GgufType::kBool) {
+      u32(static_cast<uint32_t>(GgufType::kBool));
+      uint8_t b = static_cast<uint8_t>(*v.as_int() != 0);
+      raw(&b, 1);
+    } else {
+      u32(static_cast<uint32_t>(GgufType::kI64));
+      int64_t i = *v.as_int();
+      raw(&i, 8);
+    }
+  };
+  for (const auto* kv : keys) {
+    str(kv->first);
+    const GgufValue& v = kv->second;
+    if (const GgufArray* a = v.as_array()) {
+      u32(static_cast<uint32_t>(GgufType::kArray));
+      if (a->type == GgufType::kString) {
+        u32(static_cast<uint32_t>(GgufType::kString));
+        u64(a->strings.size());
+        for (const auto& s : a->strings) str(s);
+      } else if (!a->floats.empty() || a->type == GgufType::kF32 || a->type == GgufType::kF64) {
+        u32(static_cast<uint32_t>(GgufType::kF32));
+        u64(a->floats.size());
+        for (double d : a->floats) {
+          float f = static_cast<float>(d);
+          raw(&f, 4);
+        }
+      } else {
+        u32(static_cast<uint32_t>(GgufType::kI64));
+        u64(a->ints.size());
+        for (int64_t i : a->ints) raw(&i, 8);
+      }
+    } else {
+      scalar(v.type, v);
+    }
+  }
+  return out;
+}
+
+Result<std::string> find_llama2c_tokenizer(const std::string& model_path) {
+  const fs::path dir = fs::path(model_path).parent_path().empty() ? fs::path(".") : fs::path(model_path).parent_path();
+  if (fs::exists(dir / "tokenizer.bin")) return (dir / "tokenizer.bin").string();
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("tok", 0) == 0 && e.path().extension() == ".bin") found.push_back(e.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  if (found.empty()) return not_found(model_path + ": no tokenizer.bin or tok*.bin beside the model; pass --tokenizer");
+  if (found.size() > 1) return invalid_argument(model_path + ": several tok*.bin files beside the model; pass --tokenizer");
+  return found.front();
+}
+
+}  // namespace
+
+Result<TokenizerBlob> tokenizer_blob_from_file(const std::string& path, int llama2c_vocab_size) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return tokenizer_blob_from_file(path + "/tokenizer.json", llama2c_vocab_size);
+  KILN_ASSIGN_OR_RETURN(ModelFormat f, detect_format(path));
+  TokenizerBlob b;
+  if (f == ModelFormat::kGguf) {
+    KILN_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
+    KILN_ASSIGN_OR_RETURN(GgufFile g, read_gguf(std::move(file)));
+    b.kind = "gguf";
+    b.bytes = gguf_tokenizer_only(g);
+    return b;
+  }
+  KILN_ASSIGN_OR_RETURN(b.bytes, read_bytes(path));
+  if (fs::path(path).extension() == ".json") {
+    b.kind = "hf-json";
+    return b;
+  }
+  if (llama2c_vocab_size <= 0) return invalid_argument(path + ": a llama2.c tokenizer needs the vocabulary size of its model");
+  b.kind = "llama2c";
+  b.vocab_size = llama2c_vocab_size;
+  return b;
+}
+
+Result<TokenizerBlob> tokenizer_blob_for(const Import& imp, const std::string& explicit_path) {
+  const int vocab = imp.model.config.vocab_size;
+  if (!explicit_path.empty()) return tokenizer_blob_from_file(explicit_path, vocab);
+  if (imp.gguf) {
+    TokenizerBlob b;
+    b.kind = "gguf";
+    b.bytes = gguf_tokenizer_only(*imp.gguf);
+    return b;
+  }
+  if (imp.model.format == "hf") return tokenizer_blob_from_file(imp.model.path + "/tokenizer.json", vocab);
+  KILN_ASSIGN_OR_RETURN(std::string path, find_llama2c_tokenizer(imp.model.path));
+  return tokenizer_blob_from_file(path, vocab);
+}
+
+Result<std::unique_ptr<Tokenizer>> tokenizer_from_blob(const TokenizerBlob& blob, const std::string& where) {
+  if (blob.kind == "llama2c") return load_llama2c_tokenizer_bytes(blob.bytes, where, blob.vocab_size);
+  if (blob.kind == "hf-json")
+    return tokenizer_from_json({reinterpret_cast<const char*>(blob.bytes.data()), blob.bytes.size()}, where);
+  if (blob.kind == "gguf") {
+    KILN_ASSIGN_OR_RETURN(GgufFile g, read_gguf(MappedFile::from_bytes(blob.bytes, where)));
+    return tokenizer_from_gguf(g);
+  }
+  return corrupt(where + ": unknown tokenizer kind '" + blob.kind + "'");
+}
+
+}  // namespace kiln

@@ -1,0 +1,29 @@
+// Where a model's tokenizer comes from, and the tokenizer as bytes that travel inside a .kiln.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "formats/import.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kiln {
+
+// The tokenizer as its source file had it: "llama2c" (.bin bytes), "hf-json" (tokenizer.json
+// text) or "gguf" (a GGUF file holding only the tokenizer.* metadata).
+struct TokenizerBlob {
+  std::string kind;
+  int vocab_size = 0;  // what a llama2.c .bin needs, since it does not store it
+  std::vector<uint8_t> bytes;
+};
+
+// The tokenizer of an imported model: `explicit_path` when given (a tokenizer.json, HF folder,
+// .gguf or llama2.c .bin); else tokenizer.bin or the one tok*.bin beside a llama2.c checkpoint,
+// an HF folder's tokenizer.json, or a GGUF file's own vocabulary.
+Result<TokenizerBlob> tokenizer_blob_for(const Import& imp, const std::string& explicit_path);
+Result<TokenizerBlob> tokenizer_blob_from_file(const std::string& path, int llama2c_vocab_size);
+
+Result<std::unique_ptr<Tokenizer>> tokenizer_from_blob(const TokenizerBlob& blob, const std::string& where);
+
+}  // namespace kiln

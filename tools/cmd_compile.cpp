@@ -1,0 +1,116 @@
+// kiln compile: quantize, run the passes, plan memory and write the .kiln context binary.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+
+#include "compiler/kiln_writer.h"
+#include "core/mapped_file.h"
+#include "tools/cli_common.h"
+
+namespace kiln::cli {
+
+namespace {
+
+struct CompileCmd {
+  std::string model, out, scheme = "w4a16", overrides, target = "native", tokenizer;
+  int group = 32;
+  bool asymmetric = false;
+  bool no_fuse = false;
+  bool strict = false;
+  int max_tokens = 64;
+};
+
+std::string mib(int64_t b) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.2f MiB", static_cast<double>(b) / (1024.0 * 1024.0));
+  return s;
+}
+
+// A progress bar when stderr is a terminal; nothing otherwise.
+std::function<void(double)> progress_bar(const char* what) {
+  if (!isatty(STDERR_FILENO)) return {};
+  return [what, last = -1](double f) mutable {
+    const int pct = static_cast<int>(f * 100.0);
+    if (pct == last) return;
+    last = pct;
+    const int w = 40, fill = pct * w / 100;
+    std::fprintf(stderr, "\r%-12s [%.*s%*s] %3d%%", what, fill, "########################################", w - fill, "",
+                 pct);
+    if (pct >= 100) std::fputc('\n', stderr);
+  };
+}
+
+int compile(const CompileCmd& c) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto imp = import_model(c.model);
+  if (!imp) return fail(imp.status());
+  auto base = overrides_from_flags(c.scheme, c.group, !c.asymmetric, /*auto_fallback=*/!c.strict);
+  if (!base) return fail(base.status());
+  CompileOptions o;
+  o.quant = *base;
+  o.tokenizer_path = c.tokenizer;
+  o.max_tokens = c.max_tokens;
+  o.fuse = !c.no_fuse;
+  if (!c.overrides.empty()) {
+    auto text = read_text_file(c.overrides);
+    if (!text) return fail(text.status());
+    auto ov = parse_overrides(*text, c.overrides, *base);
+    if (!ov) return fail(ov.status());
+    o.quant = *ov;
+    o.overrides_path = c.overrides;
+  }
+  auto target = resolve_target(c.target);
+  if (!target) return fail(target.status());
+  o.progress = progress_bar("quantizing");
+  CompileReport r;
+  auto img = compile_model(*imp, o, &r);
+  if (!img) return fail(img.status());
+  Status st = write_kiln(*img, *target, r, c.out, progress_bar("writing"));
+  if (!st) return fail(st);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  const MemoryPlan& plan = img->program.plan;
+  std::fprintf(stderr, "kiln: wrote %s in %.2f s\n", c.out.c_str(), secs);
+  std::fprintf(stderr, "  weights: %s -> %s (%.2fx smaller), %lld parameters\n", mib(r.source_bytes).c_str(),
+               mib(r.compiled_bytes).c_str(),
+               r.compiled_bytes ? static_cast<double>(r.source_bytes) / static_cast<double>(r.compiled_bytes) : 0.0,
+               static_cast<long long>(r.parameters));
+  for (const auto& [scheme, bytes] : r.scheme_bytes)
+    std::fprintf(stderr, "  %-6s %5.1f%%  %s\n", scheme.c_str(), 100.0 * static_cast<double>(bytes) / static_cast<double>(r.compiled_bytes),
+                 mib(bytes).c_str());
+  std::fprintf(stderr, "  activations: peak %s for %d tokens per step (%s without reuse, %.1fx reuse)\n",
+               mib(plan.arena_bytes).c_str(), plan.max_tokens, mib(plan.total_bytes).c_str(),
+               plan.arena_bytes ? static_cast<double>(plan.total_bytes) / static_cast<double>(plan.arena_bytes) : 0.0);
+  int total_nodes = 0;
+  for (const auto& [b, n] : r.partition.nodes) total_nodes += n;
+  for (const auto& [b, n] : r.partition.nodes)
+    std::fprintf(stderr, "  back end %-6s %d of %d ops (%.0f%%)\n", b.c_str(), n, total_nodes, 100.0 * n / total_nodes);
+  std::fprintf(stderr, "  fused: %d qkv, %d gate+up+swiglu, %d rope+kv-store, %d residual adds, %d norms\n", r.fusion.qkv,
+               r.fusion.gate_up, r.fusion.rope_kv, r.fusion.residual, r.fusion.norm);
+  for (const auto& n : r.notes) std::fprintf(stderr, "  note: %s\n", n.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_compile_command(CLI::App& app, int& exit_code) {
+  auto c = std::make_shared<CompileCmd>();
+  CLI::App* cmd = app.add_subcommand("compile", "Quantize and compile a model into a .kiln context binary");
+  cmd->add_option("model", c->model, "llama2.c .bin, .gguf file or Hugging Face folder")->required();
+  cmd->add_option("-o,--output", c->out, "the .kiln file to write")->required();
+  cmd->add_option("-q,--quant", c->scheme, "default scheme: f32, f16, bf16, w8a16, w4a16, w8a8, w4a8");
+  cmd->add_option("--group", c->group, "group size of the 4-bit schemes: 32, 64 or 128");
+  cmd->add_flag("--asym", c->asymmetric, "asymmetric 4-bit groups (scale and minimum)");
+  cmd->add_flag("--strict", c->strict,
+                "fail on a 4-bit tensor whose width the group does not divide (default: store it as 8-bit, with a note)");
+  cmd->add_option("--overrides", c->overrides, "JSON file of per-tensor schemes (see README)");
+  cmd->add_option("--target", c->target, "native or generic");
+  cmd->add_option("--tokenizer", c->tokenizer, "tokenizer file, if not the model's own");
+  cmd->add_option("--max-tokens", c->max_tokens, "tokens per step the memory plan is made for")->check(CLI::Range(1, 4096));
+  cmd->add_flag("--no-fuse", c->no_fuse, "skip the fusion passes");
+  cmd->callback([c, &exit_code] { exit_code = compile(*c); });
+}
+
+}  // namespace kiln::cli

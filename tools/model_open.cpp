@@ -1,0 +1,53 @@
+#include "tools/model_open.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "compiler/driver.h"
+#include "runtime/kiln_image.h"
+#include "tokenizer/tokenizer_source.h"
+
+namespace kiln::cli {
+
+bool is_kiln_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return false;
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  in.read(magic, 4);
+  return in.gcount() == 4 && std::memcmp(magic, "KILN", 4) == 0;
+}
+
+OverridesFile f32_overrides() {
+  OverridesFile o;
+  o.defaults.scheme = Scheme::kF32;
+  return o;
+}
+
+Result<OpenedModel> open_model(const std::string& path, const OpenOptions& o) {
+  OpenedModel out;
+  ProgramImage image;
+  if (is_kiln_file(path)) {
+    KILN_ASSIGN_OR_RETURN(KilnImage k, open_kiln_image(path, o.verify));
+    image = std::move(k.image);
+    out.kind = "kiln";
+  } else {
+    KILN_ASSIGN_OR_RETURN(Import imp, import_model(path));
+    CompileOptions co;
+    co.quant = o.quant;
+    co.tokenizer_path = o.tokenizer_path;
+    co.max_tokens = o.max_tokens;
+    KILN_ASSIGN_OR_RETURN(image, compile_model(imp, co, nullptr));
+    out.kind = imp.model.format;
+  }
+  KILN_ASSIGN_OR_RETURN(auto tok, tokenizer_from_blob(image.tokenizer, path + ": tokenizer"));
+  if (tok->vocab_size() > image.config.vocab_size)
+    return corrupt(path + ": the tokenizer has " + std::to_string(tok->vocab_size()) + " tokens but the model only " +
+                   std::to_string(image.config.vocab_size));
+  out.tokenizer = std::move(tok);
+  KILN_ASSIGN_OR_RETURN(out.model, CompiledModel::create(std::move(image)));
+  return out;
+}
+
+}  // namespace kiln::cli
