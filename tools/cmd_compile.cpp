@@ -19,6 +19,7 @@ struct CompileCmd {
   bool asymmetric = false;
   bool no_fuse = false;
   bool strict = false;
+  bool quantize_classifier = false;
   int max_tokens = 64;
 };
 
@@ -53,6 +54,7 @@ int compile(const CompileCmd& c) {
   o.tokenizer_path = c.tokenizer;
   o.max_tokens = c.max_tokens;
   o.fuse = !c.no_fuse;
+  o.guard_classifier = !c.quantize_classifier;
   if (!c.overrides.empty()) {
     auto text = read_text_file(c.overrides);
     if (!text) return fail(text.status());
@@ -110,6 +112,8 @@ void add_compile_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--tokenizer", c->tokenizer, "tokenizer file, if not the model's own");
   cmd->add_option("--max-tokens", c->max_tokens, "tokens per step the memory plan is made for")->check(CLI::Range(1, 4096));
   cmd->add_flag("--no-fuse", c->no_fuse, "skip the fusion passes");
+  cmd->add_flag("--quantize-classifier", c->quantize_classifier,
+                "store the classifier in the default scheme too (default: one step above it)");
   cmd->callback([c, &exit_code] { exit_code = compile(*c); });
 }
 

@@ -27,7 +27,7 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
   ProgramImage img;
   img.config = m.config;
   KILN_ASSIGN_OR_RETURN(Graph g, build_decoder_graph(m.config));
-  KILN_RETURN_IF_ERROR(assign_precision(g, o.quant, o.overrides_path, &r.notes));
+  KILN_RETURN_IF_ERROR(assign_precision(g, o.quant, o.overrides_path, o.guard_classifier, &r.notes));
   if (o.fuse) r.fusion = fuse(g);
   KILN_RETURN_IF_ERROR(verify_graph(g).with_context("compiler"));
 
@@ -77,7 +77,14 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
       img.program.rope_inv_freq[i] /= factors[i];
   }
   img.program.graph = std::move(g);
-  KILN_ASSIGN_OR_RETURN(img.tokenizer, tokenizer_blob_for(imp, o.tokenizer_path));
+  auto tok = tokenizer_blob_for(imp, o.tokenizer_path);
+  if (tok) {
+    img.tokenizer = std::move(tok).value();
+  } else if (o.require_tokenizer || !o.tokenizer_path.empty()) {
+    return tok.status();
+  } else {
+    img.tokenizer.kind = "none";
+  }
   return img;
 }
 

@@ -17,8 +17,10 @@ struct CompileOptions {
   OverridesFile quant;                    // default scheme and per-tensor rules
   std::string overrides_path = "--quant";  // names the rules in messages
   std::string tokenizer_path;             // "" : the model's own
+  bool require_tokenizer = true;          // false: a model without one compiles (kind "none")
   int max_tokens = 64;                    // tokens per step the memory plan is made for
   bool fuse = true;
+  bool guard_classifier = true;           // see assign_precision
   std::vector<const Backend*> backends;   // empty: the registered ones
   std::function<void(double)> progress;   // 0..1 while weights are quantized
 };

@@ -13,9 +13,12 @@
 namespace kiln {
 
 // Precision: a scheme for every weight from the overrides (norms and biases stay f32).
+// With `guard_classifier`, the classifier (output.weight, or the embedding it is tied to), the
+// tensor whose rounding moves the logits most, is stored one step above an integer default:
+// w8 for the 4-bit schemes, f16 for the 8-bit ones, unless a rule of the file names it.
 // `notes` receives the fallbacks the assignment made.
 Status assign_precision(Graph& g, const OverridesFile& overrides, const std::string& overrides_path,
-                        std::vector<std::string>* notes);
+                        bool guard_classifier, std::vector<std::string>* notes);
 
 // Fusion: q/k/v into one projection, gate+up+SwiGLU, RoPE with the KV-cache write, the residual
 // add into the projection before it, and RMSNorm into the projection after it.

@@ -24,11 +24,24 @@ WeightRef weight_ref(const WeightDesc& w) {
   return r;
 }
 
-Status assign_precision(Graph& g, const OverridesFile& overrides, const std::string& path,
+Status assign_precision(Graph& g, const OverridesFile& overrides, const std::string& path, bool guard_classifier,
                         std::vector<std::string>* notes) {
   std::vector<WeightRef> refs;
   for (const WeightDesc& w : g.weights) refs.push_back(weight_ref(w));
-  KILN_ASSIGN_OR_RETURN(std::vector<QuantParams> params, assign_schemes(overrides, refs, path, notes));
+  OverridesFile file = overrides;
+  const Scheme d = overrides.defaults.scheme;
+  if (guard_classifier && !is_float_scheme(d)) {
+    const std::string cls = g.find_weight("output.weight") >= 0 ? "output.weight" : "token_embd.weight";
+    Rule r;
+    r.match = cls;
+    r.params.scheme = is_4bit(d) ? widen_to_w8(d) : Scheme::kF16;
+    r.params = canonical(r.params);
+    r.text = "{\"match\": \"" + cls + "\"} (classifier guard)";
+    file.rules.insert(file.rules.begin(), r);  // the file's own rules come after it, and win
+    if (notes) notes->push_back(cls + ": kept at " + describe(r.params) + " as the classifier (--quantize-classifier to store it at " +
+                                describe(overrides.defaults) + ")");
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<QuantParams> params, assign_schemes(file, refs, path, notes));
   for (size_t i = 0; i < g.weights.size(); ++i) set_weight_params(g.weights[i], params[i]);
   return Status::ok();
 }

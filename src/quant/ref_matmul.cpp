@@ -24,15 +24,15 @@ float load_f16(const uint8_t* p) {
 
 // A16 and float schemes: dequantize one weight row at a time, multiply in f32.
 void matmul_dequantized(const QuantParams& p, std::span<const uint8_t> w, int64_t rows, int64_t cols,
-                        const float* x, int64_t n, float* y) {
+                        const float* x, int64_t n, float* y, float* row_scratch) {
   const uint64_t row_bytes = *quantized_row_size(p, cols);
-  std::vector<float> wr(static_cast<size_t>(cols));
+  float* wr = row_scratch;
   for (int64_t r = 0; r < rows; ++r) {
-    (void)dequantize_row(p, w.subspan(static_cast<uint64_t>(r) * row_bytes, row_bytes), cols, wr.data());
+    (void)dequantize_row(p, w.subspan(static_cast<uint64_t>(r) * row_bytes, row_bytes), cols, wr);
     for (int64_t t = 0; t < n; ++t) {
       const float* xt = x + t * cols;
       float s = 0.0f;
-      for (int64_t c = 0; c < cols; ++c) s += wr[static_cast<size_t>(c)] * xt[c];
+      for (int64_t c = 0; c < cols; ++c) s += wr[c] * xt[c];
       y[t * rows + r] = s;
     }
   }
@@ -92,8 +92,21 @@ void quantize_activation_row(const float* x, int64_t n, int8_t* q, float* scale)
   for (int64_t i = 0; i < n; ++i) q[i] = static_cast<int8_t>(std::clamp(std::round(x[i] * inv), -127.0f, 127.0f));
 }
 
+size_t ref_matmul_scratch_bytes(const QuantParams& p, int64_t cols, int64_t n) {
+  if (!quantizes_activations(p.scheme)) return static_cast<size_t>(cols) * sizeof(float);
+  // int8 activations, then their scales, 4-byte aligned.
+  return (static_cast<size_t>(n * cols) + 3) / 4 * 4 + static_cast<size_t>(n) * sizeof(float);
+}
+
 Status ref_matmul(const QuantParams& p, std::span<const uint8_t> w, int64_t rows, int64_t cols, const float* x,
                   int64_t n, float* y) {
+  if (cols < 0 || n < 0) return ref_matmul(p, w, rows, cols, x, n, y, {});
+  std::vector<uint8_t> scratch(ref_matmul_scratch_bytes(p, cols, n) + alignof(float));
+  return ref_matmul(p, w, rows, cols, x, n, y, scratch);
+}
+
+Status ref_matmul(const QuantParams& p, std::span<const uint8_t> w, int64_t rows, int64_t cols, const float* x,
+                  int64_t n, float* y, std::span<uint8_t> scratch_in) {
   KILN_RETURN_IF_ERROR(check_shape(p, rows, cols).with_context("ref_matmul"));
   if (n < 0) return invalid_argument("ref_matmul: negative token count " + std::to_string(n));
   const uint64_t want = *quantized_size(p, rows, cols);
@@ -103,23 +116,27 @@ Status ref_matmul(const QuantParams& p, std::span<const uint8_t> w, int64_t rows
                             std::to_string(w.size()));
   if ((n > 0 && cols > 0 && x == nullptr) || (n > 0 && rows > 0 && y == nullptr))
     return invalid_argument("ref_matmul: no activations or no output given");
+  // The scratch, aligned for floats.
+  const size_t skip = (alignof(float) - reinterpret_cast<uintptr_t>(scratch_in.data()) % alignof(float)) % alignof(float);
+  if (scratch_in.size() < skip + ref_matmul_scratch_bytes(p, cols, n))
+    return invalid_argument("ref_matmul: scratch too small");
+  uint8_t* scratch = scratch_in.data() + skip;
   if (!quantizes_activations(p.scheme)) {
-    matmul_dequantized(p, w, rows, cols, x, n, y);
+    matmul_dequantized(p, w, rows, cols, x, n, y, reinterpret_cast<float*>(scratch));
     return Status::ok();
   }
 
   // A8: quantize every activation row (token) once.
-  std::vector<int8_t> qx(static_cast<size_t>(n * cols));
-  std::vector<float> sx(static_cast<size_t>(n));
-  for (int64_t t = 0; t < n; ++t)
-    quantize_activation_row(x + t * cols, cols, qx.data() + t * cols, &sx[static_cast<size_t>(t)]);
+  auto* qx = reinterpret_cast<int8_t*>(scratch);
+  auto* sx = reinterpret_cast<float*>(scratch + (static_cast<size_t>(n * cols) + 3) / 4 * 4);
+  for (int64_t t = 0; t < n; ++t) quantize_activation_row(x + t * cols, cols, qx + t * cols, &sx[t]);
 
   const uint64_t row_bytes = *quantized_row_size(p, cols);
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* row = w.data() + static_cast<uint64_t>(r) * row_bytes;
     for (int64_t t = 0; t < n; ++t) {
-      const int8_t* qt = qx.data() + t * cols;
-      const float s = sx[static_cast<size_t>(t)];
+      const int8_t* qt = qx + t * cols;
+      const float s = sx[t];
       y[t * rows + r] = p.scheme == Scheme::kW8A8 ? dot_w8a8(row, qt, s, cols)
                                                   : dot_w4a8(row, qt, s, cols, p.group_size, p.symmetric);
     }

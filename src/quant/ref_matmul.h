@@ -36,5 +36,10 @@ void quantize_activation_row(const float* x, int64_t n, int8_t* q, float* scale)
 // `p` (exactly quantized_size(p, rows, cols) bytes). n >= 0.
 Status ref_matmul(const QuantParams& p, std::span<const uint8_t> w, int64_t rows, int64_t cols, const float* x,
                   int64_t n, float* y);
+// The same with the caller's scratch of at least ref_matmul_scratch_bytes(p, cols, n) bytes
+// (plus alignof(float) of slack), so that it allocates nothing.
+Status ref_matmul(const QuantParams& p, std::span<const uint8_t> w, int64_t rows, int64_t cols, const float* x,
+                  int64_t n, float* y, std::span<uint8_t> scratch);
+size_t ref_matmul_scratch_bytes(const QuantParams& p, int64_t cols, int64_t n);
 
 }  // namespace kiln

@@ -13,10 +13,13 @@
 
 namespace kiln {
 
+// BpeSymbol::id of a symbol that was merged into its left neighbour.
+constexpr int kBpeAbsorbed = -2;
+
 struct BpeSymbol {
   int id = -1;         // token id; -1 for "not a token (yet)", which a rule may still merge by text
   uint32_t begin = 0;  // the symbol's bytes in the caller's buffer: [begin, begin + len)
-  uint32_t len = 0;    // 0 marks a symbol absorbed by its left neighbour
+  uint32_t len = 0;    // may be 0 (an empty piece)
   int32_t prev = -1;   // neighbours in the list (indexes into the symbol vector), -1 at the ends
   int32_t next = -1;
 };
@@ -78,13 +81,15 @@ void bpe_merge(std::vector<BpeSymbol>& syms, Rule&& rule) {
     queue.pop();
     BpeSymbol& a = syms[static_cast<size_t>(c.left)];
     BpeSymbol& b = syms[static_cast<size_t>(c.right)];
-    // Stale when either side was absorbed, is no longer adjacent, or has become another token.
-    if (a.len == 0 || b.len == 0 || a.next != c.right || a.id != c.left_id || b.id != c.right_id) continue;
+    // Stale when either side was absorbed (its id is kBpeAbsorbed), they are no longer
+    // adjacent, or either has become another token; the same ids, still adjacent, are the same
+    // pair, so the rule's answer still holds.
+    if (a.next != c.right || a.id != c.left_id || b.id != c.right_id) continue;
     a.id = c.merged_id;
     a.len += b.len;
     a.next = b.next;
     if (b.next >= 0) syms[static_cast<size_t>(b.next)].prev = c.left;
-    b.len = 0;
+    b.id = kBpeAbsorbed;
     b.next = b.prev = -1;
     consider(a.prev, c.left);
     consider(c.left, a.next);

@@ -7,8 +7,6 @@ namespace kiln {
 
 namespace {
 
-constexpr int kAbsorbed = -2;  // BpeSymbol::id of a symbol merged into its left neighbour
-
 int hex_digit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;

@@ -143,6 +143,7 @@ Result<std::unique_ptr<Tokenizer>> tokenizer_from_blob(const TokenizerBlob& blob
     KILN_ASSIGN_OR_RETURN(GgufFile g, read_gguf(MappedFile::from_bytes(blob.bytes, where)));
     return tokenizer_from_gguf(g);
   }
+  if (blob.kind == "none") return not_found(where + ": the model was compiled without a tokenizer");
   return corrupt(where + ": unknown tokenizer kind '" + blob.kind + "'");
 }
 

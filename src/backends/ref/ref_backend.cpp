@@ -19,11 +19,16 @@ int64_t widest(const Graph& g) {
   return w;
 }
 
+// Scratch layout: two activation temporaries, one row of attention scores, then the matmuls'.
+size_t temporaries_bytes(int64_t widest, int max_tokens, int n_ctx) {
+  return sizeof(float) * (static_cast<size_t>(2 * widest * max_tokens) + static_cast<size_t>(n_ctx));
+}
+
 class RefKernel final : public Kernel {
  public:
   RefKernel(const Node& node, const Graph& graph, std::vector<BoundWeight> weights, std::vector<QuantParams> params,
             std::span<const int64_t> offsets)
-      : node_(node), weights_(std::move(weights)), params_(std::move(params)) {
+      : node_(node), weights_(std::move(weights)), params_(std::move(params)), widest_(widest(graph)) {
     for (int v : node.inputs) {
       in_.push_back(offsets[static_cast<size_t>(v)]);
       in_width_.push_back(graph.values[static_cast<size_t>(v)].width);
@@ -41,6 +46,9 @@ class RefKernel final : public Kernel {
     auto in = [&](size_t i) { return reinterpret_cast<float*>(ctx.arena + in_[i]) + first_row * in_width_[i]; };
     auto out = [&](size_t i) { return reinterpret_cast<float*>(ctx.arena + out_[i]) + first_row * out_width_[i]; };
     float* scratch = reinterpret_cast<float*>(ctx.scratch);
+    // Past the temporaries of the fused ops and the attention scores: the matmuls' own scratch.
+    const std::span<uint8_t> ms = {ctx.scratch + temporaries_bytes(widest_, ctx.n_tokens, ctx.n_ctx),
+                                   matmul_scratch_bytes(ctx.n_tokens)};
     switch (node_.op) {
       case OpCode::kEmbed: return embed(ctx, out(0));
       case OpCode::kRmsNorm:
@@ -48,7 +56,7 @@ class RefKernel final : public Kernel {
           ref::rmsnorm(out(0) + t * out_width_[0], in(0) + t * in_width_[0], weight_f32(0), static_cast<int>(in_width_[0]),
                        node_.eps);
         return Status::ok();
-      case OpCode::kMatMul: return matmul(0, in(0), out(0), rows);
+      case OpCode::kMatMul: return matmul(0, in(0), out(0), rows, ms);
       case OpCode::kRope:
         std::memcpy(out(0), in(0), sizeof(float) * static_cast<size_t>(rows * in_width_[0]));
         rope(ctx, out(0), node_.n_heads, rows);
@@ -59,8 +67,8 @@ class RefKernel final : public Kernel {
       case OpCode::kAdd:
         for (int64_t i = 0; i < rows * out_width_[0]; ++i) out(0)[i] = in(0)[i] + in(1)[i];
         return Status::ok();
-      case OpCode::kMatMulQKV: return qkv(0, in(0), out(0), out(1), out(2), rows);
-      case OpCode::kGateUpSwiGLU: return gate_up(0, in(0), out(0), scratch, rows);
+      case OpCode::kMatMulQKV: return qkv(0, in(0), out(0), out(1), out(2), rows, ms);
+      case OpCode::kGateUpSwiGLU: return gate_up(0, in(0), out(0), scratch, rows, ms);
       case OpCode::kRopeKvStore: {
         std::memcpy(out(0), in(0), sizeof(float) * static_cast<size_t>(rows * in_width_[0]));
         rope(ctx, out(0), node_.n_heads, rows);
@@ -71,16 +79,16 @@ class RefKernel final : public Kernel {
         return Status::ok();
       }
       case OpCode::kMatMulAdd: {
-        KILN_RETURN_IF_ERROR(matmul(0, in(0), scratch, rows));
+        KILN_RETURN_IF_ERROR(matmul(0, in(0), scratch, rows, ms));
         for (int64_t i = 0; i < rows * out_width_[0]; ++i) out(0)[i] = in(1)[i] + scratch[i];
         return Status::ok();
       }
       case OpCode::kRmsNormMatMulQKV:
         norm_rows(in(0), scratch, rows);
-        return qkv(1, scratch, out(0), out(1), out(2), rows);
+        return qkv(1, scratch, out(0), out(1), out(2), rows, ms);
       case OpCode::kRmsNormGateUpSwiGLU:
         norm_rows(in(0), scratch, rows);
-        return gate_up(1, scratch, out(0), scratch + static_cast<int64_t>(rows) * in_width_[0], rows);
+        return gate_up(1, scratch, out(0), scratch + static_cast<int64_t>(rows) * in_width_[0], rows, ms);
     }
     return internal_error();
   }
@@ -98,27 +106,27 @@ class RefKernel final : public Kernel {
   }
 
   // y[rows][W.rows] = x[rows][W.cols] W^T, then the bias (weight i + 1) when the op has one.
-  Status matmul_into(size_t wi, const float* x, float* y, int rows, const float* bias) const {
+  Status matmul_into(size_t wi, const float* x, float* y, int rows, const float* bias, std::span<uint8_t> ms) const {
     const int64_t r = weight_rows(wi), c = weight_cols(wi);
-    KILN_RETURN_IF_ERROR(ref_matmul(params_[wi], weights_[wi].bytes, r, c, x, rows, y));
+    KILN_RETURN_IF_ERROR(ref_matmul(params_[wi], weights_[wi].bytes, r, c, x, rows, y, ms));
     if (bias)
       for (int t = 0; t < rows; ++t)
         for (int64_t i = 0; i < r; ++i) y[t * r + i] += bias[i];
     return Status::ok();
   }
-  Status matmul(size_t wi, const float* x, float* y, int rows) const {
-    return matmul_into(wi, x, y, rows, weights_.size() > wi + 1 ? weight_f32(wi + 1) : nullptr);
+  Status matmul(size_t wi, const float* x, float* y, int rows, std::span<uint8_t> ms) const {
+    return matmul_into(wi, x, y, rows, weights_.size() > wi + 1 ? weight_f32(wi + 1) : nullptr, ms);
   }
   // q, k, v from weights first..first+2, biases after them when present.
-  Status qkv(size_t first, const float* x, float* q, float* k, float* v, int rows) const {
+  Status qkv(size_t first, const float* x, float* q, float* k, float* v, int rows, std::span<uint8_t> ms) const {
     const bool bias = weights_.size() >= first + 6;
-    KILN_RETURN_IF_ERROR(matmul_into(first, x, q, rows, bias ? weight_f32(first + 3) : nullptr));
-    KILN_RETURN_IF_ERROR(matmul_into(first + 1, x, k, rows, bias ? weight_f32(first + 4) : nullptr));
-    return matmul_into(first + 2, x, v, rows, bias ? weight_f32(first + 5) : nullptr);
+    KILN_RETURN_IF_ERROR(matmul_into(first, x, q, rows, bias ? weight_f32(first + 3) : nullptr, ms));
+    KILN_RETURN_IF_ERROR(matmul_into(first + 1, x, k, rows, bias ? weight_f32(first + 4) : nullptr, ms));
+    return matmul_into(first + 2, x, v, rows, bias ? weight_f32(first + 5) : nullptr, ms);
   }
-  Status gate_up(size_t first, const float* x, float* out, float* tmp, int rows) const {
-    KILN_RETURN_IF_ERROR(matmul_into(first, x, out, rows, nullptr));
-    KILN_RETURN_IF_ERROR(matmul_into(first + 1, x, tmp, rows, nullptr));
+  Status gate_up(size_t first, const float* x, float* out, float* tmp, int rows, std::span<uint8_t> ms) const {
+    KILN_RETURN_IF_ERROR(matmul_into(first, x, out, rows, nullptr, ms));
+    KILN_RETURN_IF_ERROR(matmul_into(first + 1, x, tmp, rows, nullptr, ms));
     ref_swiglu(out, out, tmp, rows * out_width_[0]);
     return Status::ok();
   }
@@ -177,9 +185,17 @@ class RefKernel final : public Kernel {
     }
   }
 
+  size_t matmul_scratch_bytes(int n_tokens) const {
+    size_t b = 0;
+    for (size_t i = 0; i < weights_.size(); ++i)
+      b = std::max(b, ref_matmul_scratch_bytes(params_[i], weight_cols(i), n_tokens));
+    return b + alignof(float);
+  }
+
   Node node_;
   std::vector<BoundWeight> weights_;
   std::vector<QuantParams> params_;
+  int64_t widest_ = 0;
   std::vector<int64_t> in_, out_, in_width_, out_width_;
 };
 
@@ -197,8 +213,11 @@ Result<std::unique_ptr<Kernel>> RefBackend::prepare(const Node& node, const Grap
 }
 
 size_t RefBackend::scratch_bytes(const Graph& graph, int max_tokens, int n_ctx) const {
-  // Fused kernels keep up to two activation temporaries; attention keeps one row of scores.
-  return sizeof(float) * (static_cast<size_t>(2 * widest(graph) * max_tokens) + static_cast<size_t>(n_ctx));
+  // The matmuls need at most a dequantized row, or the int8 activations and their scales.
+  const int64_t w = widest(graph);
+  const size_t matmul = static_cast<size_t>(w * max_tokens) + 4 * static_cast<size_t>(max_tokens) +
+                        sizeof(float) * static_cast<size_t>(w) + 2 * alignof(float);
+  return temporaries_bytes(w, max_tokens, n_ctx) + matmul;
 }
 
 }  // namespace kiln
