@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "backends/ref/ref_backend.h"
+#include "backends/registry.h"
 #include "compiler/kiln_writer.h"
 #include "quant/weight_params.h"
 #include <nlohmann/json.hpp>
@@ -206,7 +207,9 @@ std::vector<std::vector<float>> dequantized_reference(const std::string& path, c
     auto p = weight_params(w);
     const int64_t rows = w.shape.size() == 2 ? w.shape[0] : 1, cols = w.shape.back();
     storage.emplace_back(static_cast<size_t>(rows * cols));
-    EXPECT_TRUE(dequantize_matrix(*p, img.weights[i], rows, cols, storage.back().data()));
+    std::vector<uint8_t> ref;  // the weight may be packed for a fast back end: unpack it first
+    EXPECT_TRUE(unpack_weight(w, img.weights[i], ref));
+    EXPECT_TRUE(dequantize_matrix(*p, ref, rows, cols, storage.back().data()));
     TensorSource& t = imp->model.tensors[w.name];
     t.dtype = DType::kF32;
     t.bytes = {reinterpret_cast<const uint8_t*>(storage.back().data()), storage.back().size() * 4};
@@ -417,6 +420,54 @@ TEST(KilnContext, MissingCpuFeaturesNamed) {
   auto k = open_kiln_image(path, false);
   ASSERT_FALSE(k);
   EXPECT_NE(k.status().message().find("kiln compile --target native"), std::string::npos) << k.status().message();
+}
+
+}  // namespace
+}  // namespace kiln
+
+// Cold start: opening a .kiln and binding its program to the back ends reads no weight page.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace kiln {
+namespace {
+
+size_t resident(const uint8_t* p, size_t n) {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p) / page * page;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + n;
+  std::vector<unsigned char> v((end - begin + page - 1) / page);
+  if (mincore(reinterpret_cast<void*>(begin), end - begin, v.data()) != 0) return SIZE_MAX;
+  size_t count = 0;
+  for (unsigned char c : v) count += c & 1;
+  return count;
+}
+
+TEST(ColdStart, OpenAndBindReadNoWeights) {
+  const std::string path = compile_to_file("w8a16", "cold.kiln");
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+  ::close(fd);
+  auto mapped = MappedFile::open(path);
+  ASSERT_TRUE(mapped);
+  // Read-around off, so that resident pages are the pages kiln touched.
+  ASSERT_EQ(madvise(const_cast<uint8_t*>((*mapped)->data()), (*mapped)->size(), MADV_RANDOM), 0);
+  if (resident((*mapped)->data(), (*mapped)->size()) != 0) GTEST_SKIP() << "the file system keeps the file cached";
+  auto file = open_kiln_bytes(*mapped, {});
+  ASSERT_TRUE(file) << file.status().message();
+  auto k = open_kiln_image(*file);
+  ASSERT_TRUE(k) << k.status().message();
+  auto model = CompiledModel::create(std::move(k->image));
+  ASSERT_TRUE(model) << model.status().message();
+  const auto weights = (*file)->section(KilnSection::kWeights);
+  EXPECT_EQ(resident(weights.data(), weights.size()), 0u) << "weight pages were read at open";
+  // The first token reads them.
+  auto s = ProgramSession::create(*model, 16);
+  const int bos = 1;
+  ASSERT_TRUE((*s)->decode(std::span<const int>(&bos, 1)));
+  EXPECT_GT(resident(weights.data(), weights.size()), 0u);
 }
 
 }  // namespace

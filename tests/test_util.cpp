@@ -64,7 +64,10 @@ std::string shell_quote(const std::string& s) {
 CommandResult run_kiln(const std::string& args) {
   static int counter = 0;
   const std::string base = temp_dir() + "/cmd" + std::to_string(counter++);
-  const std::string cmd = std::string(KILN_BINARY) + " " + args + " >" + base + ".out 2>" + base + ".err </dev/null";
+  // Cross builds run the tests under an emulator (qemu-aarch64); the kiln binary needs it too.
+  const char* emulator = std::getenv("KILN_TEST_EMULATOR");
+  const std::string prefix = emulator && *emulator ? std::string(emulator) + " " : "";
+  const std::string cmd = prefix + KILN_BINARY + " " + args + " >" + base + ".out 2>" + base + ".err </dev/null";
   const int status = std::system(cmd.c_str());
   CommandResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);

@@ -1,5 +1,5 @@
 // The SentencePiece-style BPE tokenizer behind its three loaders: llama2.c .bin, HF
-// tokenizer.json, GGUF vocabulary.
+// tokenizer.json, GGUF vocabulary. (Byte-level BPE: bytelevel_tokenizer_test.cpp.)
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -612,15 +612,22 @@ TEST(TokenizerBadInput, HfJson) {
   j["model"]["byte_fallback"] = "yes";
   expect_json_error(j, StatusCode::kCorrupt, {"'byte_fallback' must be true or false"});
 
-  // Well-formed, but not this slice's kind of tokenizer.
+  // A ByteLevel pre-tokenizer makes it a byte-level BPE (bytelevel_tokenizer_test.cpp), which
+  // has its own errors.
   j = small_json();
   j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
   j["decoder"] = {{"type", "ByteLevel"}};
-  expect_json_error(j, StatusCode::kUnsupported, {"byte-level BPE tokenizers", "not supported yet"});
+  EXPECT_TRUE(from_json(j)) << "a byte-level file loads";
   j = small_json();
   j["pre_tokenizer"] = {{"type", "Sequence"},
                         {"pretokenizers", json::array({{{"type", "Split"}}, {{"type", "ByteLevel"}}})}};
-  expect_json_error(j, StatusCode::kUnsupported, {"byte-level BPE"});
+  expect_json_error(j, StatusCode::kCorrupt, {"Split", "needs a 'pattern' object"});
+  j = small_json();
+  j["pre_tokenizer"] = {{"type", "Sequence"},
+                        {"pretokenizers", json::array({{{"type", "ByteLevel"}}, {{"type", "Metaspace"}}})}};
+  expect_json_error(j, StatusCode::kUnsupported, {"pre-tokenizer 'Metaspace'", "byte-level"});
+
+  // Well-formed, but not a kind of tokenizer kiln reads.
   j = small_json();
   j["model"]["type"] = "WordPiece";
   expect_json_error(j, StatusCode::kUnsupported, {"model type 'WordPiece'"});
@@ -635,14 +642,13 @@ TEST(TokenizerBadInput, HfJson) {
   expect_json_error(j, StatusCode::kUnsupported, {"continuing_subword_prefix"});
 }
 
-// Byte-level files are refused with a clear message until the byte-level model lands.
-TEST(TokenizerBadInput, HfByteLevelFilesUnsupported) {
-  for (const char* rel : {"gpt2/tokenizer.json"}) {
+// Byte-level files load (their vectors are checked in bytelevel_tokenizer_test.cpp).
+TEST(Tokenizer, HfByteLevelFilesLoad) {
+  for (const auto& [rel, n] : {std::pair<const char*, int>{"gpt2/tokenizer.json", 50257}, {"qwen3/tokenizer.json", 151669}}) {
     const std::string path = test::data_path(std::string("tokenizers/") + rel);
     auto r = tokenizer_from_json(test::read_file(path), path);
-    ASSERT_FALSE(r);
-    EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
-    expect_message(r.status(), {path, "byte-level BPE tokenizers", "not supported yet"});
+    ASSERT_TRUE(r) << r.status().message();
+    EXPECT_EQ(r.value()->vocab_size(), n) << rel;
   }
 }
 
@@ -736,8 +742,8 @@ void expect_gguf_error(const GgufFile& g, StatusCode code, const std::vector<std
 
 TEST(TokenizerBadInput, Gguf) {
   GgufFile g = small_gguf();
-  g.metadata["tokenizer.ggml.model"] = gstr("gpt2");
-  expect_gguf_error(g, StatusCode::kUnsupported, {"byte-level BPE tokenizers are not supported yet"});
+  g.metadata["tokenizer.ggml.model"] = gstr("gpt2");  // byte-level: needs merges
+  expect_gguf_error(g, StatusCode::kNotFound, {"tokenizer.ggml.merges"});
   g.metadata["tokenizer.ggml.model"] = gstr("bert");
   expect_gguf_error(g, StatusCode::kUnsupported, {"tokenizer model 'bert'"});
   g = small_gguf();
@@ -776,6 +782,39 @@ TEST(TokenizerBadInput, Gguf) {
   auto r = tokenizer_from_gguf(g);
   ASSERT_TRUE(r) << r.status().message();
   EXPECT_EQ(r.value()->eos_id(), -1);
+}
+
+// EncodeOptions on the SentencePiece-style loaders: add_special adds what the post-processor (or
+// run.c, or GGUF add_bos_token) adds; plain spells special tokens out; decode with special tokens.
+TEST(Tokenizer, SpmEncodeOptions) {
+  auto a = llama2c(), b = hf(), g = gguf();
+  ASSERT_TRUE(a && b && g);
+  EncodeOptions special;
+  special.add_special = true;
+  EncodeOptions plain;
+  plain.plain = true;
+  for (const Tokenizer* t : {a.get(), b.get(), g.get()}) {
+    EXPECT_EQ(enc(*t, "Hello world", true), t->encode("Hello world", special).value());
+    EXPECT_EQ(without_bos(enc(*t, "Hello world", true)), t->encode("Hello world", EncodeOptions{}).value());
+  }
+  // HF matches <s> in the text unless plain; then it is spelled out as text.
+  EXPECT_EQ(b->encode("<s>", EncodeOptions{}).value(), Ids{1});
+  const Ids spelled = b->encode("<s>", plain).value();
+  EXPECT_GT(spelled.size(), 1u);
+  for (int id : spelled) EXPECT_FALSE(b->is_special(id));
+  EXPECT_TRUE(b->is_special(1));
+  // Decoding with special tokens shows them, and strips the dummy prefix once, at the start.
+  DecodeOptions show;
+  show.skip_special = false;
+  EXPECT_EQ(b->decode(enc(*b, "a<s>b", false), show), "a<s> b");
+  EXPECT_EQ(b->decode(enc(*b, "Hello", true), show), "<s> Hello");
+  EXPECT_EQ(b->decode_text(enc(*b, "Hello", true)), "Hello");
+  // GGUF: add_bos_token false adds nothing.
+  GgufFile gf = small_gguf();
+  gf.metadata["tokenizer.ggml.add_bos_token"] = gint(0, GgufType::kBool);
+  auto r = tokenizer_from_gguf(gf);
+  ASSERT_TRUE(r) << r.status().message();
+  EXPECT_EQ(r.value()->encode("b", special).value(), r.value()->encode("b", EncodeOptions{}).value());
 }
 
 }  // namespace

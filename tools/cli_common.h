@@ -25,5 +25,11 @@ void add_run_command(CLI::App& app, int& exit_code);
 void add_compile_command(CLI::App& app, int& exit_code);
 void add_inspect_command(CLI::App& app, int& exit_code);
 void add_ppl_command(CLI::App& app, int& exit_code);
+void add_template_command(CLI::App& app, int& exit_code);
+void add_tokenize_command(CLI::App& app, int& exit_code);
+void add_detokenize_command(CLI::App& app, int& exit_code);
+void add_bench_tokenizer_command(CLI::App& app, int& exit_code);
+void add_synth_command(CLI::App& app, int& exit_code);
+void add_bench_command(CLI::App& app, int& exit_code);
 
 }  // namespace kiln::cli

@@ -15,6 +15,7 @@ namespace {
 struct PplCmd {
   std::string model, file, tokenizer, scheme = "f32";
   int n_ctx = 0;
+  int threads = 1;
   bool json = false;
 };
 
@@ -32,7 +33,7 @@ int ppl(const PplCmd& c) {
   if (!ids) return fail(ids.status());
   const ModelConfig& cfg = m->model->config();
   const int ctx = c.n_ctx > 0 ? std::min(c.n_ctx, cfg.max_seq_len) : std::min(cfg.max_seq_len, 512);
-  auto session = ProgramSession::create(m->model, ctx);
+  auto session = ProgramSession::create(m->model, ctx, c.threads);
   if (!session) return fail(session.status());
   ProgramSession& s = **session;
   // Windows of ctx tokens; in each, every token after the first is scored against the logits
@@ -77,6 +78,7 @@ void add_ppl_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--ctx", c->n_ctx, "window length (default: min(model maximum, 512))");
   cmd->add_option("-q,--quant", c->scheme, "scheme for a source model compiled in memory (default f32)");
   cmd->add_option("--tokenizer", c->tokenizer, "tokenizer file, if not the model's own");
+  cmd->add_option("--threads", c->threads, "worker threads")->check(CLI::Range(1, 256));
   cmd->add_flag("--json", c->json, "print {\"ppl\": ..., \"tokens\": ...}");
   cmd->callback([c, &exit_code] { exit_code = ppl(*c); });
 }

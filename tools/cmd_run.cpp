@@ -45,7 +45,7 @@ int run(RunOptions o) {
 
   auto prompt = tok.encode(o.prompt, /*add_bos=*/tok.bos_id() >= 0);
   if (!prompt) return fail(prompt.status());
-  auto session = ProgramSession::create(opened->model, o.n_ctx);
+  auto session = ProgramSession::create(opened->model, o.n_ctx, o.threads);
   if (!session) return fail(session.status());
 
   if (!o.seed_given) o.seed = std::random_device{}();

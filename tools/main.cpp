@@ -12,6 +12,12 @@ int main(int argc, char** argv) {
   kiln::cli::add_compile_command(app, exit_code);
   kiln::cli::add_inspect_command(app, exit_code);
   kiln::cli::add_ppl_command(app, exit_code);
+  kiln::cli::add_template_command(app, exit_code);
+  kiln::cli::add_tokenize_command(app, exit_code);
+  kiln::cli::add_detokenize_command(app, exit_code);
+  kiln::cli::add_bench_tokenizer_command(app, exit_code);
+  kiln::cli::add_synth_command(app, exit_code);
+  kiln::cli::add_bench_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

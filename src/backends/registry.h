@@ -11,5 +11,7 @@ namespace kiln {
 // Preferred first; the last, "ref", supports every op and is the fallback of every partition.
 std::span<const Backend* const> registered_backends();
 const Backend* find_backend(std::string_view name);
+// The reference bytes of a weight stored in any layout a registered back end knows.
+Status unpack_weight(const WeightDesc& w, std::span<const uint8_t> stored, std::vector<uint8_t>& ref);
 
 }  // namespace kiln

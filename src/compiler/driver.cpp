@@ -1,5 +1,6 @@
 #include "compiler/driver.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "backends/registry.h"
@@ -18,6 +19,89 @@ Result<std::vector<float>> source_f32(const TensorSource& t) {
   return out;
 }
 
+const Backend* backend_named(std::span<const Backend* const> backends, const std::string& name) {
+  for (const Backend* b : backends)
+    if (b->name() == name) return b;
+  return nullptr;
+}
+
+// Layouts: every node that reads a weight asks its back end for a layout (layout_for). The
+// weight keeps one that all its readers read (packed layouts before the reference one); when
+// there is none, each further layout gets a copy of the weight, "NAME@LAYOUT", read by the nodes
+// that asked for it. Then every weight is repacked by a back end that reads it.
+Status assign_layouts(Graph& g, std::span<const Backend* const> backends, ProgramImage& img,
+                      std::vector<std::shared_ptr<std::vector<uint8_t>>>& buffers, CompileReport& r) {
+  struct Reader {
+    size_t node, slot;
+    const Backend* backend;
+    std::string layout;
+  };
+  const size_t n_weights = g.weights.size();
+  std::vector<std::vector<Reader>> readers(n_weights);
+  for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
+    const Node& n = g.nodes[ni];
+    const Backend* b = backend_named(backends, n.backend);
+    if (b == nullptr) return {StatusCode::kInternal, "partitioned to unknown back end '" + n.backend + "'"};
+    for (size_t s = 0; s < n.weights.size(); ++s) {
+      const auto wi = static_cast<size_t>(n.weights[s]);
+      KILN_ASSIGN_OR_RETURN(std::string layout, b->layout_for(n, g, g.weights[wi]));
+      readers[wi].push_back({ni, s, b, std::move(layout)});
+    }
+  }
+  std::vector<const Backend*> packer(n_weights, nullptr);
+  for (size_t wi = 0; wi < n_weights; ++wi) {
+    if (readers[wi].empty()) continue;
+    std::vector<std::string> wanted;
+    for (const Reader& rd : readers[wi])
+      if (std::find(wanted.begin(), wanted.end(), rd.layout) == wanted.end()) wanted.push_back(rd.layout);
+    std::stable_partition(wanted.begin(), wanted.end(), [](const std::string& l) { return l != kRowMajorLayout; });
+    auto all_read = [&](const std::string& layout) {
+      for (const Reader& rd : readers[wi])
+        if (!rd.backend->reads_layout(g.nodes[rd.node], g.weights[wi], layout)) return false;
+      return true;
+    };
+    auto common = std::find_if(wanted.begin(), wanted.end(), all_read);
+    if (common != wanted.end()) {
+      g.weights[wi].layout = *common;
+      packer[wi] = readers[wi].front().backend;
+      continue;
+    }
+    // No layout suits every reader: one copy per wanted layout.
+    for (size_t li = 0; li < wanted.size(); ++li) {
+      size_t target = wi;
+      if (li > 0) {
+        WeightDesc copy = g.weights[wi];
+        copy.name += "@" + wanted[li];
+        target = g.weights.size();
+        g.weights.push_back(std::move(copy));
+        img.weights.push_back(img.weights[wi]);
+        buffers.push_back(buffers[wi]);
+        packer.push_back(nullptr);
+        r.notes.push_back("weight '" + g.weights[wi].name + "' is stored twice, in layouts " + wanted[0] + " and " +
+                          wanted[li] + ", for back ends that read no common layout");
+      }
+      g.weights[target].layout = wanted[li];
+      for (const Reader& rd : readers[wi])
+        if (rd.layout == wanted[li]) {
+          g.nodes[rd.node].weights[rd.slot] = static_cast<int>(target);
+          packer[target] = rd.backend;
+        }
+    }
+  }
+  for (size_t wi = 0; wi < g.weights.size(); ++wi) {
+    WeightDesc& w = g.weights[wi];
+    if (w.layout == kRowMajorLayout || packer[wi] == nullptr) continue;
+    auto out = std::make_shared<std::vector<uint8_t>>();
+    KILN_RETURN_IF_ERROR(packer[wi]->pack(w, img.weights[wi], *out));
+    const auto before = static_cast<int64_t>(img.weights[wi].size()), after = static_cast<int64_t>(out->size());
+    r.compiled_bytes += after - (wi < n_weights ? before : 0);
+    r.scheme_bytes[w.scheme] += after - (wi < n_weights ? before : 0);
+    img.weights[wi] = *out;
+    buffers[wi] = std::move(out);  // the reference bytes go unless a copy still needs them
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, CompileReport* report) {
@@ -34,6 +118,8 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
   // Weights: quantized into the layout the reference kernels read (the fast back ends repack
   // into their own layouts here, never at load time).
   img.weights.resize(g.weights.size());
+  img.cpu_features = o.cpu_features;
+  std::vector<std::shared_ptr<std::vector<uint8_t>>> buffers(g.weights.size());
   std::vector<int64_t> sizes(g.weights.size(), 0);
   for (size_t i = 0; i < g.weights.size(); ++i) {
     const WeightDesc& w = g.weights[i];
@@ -54,7 +140,7 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
       auto buf = std::make_shared<std::vector<uint8_t>>(*need);
       KILN_RETURN_IF_ERROR(round_to_nearest().quantize(p, f.data(), rows, cols, *buf).with_context("weight '" + w.name + "'"));
       img.weights[i] = *buf;
-      img.owners.push_back(buf);
+      buffers[i] = std::move(buf);
     }
     sizes[i] = static_cast<int64_t>(img.weights[i].size());
     r.compiled_bytes += sizes[i];
@@ -69,6 +155,9 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
     backends.assign(reg.begin(), reg.end());
   }
   KILN_ASSIGN_OR_RETURN(r.partition, partition(g, backends, sizes));
+  KILN_RETURN_IF_ERROR(assign_layouts(g, backends, img, buffers, r));
+  for (auto& b : buffers)
+    if (b) img.owners.push_back(std::move(b));
   img.program.plan = plan_memory(g, o.max_tokens);
   img.program.rope_inv_freq = rope_inv_freq(m.config);
   if (auto rf = m.tensors.find("rope_freqs.weight"); rf != m.tensors.end()) {

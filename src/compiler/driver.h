@@ -22,6 +22,9 @@ struct CompileOptions {
   bool fuse = true;
   bool guard_classifier = true;           // see assign_precision
   std::vector<const Backend*> backends;   // empty: the registered ones
+  // The CPU features the kernels may use when the result runs in memory (a .kiln records its
+  // target's instead); ~0: whatever this machine has.
+  uint64_t cpu_features = ~0ull;
   std::function<void(double)> progress;   // 0..1 while weights are quantized
 };
 

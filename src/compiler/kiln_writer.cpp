@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "backends/cpu/cpu_backend.h"
 #include "core/cpu_features.h"
 #include "formats/json_util.h"
 #include "quant/weight_params.h"
@@ -9,15 +10,48 @@
 namespace kiln {
 
 Result<KilnTarget> resolve_target(const std::string& name) {
+  // Each target names the most its kernels may use; the file records what the cpu back end's
+  // best kernel table within that needs, and the runtime runs that table (or refuses the file
+  // on a CPU without those features).
+  struct Named {
+    const char* name;
+    uint64_t features;
+  };
+  static constexpr Named kTargets[] = {
+      {"generic", 0},
+      {"x86-avx2", kCpuAvx2 | kCpuFma | kCpuF16c},
+      {"x86-avx512", kCpuAvx2 | kCpuFma | kCpuF16c | kCpuAvx512f | kCpuAvx512bw | kCpuAvx512vl | kCpuAvx512vnni},
+      {"arm64-dotprod", kCpuNeon | kCpuDotprod},
+      {"arm64-i8mm", kCpuNeon | kCpuDotprod | kCpuI8mm},
+  };
   KilnTarget t;
   t.backend = "cpu";
-  // The reference kernels need no ISA extension; the fast back end records what its kernels use.
-  if (name == "native" || name == "generic") {
-    t.cpu_features = 0;
-    t.cpu_feature_names = cpu_feature_names(0);
-    return t;
+  uint64_t wanted = 0;
+  if (name == "native") {
+    wanted = host_cpu_features();
+  } else {
+    bool found = false;
+    for (const Named& n : kTargets)
+      if (name == n.name) {
+        wanted = n.features;
+        found = true;
+      }
+    if (!found)
+      return invalid_argument("unknown target '" + name + "' (native, generic, x86-avx2, x86-avx512, arm64-dotprod, arm64-i8mm)");
   }
-  return invalid_argument("unknown target '" + name + "' (native, generic)");
+  // A target for another architecture records its features as they are: kernels of this build
+  // for the host cannot say what that machine's build will pick.
+  const bool other_arch =
+#if defined(__x86_64__)
+      (wanted & (kCpuNeon | kCpuDotprod | kCpuI8mm | kCpuArmFp16)) != 0;
+#elif defined(__aarch64__)
+      (wanted & (kCpuAvx2 | kCpuFma | kCpuF16c | kCpuAvx512f)) != 0;
+#else
+      wanted != 0;
+#endif
+  t.cpu_features = other_arch ? wanted : cpu_kernel_features(wanted);
+  t.cpu_feature_names = cpu_feature_names(t.cpu_features);
+  return t;
 }
 
 std::vector<uint8_t> encode_tokenizer_section(const TokenizerBlob& blob) {

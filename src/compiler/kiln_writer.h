@@ -9,7 +9,9 @@
 
 namespace kiln {
 
-// The machine a .kiln is made for: "native" (this CPU) or "generic" (no ISA extensions).
+// The machine a .kiln is made for: "native" (this CPU), "generic" (no ISA extension),
+// "x86-avx2", "x86-avx512", "arm64-dotprod", "arm64-i8mm". The target records the CPU features
+// of the kernels that will run (a .kiln opens only on a CPU that has them).
 Result<KilnTarget> resolve_target(const std::string& name);
 
 // Sections: config, tokenizer, program, memory plan, quantization record, tensors and weights.

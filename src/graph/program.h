@@ -35,6 +35,8 @@ struct ProgramImage {
   std::vector<std::span<const uint8_t>> weights;  // per graph weight
   std::vector<std::shared_ptr<const void>> owners;  // keep the weight bytes alive
   TokenizerBlob tokenizer;
+  // The CPU features the kernels may use (the .kiln target's; ~0: whatever the machine has).
+  uint64_t cpu_features = ~0ull;
 };
 
 // JSON encodings for the .kiln sections; decoding validates every id, width and offset.

@@ -18,14 +18,35 @@ Result<std::shared_ptr<const CompiledModel>> CompiledModel::create(ProgramImage 
     return corrupt("program: rope_inv_freq must have head_dim / 2 entries");
   if (g.values[static_cast<size_t>(g.logits_output)].width != c.vocab_size)
     return corrupt("program: the logits are not vocab_size wide");
-  // Every weight must have exactly the bytes its scheme and shape need.
+  auto lookup = [&](const std::string& name) -> const Backend* {
+    for (const Backend* b : extra)
+      if (b->name() == name) return b;
+    return find_backend(name);
+  };
+  // Every weight must be in a layout that each back end reading it reads, and have exactly the
+  // bytes its scheme, shape and layout need.
+  std::vector<const Backend*> reader(g.weights.size(), nullptr);
+  for (const Node& n : g.nodes) {
+    const Backend* b = lookup(n.backend);
+    if (b == nullptr) continue;  // reported below
+    for (int wi : n.weights) {
+      const WeightDesc& w = g.weights[static_cast<size_t>(wi)];
+      if (!b->reads_layout(n, w, w.layout))
+        return unsupported("weight '" + w.name + "' is stored in layout '" + w.layout + "', which back end '" +
+                           std::string(b->name()) + "' does not read for op " + std::string(op_name(n.op)) +
+                           "; recompile the model with this version of kiln");
+      reader[static_cast<size_t>(wi)] = b;
+    }
+  }
   for (size_t i = 0; i < g.weights.size(); ++i) {
     const WeightDesc& w = g.weights[i];
     KILN_ASSIGN_OR_RETURN(QuantParams p, weight_params(w));
-    auto need = quantized_size(p, w.shape.size() == 2 ? w.shape[0] : 1, w.shape.back());
+    std::optional<uint64_t> need;
+    if (w.layout == kRowMajorLayout) need = quantized_size(p, w.shape.size() == 2 ? w.shape[0] : 1, w.shape.back());
+    else if (reader[i]) need = reader[i]->layout_bytes(w);
     if (!need || *need != m->image_.weights[i].size())
       return corrupt("weight '" + w.name + "' has " + std::to_string(m->image_.weights[i].size()) + " bytes, " +
-                     describe(p) + " needs " + std::to_string(need.value_or(0)));
+                     describe(p) + " in layout '" + w.layout + "' needs " + std::to_string(need.value_or(0)));
   }
   for (const Node& n : g.nodes)
     if (n.layer >= c.n_layers || ((n.op == OpCode::kKvStore || n.op == OpCode::kAttention || n.op == OpCode::kRopeKvStore) &&
@@ -37,11 +58,8 @@ Result<std::shared_ptr<const CompiledModel>> CompiledModel::create(ProgramImage 
   m->constants_.rope_half_split = c.rope_style == RopeStyle::kHalfSplit;
   m->constants_.sliding_window = c.sliding_window;
 
-  auto lookup = [&](const std::string& name) -> const Backend* {
-    for (const Backend* b : extra)
-      if (b->name() == name) return b;
-    return find_backend(name);
-  };
+  PrepareOptions po;
+  po.cpu_features = m->image_.cpu_features;
   const MemoryPlan& plan = m->image_.program.plan;
   for (const Node& n : g.nodes) {
     const Backend* b = lookup(n.backend);
@@ -51,7 +69,7 @@ Result<std::shared_ptr<const CompiledModel>> CompiledModel::create(ProgramImage 
     if (std::find(m->backends_.begin(), m->backends_.end(), b) == m->backends_.end()) m->backends_.push_back(b);
     std::vector<BoundWeight> bound;
     for (int w : n.weights) bound.push_back({&g.weights[static_cast<size_t>(w)], m->image_.weights[static_cast<size_t>(w)]});
-    KILN_ASSIGN_OR_RETURN(auto k, b->prepare(n, g, bound, plan.offsets, plan.max_tokens));
+    KILN_ASSIGN_OR_RETURN(auto k, b->prepare(n, g, bound, plan.offsets, plan.max_tokens, po));
     m->kernels_.push_back(std::move(k));
   }
   return std::shared_ptr<const CompiledModel>(std::move(m));

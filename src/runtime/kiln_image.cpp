@@ -46,6 +46,7 @@ Result<KilnImage> open_kiln_image(std::shared_ptr<const KilnFile> file) {
       return corrupt(path + ": tensor '" + w.name + "' does not match the program's shape or scheme");
     img.weights.push_back(t->bytes);
   }
+  img.cpu_features = file->target().cpu_features;
   img.owners.push_back(file);
   out.file = std::move(file);
   return out;

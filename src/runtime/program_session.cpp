@@ -4,7 +4,10 @@
 
 namespace kiln {
 
-Result<std::unique_ptr<ProgramSession>> ProgramSession::create(std::shared_ptr<const CompiledModel> model, int n_ctx) {
+Result<std::unique_ptr<ProgramSession>> ProgramSession::create(std::shared_ptr<const CompiledModel> model, int n_ctx,
+                                                              int n_threads) {
+  if (n_threads < 1 || n_threads > 256)
+    return invalid_argument("thread count " + std::to_string(n_threads) + " is outside 1..256");
   const ModelConfig& c = model->config();
   if (n_ctx <= 0) n_ctx = c.max_seq_len;
   if (n_ctx > c.max_seq_len)
@@ -23,6 +26,7 @@ Result<std::unique_ptr<ProgramSession>> ProgramSession::create(std::shared_ptr<c
   s->tokens_.assign(static_cast<size_t>(p.plan.max_tokens), 0);
   s->n_ctx_ = n_ctx;
   s->model_ = std::move(model);
+  s->pool_ = std::make_unique<ThreadPool>(n_threads);
   return s;
 }
 
@@ -54,6 +58,7 @@ Result<std::span<const float>> ProgramSession::step(std::span<const int> tokens,
   ctx.value_cache = values_.data();
   ctx.model = &model_->constants();
   ctx.scratch = aligned64(scratch_);
+  ctx.pool = pool_->size() > 1 ? pool_.get() : nullptr;
   for (const auto& k : model_->kernels()) KILN_RETURN_IF_ERROR(k->run(ctx));
   pos_ += n;
   const Program& p = model_->program();

@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "runtime/compiled_model.h"
 #include "runtime/decoder.h"
 
@@ -13,8 +14,10 @@ namespace kiln {
 
 class ProgramSession final : public Decoder {
  public:
-  // n_ctx <= 0 takes the model's max_seq_len.
-  static Result<std::unique_ptr<ProgramSession>> create(std::shared_ptr<const CompiledModel> model, int n_ctx);
+  // n_ctx <= 0 takes the model's max_seq_len. n_threads: the session's worker threads, the
+  // caller's included (1: everything runs on the calling thread); created once, here.
+  static Result<std::unique_ptr<ProgramSession>> create(std::shared_ptr<const CompiledModel> model, int n_ctx,
+                                                        int n_threads = 1);
 
   Result<std::span<const float>> decode(std::span<const int> tokens) override;
   // Runs `tokens` and returns the logits of every one of them, [tokens.size()][vocab] (for
@@ -24,6 +27,7 @@ class ProgramSession final : public Decoder {
   int position() const override { return pos_; }
   int n_ctx() const override { return n_ctx_; }
   int max_tokens() const { return model_->program().plan.max_tokens; }
+  int n_threads() const { return pool_->size(); }
   const ModelConfig& config() const override { return model_->config(); }
   void reset() override { pos_ = 0; }
   size_t reserved_bytes() const { return arena_.size() + scratch_.size() + 4 * (keys_.size() + values_.size()); }
@@ -39,6 +43,7 @@ class ProgramSession final : public Decoder {
   std::vector<uint8_t> scratch_;
   std::vector<float> keys_, values_;
   std::vector<int32_t> tokens_;
+  std::unique_ptr<ThreadPool> pool_;
 };
 
 }  // namespace kiln

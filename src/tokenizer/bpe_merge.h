@@ -8,7 +8,8 @@
 #pragma once
 
 #include <cstdint>
-#include <queue>
+#include <algorithm>
+#include <utility>
 #include <vector>
 
 namespace kiln {
@@ -40,27 +41,27 @@ inline void bpe_link(std::vector<BpeSymbol>& syms) {
   }
 }
 
+// A pair waiting in the queue (exposed so that callers can keep the queue's storage).
+struct BpeCandidate {
+  double priority;
+  int32_t left, right;
+  int left_id, right_id, merged_id;
+};
+
 // Runs the merges. `rule(const BpeSymbol& left, const BpeSymbol& right, BpeMerge* out) -> bool`
 // decides whether the pair merges, into which token, with what priority. The rule must be a pure
 // function of the two symbols (their ids and bytes). Afterwards the live symbols are those
-// reachable from syms[0] through `next` (syms[0] is never absorbed).
+// reachable from syms[0] through `next` (syms[0] is never absorbed). `queue` is working storage
+// (its contents on entry do not matter), so that a caller merging many words allocates once.
 template <typename Rule>
-void bpe_merge(std::vector<BpeSymbol>& syms, Rule&& rule) {
-  struct Candidate {
-    double priority;
-    int32_t left, right;
-    int left_id, right_id, merged_id;
+void bpe_merge(std::vector<BpeSymbol>& syms, Rule&& rule, std::vector<BpeCandidate>& queue) {
+  // A max-heap: higher priority on top, then the smaller left index.
+  auto lower = [](const BpeCandidate& a, const BpeCandidate& b) {
+    if (a.priority != b.priority) return a.priority < b.priority;
+    return a.left > b.left;
   };
-  struct Lower {  // priority_queue keeps the "largest" on top: higher priority, then smaller left
-    bool operator()(const Candidate& a, const Candidate& b) const {
-      if (a.priority != b.priority) return a.priority < b.priority;
-      return a.left > b.left;
-    }
-  };
+  queue.clear();
   if (syms.size() < 2) return;
-  std::vector<Candidate> storage;
-  storage.reserve(syms.size());
-  std::priority_queue<Candidate, std::vector<Candidate>, Lower> queue(Lower{}, std::move(storage));
 
   auto consider = [&](int32_t l, int32_t r) {
     if (l < 0 || r < 0) return;
@@ -71,14 +72,16 @@ void bpe_merge(std::vector<BpeSymbol>& syms, Rule&& rule) {
     // NaN would break the queue's ordering; such a pair never merges (as in llama2.c, where
     // "score > best" is false for NaN).
     if (m.priority != m.priority) return;
-    queue.push({m.priority, l, r, a.id, b.id, m.id});
+    queue.push_back({m.priority, l, r, a.id, b.id, m.id});
+    std::push_heap(queue.begin(), queue.end(), lower);
   };
 
   for (int32_t i = 0; i + 1 < static_cast<int32_t>(syms.size()); ++i) consider(i, i + 1);
 
   while (!queue.empty()) {
-    const Candidate c = queue.top();
-    queue.pop();
+    std::pop_heap(queue.begin(), queue.end(), lower);
+    const BpeCandidate c = queue.back();
+    queue.pop_back();
     BpeSymbol& a = syms[static_cast<size_t>(c.left)];
     BpeSymbol& b = syms[static_cast<size_t>(c.right)];
     // Stale when either side was absorbed (its id is kBpeAbsorbed), they are no longer
@@ -94,6 +97,13 @@ void bpe_merge(std::vector<BpeSymbol>& syms, Rule&& rule) {
     consider(a.prev, c.left);
     consider(c.left, a.next);
   }
+}
+
+template <typename Rule>
+void bpe_merge(std::vector<BpeSymbol>& syms, Rule&& rule) {
+  std::vector<BpeCandidate> queue;
+  queue.reserve(syms.size());
+  bpe_merge(syms, std::forward<Rule>(rule), queue);
 }
 
 }  // namespace kiln

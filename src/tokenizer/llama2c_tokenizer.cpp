@@ -53,6 +53,7 @@ Result<std::unique_ptr<Tokenizer>> load_llama2c_tokenizer_bytes(std::span<const 
   spec.unk_id = 0;
   spec.bos_id = 1;
   spec.eos_id = 2;
+  spec.special_prefix = {1};  // run.c's encode(text, bos=1, eos=0)
   spec.space_piece = " ";
   spec.strip_leading_space = true;
   KILN_ASSIGN_OR_RETURN(auto t, SpmBpeTokenizer::create(std::move(spec)));

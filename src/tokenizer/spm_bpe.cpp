@@ -414,15 +414,33 @@ void SpmBpeTokenizer::encode_segment(std::string_view segment, bool at_start, st
   encode_word(v.substr(start), 0, out);
 }
 
-Result<std::vector<int>> SpmBpeTokenizer::encode(std::string_view text, bool add_bos) const {
+std::string SpmBpeTokenizer::decode(const std::vector<int>& ids, const DecodeOptions& options) const {
+  std::string out;
+  for (int id : ids) {
+    if (id < 0 || id >= vocab_size()) continue;
+    if (spec_.kinds[static_cast<size_t>(id)] == PieceKind::kControl) {
+      if (!options.skip_special) out += spec_.pieces[static_cast<size_t>(id)];
+    } else {
+      out += decoded_[static_cast<size_t>(id)];
+    }
+  }
+  if (spec_.strip_leading_space && !out.empty() && out[0] == ' ') out.erase(0, 1);
+  return out;
+}
+
+Result<std::vector<int>> SpmBpeTokenizer::encode(std::string_view text, const EncodeOptions& options) const {
   // Symbol offsets are 32-bit, and kLlama2c may spell a byte as six.
   if (text.size() > (size_t{1} << 28))
     return invalid_argument("the text to encode is " + std::to_string(text.size()) + " bytes; at most 256 MiB is supported");
   std::vector<int> out;
   out.reserve(text.size() / 3 + 4);
-  if (add_bos && spec_.bos_id >= 0) out.push_back(spec_.bos_id);
+  if (options.add_special) out.insert(out.end(), spec_.special_prefix.begin(), spec_.special_prefix.end());
+  auto finish = [&]() {
+    if (options.add_special) out.insert(out.end(), spec_.special_suffix.begin(), spec_.special_suffix.end());
+  };
   if (trie_.empty()) {
     encode_segment(text, true, out);
+    finish();
     return out;
   }
   size_t seg_start = 0;
@@ -440,6 +458,10 @@ Result<std::vector<int>> SpmBpeTokenizer::encode(std::string_view text, bool add
         best = trie_[static_cast<size_t>(node)].added;
         best_len = k + 1 - i;
       }
+    }
+    if (best >= 0 && options.plain && spec_.added[static_cast<size_t>(best)].special) {
+      i += best_len;  // a discarded match still consumes its span (HF's encode_special_tokens)
+      continue;
     }
     if (best >= 0) {
       const AddedToken& a = spec_.added[static_cast<size_t>(best)];
@@ -463,6 +485,7 @@ Result<std::vector<int>> SpmBpeTokenizer::encode(std::string_view text, bool add
     seg_start = i = next;
   }
   encode_segment(text.substr(seg_start), seg_start == 0, out);
+  finish();
   return out;
 }
 

@@ -6,7 +6,7 @@
 // it and builds every lookup table once, so encode() allocates only its working vectors.
 //
 // Encoding a text:
-//   1. with add_bos, BOS first;
+//   1. with add_special, what the post-processor puts first (BOS) and, at the end, last;
 //   2. the text is cut at the added tokens it contains (only when the spec lists any; matched
 //      leftmost-longest on the raw text, as HF does for tokens that are not normalized);
 //   3. each remaining segment is normalized by `text_ops` (prepend, replace) and optionally split
@@ -24,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe_merge.h"
 #include "tokenizer/tokenizer.h"
 
@@ -67,13 +68,6 @@ struct TextOp {
   bool first_segment_only = false;  // Metaspace prepend_scheme "first": only a segment at offset 0
 };
 
-struct AddedToken {
-  std::string content;
-  int id = -1;
-  bool lstrip = false;       // swallows whitespace before it
-  bool rstrip = false;       // swallows whitespace after it
-  bool single_word = false;  // matches only between non-word characters (ASCII letters, digits, '_')
-};
 
 struct SpmBpeSpec {
   std::string name;  // the file, for messages
@@ -103,6 +97,8 @@ struct SpmBpeSpec {
 
   int bos_id = -1;
   int eos_id = -1;
+  // What EncodeOptions::add_special puts around the text (HF's post-processor).
+  std::vector<int> special_prefix, special_suffix;
   // Decoding: `space_piece` in a piece stands for ' ' (empty or " ": pieces hold real spaces);
   // strip_leading_space: the first piece (prev == -1) and the piece after BOS lose one leading ' '.
   std::string space_piece;
@@ -117,8 +113,17 @@ class SpmBpeTokenizer final : public Tokenizer {
   SpmBpeTokenizer(const SpmBpeTokenizer&) = delete;  // the tables point into pieces_
   SpmBpeTokenizer& operator=(const SpmBpeTokenizer&) = delete;
 
-  Result<std::vector<int>> encode(std::string_view text, bool add_bos) const override;
+  using Tokenizer::decode;
+  using Tokenizer::encode;
+  Result<std::vector<int>> encode(std::string_view text, const EncodeOptions& options) const override;
   std::string decode_piece(int prev, int id) const override;
+  // As HF decodes: the pieces (control ones as spelled, or left out with skip_special), then one
+  // leading space dropped where the tokenizer adds a dummy prefix (its Strip decoder runs over
+  // the whole text). decode(ids) instead drops the space of the piece after every BOS (run.c).
+  std::string decode(const std::vector<int>& ids, const DecodeOptions& options) const override;
+  bool is_special(int id) const override {
+    return id >= 0 && id < vocab_size() && spec_.kinds[static_cast<size_t>(id)] == PieceKind::kControl;
+  }
   int vocab_size() const override { return static_cast<int>(spec_.pieces.size()); }
   int bos_id() const override { return spec_.bos_id; }
   int eos_id() const override { return spec_.eos_id; }

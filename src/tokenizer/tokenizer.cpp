@@ -1,6 +1,14 @@
 #include "tokenizer/tokenizer.h"
 
+#include "tokenizer/utf8_stream.h"
+
 namespace kiln {
+
+Result<std::vector<int>> Tokenizer::encode(std::string_view text, bool add_bos) const {
+  KILN_ASSIGN_OR_RETURN(std::vector<int> ids, encode(text, EncodeOptions{}));
+  if (add_bos && bos_id() >= 0) ids.insert(ids.begin(), bos_id());
+  return ids;
+}
 
 std::string Tokenizer::decode(const std::vector<int>& ids) const {
   std::string out;
@@ -9,6 +17,24 @@ std::string Tokenizer::decode(const std::vector<int>& ids) const {
     out += decode_piece(prev, id);
     prev = id;
   }
+  return out;
+}
+
+std::string Tokenizer::decode(const std::vector<int>& ids, const DecodeOptions& options) const {
+  if (options.skip_special) return decode(ids);
+  std::string out;
+  int prev = -1;
+  for (int id : ids) {
+    out += is_special(id) ? piece(id) : decode_piece(prev, id);
+    prev = id;
+  }
+  return out;
+}
+
+std::string Tokenizer::decode_text(const std::vector<int>& ids, const DecodeOptions& options) const {
+  Utf8Stream stream;
+  std::string out = stream.push(decode(ids, options));
+  stream.finish(out);
   return out;
 }
 

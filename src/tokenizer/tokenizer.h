@@ -1,5 +1,5 @@
-// Text <-> token ids. One interface; the model kinds (SentencePiece-style BPE today, byte-level
-// BPE next) live behind it.
+// Text <-> token ids. One interface; the model kinds (SentencePiece-style BPE in spm_bpe.h,
+// byte-level BPE in bytelevel_bpe.h) live behind it.
 #pragma once
 
 #include <cstdint>
@@ -15,12 +15,36 @@ namespace kiln {
 
 struct GgufFile;
 
+// How to encode. The defaults are Hugging Face's encode(text, add_special_tokens=False).
+struct EncodeOptions {
+  // Adds what the tokenizer adds around a text (HF add_special_tokens=True): the BOS and/or EOS
+  // that tokenizer.json's TemplateProcessing post-processor puts there, as tokenizer_config.json's
+  // add_bos_token/add_eos_token override it (GGUF: tokenizer.ggml.add_bos_token/add_eos_token).
+  bool add_special = false;
+  // Special-token strings typed in the text are encoded as ordinary text (HF's
+  // encode_special_tokens=True), as a chat server must treat user content. As in HF, added tokens
+  // that are not special (Qwen's <think>, <tool_call>) still match.
+  bool plain = false;
+};
+
+struct DecodeOptions {
+  // Special tokens (BOS, EOS, <|im_start|>, ...) decode to nothing; off: to their text (HF's
+  // decode(ids, skip_special_tokens=False)).
+  bool skip_special = true;
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
   // Encodes `text`; with add_bos, BOS comes first (as llama2.c's encode(text, bos=1, eos=0)).
-  virtual Result<std::vector<int>> encode(std::string_view text, bool add_bos) const = 0;
+  // The same as encode(text, EncodeOptions{}) with BOS (if the tokenizer has one) put first.
+  Result<std::vector<int>> encode(std::string_view text, bool add_bos) const;
+
+  // Encodes `text` as `options` say. Byte-level BPE tokenizers (GPT-2, Llama 3, Qwen) need valid
+  // UTF-8, as HF does (it takes a str): invalid UTF-8 is an invalid-argument error naming the
+  // offset. SentencePiece-style ones take any bytes (invalid ones fall back to byte tokens).
+  virtual Result<std::vector<int>> encode(std::string_view text, const EncodeOptions& options) const = 0;
 
   // The bytes token `id` stands for when it follows `prev` (-1 at the start): byte-fallback
   // pieces give their byte, and the piece right after BOS loses its leading space.
@@ -33,6 +57,13 @@ class Tokenizer {
 
   // The whole text of a sequence of ids: decode_piece of each, concatenated (raw bytes).
   std::string decode(const std::vector<int>& ids) const;
+  // With options; skip_special (the default) is decode(ids). Raw bytes too.
+  virtual std::string decode(const std::vector<int>& ids, const DecodeOptions& options) const;
+  // decode() made valid UTF-8: each invalid sequence becomes U+FFFD (as HF's from_utf8_lossy).
+  std::string decode_text(const std::vector<int>& ids, const DecodeOptions& options = {}) const;
+
+  // Whether `id` is a special token (control: BOS, EOS, special added tokens).
+  virtual bool is_special(int id) const = 0;
 
   virtual int vocab_size() const = 0;
   virtual int bos_id() const = 0;  // -1 when none
@@ -45,7 +76,10 @@ Result<std::unique_ptr<Tokenizer>> load_llama2c_tokenizer(const std::string& pat
 // The same on bytes already in memory (tests, fuzzing); `name` stands for the path in messages.
 Result<std::unique_ptr<Tokenizer>> load_llama2c_tokenizer_bytes(std::span<const uint8_t> bytes,
                                                                 const std::string& name, int vocab_size);
-// Hugging Face tokenizer.json (its text), `path` for messages.
+// Hugging Face tokenizer.json (its text), `path` for messages: SentencePiece-style BPE
+// (spm_bpe.h) or byte-level BPE (bytelevel_bpe.h), whichever the file describes. What
+// add_special adds comes from its post_processor alone: transformers 5 ignores
+// tokenizer_config.json's add_bos_token/add_eos_token when a tokenizer.json is there.
 Result<std::unique_ptr<Tokenizer>> tokenizer_from_json(std::string_view json_text, const std::string& path);
 // The vocabulary embedded in a GGUF file (tokenizer.ggml.*).
 Result<std::unique_ptr<Tokenizer>> tokenizer_from_gguf(const GgufFile& g);

@@ -1,7 +1,11 @@
 #include "tokenizer/tokenizer_source.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
+
+#include "core/byte_reader.h"
+#include "formats/gguf.h"
 
 namespace kiln {
 
@@ -145,6 +149,52 @@ Result<std::unique_ptr<Tokenizer>> tokenizer_from_blob(const TokenizerBlob& blob
   }
   if (blob.kind == "none") return not_found(where + ": the model was compiled without a tokenizer");
   return corrupt(where + ": unknown tokenizer kind '" + blob.kind + "'");
+}
+
+Result<int> llama2c_token_count(std::span<const uint8_t> bytes, const std::string& name) {
+  ByteReader r(bytes, name);
+  KILN_ASSIGN_OR_RETURN(int32_t max_len, r.read<int32_t>("max_token_length"));
+  if (max_len < 0) return r.error_at(0, "max_token_length is negative; is this a llama2.c tokenizer .bin?");
+  int count = 0;
+  while (r.remaining() > 0) {
+    const std::string tok = "token " + std::to_string(count);
+    KILN_ASSIGN_OR_RETURN(float score, r.read<float>(tok + " score"));
+    (void)score;
+    const size_t len_at = r.offset();
+    KILN_ASSIGN_OR_RETURN(int32_t len, r.read<int32_t>(tok + " length"));
+    if (len < 0 || len > max_len)
+      return r.error_at(len_at, tok + " has length " + std::to_string(len) +
+                                    ", outside 0..max_token_length; is this a llama2.c tokenizer .bin?");
+    KILN_ASSIGN_OR_RETURN(auto text, r.read_bytes(static_cast<uint64_t>(len), tok + " text"));
+    (void)text;
+    if (count == INT32_MAX) return r.error("too many tokens");
+    ++count;
+  }
+  return count;
+}
+
+Result<std::unique_ptr<Tokenizer>> load_tokenizer(const std::string& path, int llama2c_vocab_size) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    const std::string json = (fs::path(path) / "tokenizer.json").string();
+    if (!fs::exists(json, ec)) return not_found(path + ": the folder has no tokenizer.json");
+    return load_tokenizer(json, llama2c_vocab_size);
+  }
+  if (!fs::exists(path, ec)) return not_found(path + ": no such file");
+  KILN_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
+  const auto bytes = file->bytes();
+  if (bytes.size() >= 4 && std::memcmp(bytes.data(), "GGUF", 4) == 0) {
+    KILN_ASSIGN_OR_RETURN(GgufFile g, read_gguf(std::move(file)));
+    return tokenizer_from_gguf(g);
+  }
+  const std::string ext = fs::path(path).extension().string();
+  if (ext == ".json" || (ext != ".bin" && !bytes.empty() && bytes[0] == '{'))
+    return tokenizer_from_json({reinterpret_cast<const char*>(bytes.data()), bytes.size()}, path);
+  int vocab = llama2c_vocab_size;
+  if (vocab <= 0) {
+    KILN_ASSIGN_OR_RETURN(vocab, llama2c_token_count(bytes, path));
+  }
+  return load_llama2c_tokenizer_bytes(bytes, path, vocab);
 }
 
 }  // namespace kiln

@@ -26,4 +26,11 @@ Result<TokenizerBlob> tokenizer_blob_from_file(const std::string& path, int llam
 
 Result<std::unique_ptr<Tokenizer>> tokenizer_from_blob(const TokenizerBlob& blob, const std::string& where);
 
+// A tokenizer file as a user names it: a tokenizer.json, an HF folder (its tokenizer.json), a
+// .gguf (its vocabulary) or a llama2.c tokenizer .bin. A .bin does not store its vocabulary
+// size: `llama2c_vocab_size` > 0 gives it, else the records are counted to the end of the file.
+Result<std::unique_ptr<Tokenizer>> load_tokenizer(const std::string& path, int llama2c_vocab_size = 0);
+// How many tokens a llama2.c tokenizer .bin holds: its records read to the end of the bytes.
+Result<int> llama2c_token_count(std::span<const uint8_t> bytes, const std::string& name);
+
 }  // namespace kiln

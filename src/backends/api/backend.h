@@ -4,13 +4,22 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "graph/graph.h"
+#include "quant/scheme.h"
+#include "quant/weight_params.h"
 
 namespace kiln {
+
+class ThreadPool;
+
+// The name of the reference layout of src/quant/scheme.h, which every back end can be handed.
+inline constexpr std::string_view kRowMajorLayout = "rowmajor";
 
 // Model-wide constants the kernels need, fixed when the model is opened.
 struct ModelConstants {
@@ -31,6 +40,7 @@ struct StepContext {
   float* value_cache = nullptr;
   const ModelConstants* model = nullptr;
   uint8_t* scratch = nullptr;  // per-session scratch of Backend::scratch_bytes() bytes
+  ThreadPool* pool = nullptr;  // the session's workers; kernels may split their work over it
 };
 
 // The bytes of one weight as the kernels read them (mapped from a .kiln, or owned in memory).
@@ -45,6 +55,13 @@ class Kernel {
   virtual Status run(const StepContext& ctx) const = 0;
 };
 
+// How the kernels of a program are chosen when it is bound.
+struct PrepareOptions {
+  // The CPU features the kernels may use: those the .kiln target records (for a model compiled
+  // in memory, this machine's). The same file therefore runs the same kernels everywhere.
+  uint64_t cpu_features = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -56,6 +73,52 @@ class Backend {
                                                   std::span<const BoundWeight> weights,
                                                   std::span<const int64_t> value_offsets,
                                                   int max_tokens) const = 0;
+  // The same, with the kernel choice; back ends without choices keep the default.
+  virtual Result<std::unique_ptr<Kernel>> prepare(const Node& node, const Graph& graph,
+                                                  std::span<const BoundWeight> weights,
+                                                  std::span<const int64_t> value_offsets, int max_tokens,
+                                                  const PrepareOptions&) const {
+    return prepare(node, graph, weights, value_offsets, max_tokens);
+  }
+
+  // Weight layouts. The compiler asks, for every weight a node of this back end reads, which
+  // layout it wants (layout_for), settles on one that every reader can read (reads_layout), and
+  // repacks the reference bytes into it (pack) at compile time; the runtime checks the layout
+  // name and the size (layout_bytes) and refuses what it does not know. The defaults are the
+  // reference layout, "rowmajor".
+  virtual Result<std::string> layout_for(const Node&, const Graph&, const WeightDesc&) const {
+    return std::string(kRowMajorLayout);
+  }
+  virtual bool reads_layout(const Node&, const WeightDesc&, std::string_view layout) const {
+    return layout == kRowMajorLayout;
+  }
+  // Bytes of `w` stored in w.layout; nullopt for a layout or shape this back end cannot store.
+  virtual std::optional<uint64_t> layout_bytes(const WeightDesc& w) const { return reference_bytes(w); }
+  // Writes `w` (reference bytes `ref`, exactly the reference size) in the layout w.layout.
+  virtual Status pack(const WeightDesc& w, std::span<const uint8_t> ref, std::vector<uint8_t>& out) const {
+    if (w.layout != kRowMajorLayout)
+      return unsupported("back end '" + std::string(name()) + "' has no weight layout '" + w.layout + "'");
+    out.assign(ref.begin(), ref.end());
+    return Status::ok();
+  }
+
+  // The inverse of pack: the reference bytes of `w` stored as `packed` in w.layout (for tests,
+  // tools, and converting a file to another target).
+  virtual Status unpack(const WeightDesc& w, std::span<const uint8_t> packed, std::vector<uint8_t>& ref) const {
+    if (w.layout != kRowMajorLayout)
+      return unsupported("back end '" + std::string(name()) + "' has no weight layout '" + w.layout + "'");
+    ref.assign(packed.begin(), packed.end());
+    return Status::ok();
+  }
+
+  // Bytes of `w` in the reference layout of its scheme; nullopt for a bad scheme or shape.
+  static std::optional<uint64_t> reference_bytes(const WeightDesc& w) {
+    if (w.layout != kRowMajorLayout || w.shape.empty()) return std::nullopt;
+    auto p = weight_params(w);
+    if (!p) return std::nullopt;
+    return quantized_size(*p, w.shape.size() == 2 ? w.shape[0] : 1, w.shape.back());
+  }
+
   // Scratch the kernels of this back end need per session, for up to max_tokens tokens per
   // step and n_ctx positions of context.
   virtual size_t scratch_bytes(const Graph& graph, int max_tokens, int n_ctx) const = 0;

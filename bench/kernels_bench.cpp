@@ -1,0 +1,148 @@
+// Google Benchmark micro-benchmarks of the cpu back end's matmul kernels, for every kernel table
+// this machine runs, in the shapes of TinyLlama-1.1B (dim 2048, hidden 5632, kv dim 256, vocab
+// 32000). Reported per run: bytes/s (the weight bytes read per second, what bounds decoding) and
+// GOP/s (2 * rows * cols * tokens per second, what bounds prefill).
+//
+//   kiln_bench_kernels --benchmark_filter='w4a16.*/1/' --benchmark_repetitions=5
+//
+// Decode runs (tokens:1/cached:0) rotate through copies of the weight totalling at least 1 GiB,
+// so that they read from memory and not from the cache, as a model does; cached:1 runs reuse one
+// copy (the kernel's arithmetic speed).
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/layouts.h"
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
+#include "quant/scheme.h"
+
+namespace kiln {
+namespace {
+
+struct Fixture {
+  QuantParams p;
+  int64_t rows, cols;
+  std::vector<std::vector<uint8_t>> copies;  // packed weights
+  std::vector<float> x, y, sums, scales;
+  std::vector<int8_t> q;
+  std::vector<int32_t> qsums;
+};
+
+Fixture make(const QuantParams& p, int64_t rows, int64_t cols, int n, bool from_memory) {
+  Fixture f;
+  f.p = p;
+  f.rows = rows;
+  f.cols = cols;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> w(static_cast<size_t>(rows * cols));
+  for (float& v : w) v = d(rng);
+  std::vector<uint8_t> ref(*quantized_size(p, rows, cols));
+  (void)round_to_nearest().quantize(p, w.data(), rows, cols, ref);
+  std::vector<uint8_t> packed;
+  (void)cpu::pack_matrix(p, cpu::matmul_layout(p.scheme), ref, rows, cols, packed);
+  const size_t copies = from_memory ? std::max<size_t>(1, (size_t{1} << 30) / packed.size() + 1) : 1;
+  f.copies.assign(copies, packed);
+  f.x.resize(static_cast<size_t>(n * cols));
+  for (float& v : f.x) v = d(rng);
+  f.y.resize(static_cast<size_t>(n * rows));
+  f.sums.resize(static_cast<size_t>(n * cols / 32 + 1));
+  f.scales.resize(static_cast<size_t>(n));
+  f.q.resize(static_cast<size_t>(n * (cols + 4)));
+  f.qsums.resize(static_cast<size_t>(n * cols / 32 + 1));
+  return f;
+}
+
+void run(benchmark::State& state, const cpu::KernelTable* t, QuantParams p, int64_t rows, int64_t cols, int threads) {
+  const int n = static_cast<int>(state.range(0));
+  const bool cached = state.range(1) != 0;
+  Fixture f = make(p, rows, cols, n, n == 1 && !cached);
+  const int g = is_4bit(p.scheme) ? p.group_size : 0;
+  ThreadPool pool(threads);
+  cpu::PackedMatrix m;
+  m.rows = rows;
+  m.cols = cols;
+  m.params = p;
+  m.tile_bytes = static_cast<int64_t>(*cpu::tile_bytes(p, cpu::matmul_layout(p.scheme), cols));
+  cpu::Epilogue e;
+  e.y = f.y.data();
+  e.y_stride = rows;
+  const int64_t tiles = (rows + 15) / 16;
+  size_t c = 0;
+  for (auto _ : state) {
+    // The activations are prepared per call, as the back end does.
+    cpu::Activations a;
+    a.x = f.x.data();
+    a.x_stride = cols;
+    a.n = n;
+    if (g > 0 && !quantizes_activations(p.scheme) && n == 1) {
+      t->group_sums(f.x.data(), cols, n, cols, g, f.sums.data());
+      a.group_sums = f.sums.data();
+    }
+    if (quantizes_activations(p.scheme)) {
+      const int64_t stride = (cols + 3) / 4 * 4;
+      t->quantize_rows(f.x.data(), cols, n, cols, g, f.q.data(), stride, f.scales.data(), f.qsums.data());
+      a.q = f.q.data();
+      a.q_stride = stride;
+      a.q_scale = f.scales.data();
+      a.q_group_sums = f.qsums.data();
+    }
+    m.data = f.copies[c].data();
+    c = (c + 1) % f.copies.size();
+    pool.parallel_for(tiles, [&](int64_t b, int64_t end, int) { t->matmul[static_cast<int>(p.scheme)](m, a, e, b, end); });
+    benchmark::DoNotOptimize(f.y.data());
+  }
+  const double bytes = static_cast<double>(f.copies[0].size());
+  state.counters["bytes/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::OneK::kIs1024);
+  state.counters["GOP/s"] = benchmark::Counter(2e-9 * static_cast<double>(rows * cols * n),
+                                               benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void register_all() {
+  const cpu::KernelTable* tables[8];
+  const int nt = cpu::available_kernel_tables(host_cpu_features(), tables, 8);
+  struct Shape {
+    const char* name;
+    int64_t rows, cols;
+  };
+  const Shape shapes[] = {{"attn_q", 2048, 2048}, {"attn_kv", 256, 2048}, {"ffn_up", 5632, 2048},
+                          {"ffn_down", 2048, 5632}, {"output", 32000, 2048}};
+  const QuantParams schemes[] = {canonical({Scheme::kW4A16, 32, true}), canonical({Scheme::kW4A16, 32, false}),
+                                 canonical({Scheme::kW8A16, 32, true}), canonical({Scheme::kF16, 32, true}),
+                                 canonical({Scheme::kBF16, 32, true}),  canonical({Scheme::kF32, 32, true}),
+                                 canonical({Scheme::kW8A8, 32, true}),  canonical({Scheme::kW4A8, 32, true})};
+  for (int i = 0; i < nt; ++i)
+    for (const QuantParams& p : schemes)
+      for (const Shape& s : shapes)
+        for (int threads : {1, 2}) {
+          if (s.rows == 32000 && p.scheme != Scheme::kW8A16) continue;  // the classifier is guarded to w8
+          std::string name = tables[i]->name;
+          name.append("/").append(describe(p)).append("/").append(s.name).append("/threads:").append(std::to_string(threads));
+          const cpu::KernelTable* t = tables[i];
+          benchmark::RegisterBenchmark(name.c_str(),
+                                       [t, p, s, threads](benchmark::State& st) { run(st, t, p, s.rows, s.cols, threads); })
+              ->Args({1, 0})
+              ->Args({1, 1})
+              ->Args({64, 1})
+              ->ArgNames({"tokens", "cached"})
+              ->Unit(benchmark::kMicrosecond)
+              ->UseRealTime();
+        }
+}
+
+}  // namespace
+}  // namespace kiln
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  kiln::register_all();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,15 @@
+// ARM64 NEON with the dot-product extension: int8 products with SDOT. Compiled with
+// -march=armv8.2-a+dotprod and KILN_ARM_DOTPROD.
+#include "backends/cpu/microkernels.h"
+#include "backends/cpu/arm/neon_traits.h"
+#include "core/cpu_features.h"
+
+namespace kiln::cpu {
+
+void fill_dotprod(KernelTable& t) {
+  t.name = "dotprod";
+  t.features = kCpuNeon | kCpuDotprod;
+  fill_table<Neon>(t);
+}
+
+}  // namespace kiln::cpu

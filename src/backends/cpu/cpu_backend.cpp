@@ -1,0 +1,500 @@
+#include "backends/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/layouts.h"
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
+
+namespace kiln {
+
+using cpu::KernelTable;
+using cpu::kTileRows;
+
+namespace {
+
+bool is_matrix(const Node& n, const WeightDesc& w) { return n.op != OpCode::kEmbed && w.shape.size() == 2; }
+
+int64_t widest(const Graph& g) {
+  int64_t w = 1;
+  for (const Value& v : g.values) w = std::max(w, v.width);
+  return w;
+}
+
+int64_t max_head_dim(const Graph& g) {
+  int64_t hd = 2;
+  for (const Node& n : g.nodes) hd = std::max<int64_t>(hd, n.head_dim);
+  return hd;
+}
+
+size_t align64(size_t n) { return (n + 63) / 64 * 64; }
+
+// The per-session scratch, carved into 64-byte aligned regions for up to T tokens of width W.
+struct ScratchLayout {
+  size_t norm = 0, tmp = 0, rope = 0, prep[3] = {}, total = 0;
+  // One activation preparation: group sums (f32), int8 values, scales, int group sums.
+  size_t prep_sums = 0, prep_q = 0, prep_scales = 0, prep_qsums = 0, prep_bytes = 0;
+  ScratchLayout(int64_t w, int t, int64_t head_dim) {
+    const auto T = static_cast<size_t>(t), W = static_cast<size_t>(w);
+    const size_t groups = W / 32 + 1;
+    prep_sums = 0;
+    prep_q = align64(prep_sums + 4 * T * groups);
+    prep_scales = align64(prep_q + T * (W + 4));
+    prep_qsums = align64(prep_scales + 4 * T);
+    prep_bytes = align64(prep_qsums + 4 * T * groups);
+    size_t at = 0;
+    norm = at;
+    at = align64(at + 4 * T * W);
+    tmp = at;
+    at = align64(at + 4 * T * W);
+    rope = at;
+    at = align64(at + 4 * T * static_cast<size_t>(head_dim));
+    for (size_t& p : prep) {
+      p = at;
+      at += prep_bytes;
+    }
+    total = at + 64;
+  }
+};
+
+// Runs f(begin, end) over [0, n) on the pool, or inline without one.
+template <typename F>
+void parallel(ThreadPool* pool, int64_t n, F&& f) {
+  if (pool) pool->parallel_for(n, [&f](int64_t b, int64_t e, int) { f(b, e); });
+  else if (n > 0) f(int64_t{0}, n);
+}
+
+struct Matrix {
+  cpu::PackedMatrix m;
+  const float* bias = nullptr;
+  cpu::MatmulFn fn = nullptr;
+  int64_t tiles() const { return (m.rows + kTileRows - 1) / kTileRows; }
+};
+
+class CpuKernel final : public Kernel {
+ public:
+  CpuKernel(const Node& node, const Graph& graph, const KernelTable& k, std::span<const int64_t> offsets, int max_tokens)
+      : node_(node), k_(k), scratch_(widest(graph), max_tokens, max_head_dim(graph)) {
+    for (int v : node.inputs) {
+      in_.push_back(offsets[static_cast<size_t>(v)]);
+      in_width_.push_back(graph.values[static_cast<size_t>(v)].width);
+    }
+    for (int v : node.outputs) {
+      out_.push_back(offsets[static_cast<size_t>(v)]);
+      out_width_.push_back(graph.values[static_cast<size_t>(v)].width);
+    }
+  }
+
+  Status bind(std::span<const BoundWeight> weights) {
+    weights_.assign(weights.begin(), weights.end());
+    for (const BoundWeight& b : weights) {
+      KILN_ASSIGN_OR_RETURN(QuantParams p, weight_params(*b.desc));
+      params_.push_back(p);
+    }
+    // The matrices of the op, in order, and the biases that go with them.
+    const size_t first = (node_.op == OpCode::kRmsNormMatMulQKV || node_.op == OpCode::kRmsNormGateUpSwiGLU) ? 1 : 0;
+    size_t n_mat = 0;
+    switch (node_.op) {
+      case OpCode::kMatMul:
+      case OpCode::kMatMulAdd: n_mat = 1; break;
+      case OpCode::kMatMulQKV:
+      case OpCode::kRmsNormMatMulQKV: n_mat = 3; break;
+      case OpCode::kGateUpSwiGLU:
+      case OpCode::kRmsNormGateUpSwiGLU: n_mat = 2; break;
+      default: break;
+    }
+    const bool biased = weights.size() >= first + 2 * n_mat && n_mat > 0;
+    for (size_t i = 0; i < n_mat; ++i) {
+      const BoundWeight& b = weights[first + i];
+      const WeightDesc& d = *b.desc;
+      if (d.layout != cpu::matmul_layout(params_[first + i].scheme))
+        return unsupported("cpu back end: weight '" + d.name + "' is stored in layout '" + d.layout +
+                           "', which its kernels do not read; recompile the model");
+      Matrix m;
+      m.m.data = b.bytes.data();
+      m.m.rows = d.shape[0];
+      m.m.cols = d.shape[1];
+      m.m.params = params_[first + i];
+      auto tb = cpu::tile_bytes(m.m.params, d.layout, m.m.cols);
+      auto total = cpu::packed_bytes(m.m.params, d.layout, m.m.rows, m.m.cols);
+      if (!tb || !total || *total != b.bytes.size())
+        return corrupt("cpu back end: weight '" + d.name + "' has the wrong size for layout '" + d.layout + "'");
+      m.m.tile_bytes = static_cast<int64_t>(*tb);
+      m.fn = k_.matmul[static_cast<int>(m.m.params.scheme)];
+      if (biased) {
+        const BoundWeight& bb = weights[first + n_mat + i];
+        if (bb.desc->scheme != "f32" || bb.desc->layout != kRowMajorLayout || bb.desc->shape.size() != 1 ||
+            bb.desc->shape[0] != m.m.rows)
+          return corrupt("cpu back end: bias '" + bb.desc->name + "' must be f32 [" + std::to_string(m.m.rows) + "]");
+        m.bias = reinterpret_cast<const float*>(bb.bytes.data());
+      }
+      mats_.push_back(m);
+    }
+    for (size_t i = 0; i < weights.size(); ++i) {
+      const WeightDesc& d = *weights[i].desc;
+      const bool matrix = i >= first && i < first + n_mat;
+      if (node_.op == OpCode::kEmbed) {
+        if (d.layout != kRowMajorLayout && d.layout != cpu::matmul_layout(params_[i].scheme))
+          return unsupported("cpu back end: embedding '" + d.name + "' is stored in unknown layout '" + d.layout + "'");
+      } else if (!matrix && d.layout != kRowMajorLayout) {
+        return unsupported("cpu back end: weight '" + d.name + "' is stored in unknown layout '" + d.layout + "'");
+      }
+      if (!matrix && node_.op != OpCode::kEmbed && d.scheme != "f32")
+        return corrupt("cpu back end: weight '" + d.name + "' must be f32");
+    }
+    return Status::ok();
+  }
+
+  Status run(const StepContext& ctx) const override {
+    const int first_row = (node_.tail && !ctx.all_logits) ? ctx.n_tokens - 1 : 0;
+    const int rows = ctx.n_tokens - first_row;
+    auto in = [&](size_t i) { return reinterpret_cast<float*>(ctx.arena + in_[i]) + first_row * in_width_[i]; };
+    auto out = [&](size_t i) { return reinterpret_cast<float*>(ctx.arena + out_[i]) + first_row * out_width_[i]; };
+    ThreadPool* pool = ctx.pool;
+    switch (node_.op) {
+      case OpCode::kEmbed: return embed(ctx, out(0));
+      case OpCode::kRmsNorm: norm_rows(pool, in(0), out(0), rows, 0); return Status::ok();
+      case OpCode::kMatMul: matmul(ctx, 0, in(0), out(0), nullptr, rows); return Status::ok();
+      case OpCode::kMatMulAdd: matmul(ctx, 0, in(0), out(0), in(1), rows); return Status::ok();
+      case OpCode::kMatMulQKV: qkv(ctx, in(0), out(0), out(1), out(2), rows); return Status::ok();
+      case OpCode::kRmsNormMatMulQKV: {
+        float* xn = scratch_f32(ctx, scratch_.norm);
+        norm_rows(pool, in(0), xn, rows, 0);
+        qkv(ctx, xn, out(0), out(1), out(2), rows);
+        return Status::ok();
+      }
+      case OpCode::kGateUpSwiGLU: gate_up(ctx, in(0), out(0), rows); return Status::ok();
+      case OpCode::kRmsNormGateUpSwiGLU: {
+        float* xn = scratch_f32(ctx, scratch_.norm);
+        norm_rows(pool, in(0), xn, rows, 0);
+        gate_up(ctx, xn, out(0), rows);
+        return Status::ok();
+      }
+      case OpCode::kRope: {
+        const float* cs = rope_angles(ctx, rows);
+        const int64_t w = in_width_[0];
+        elementwise(pool, rows, [&](int64_t t) {
+          std::memcpy(out(0) + t * w, in(0) + t * w, sizeof(float) * static_cast<size_t>(w));
+          rope_row(ctx, cs, t, out(0) + t * w, node_.n_heads);
+        });
+        return Status::ok();
+      }
+      case OpCode::kKvStore: kv_store(ctx, in(0), in(1), false); return Status::ok();
+      case OpCode::kRopeKvStore: {
+        const float* cs = rope_angles(ctx, rows);
+        const int64_t w = in_width_[0];
+        elementwise(pool, rows, [&](int64_t t) {
+          std::memcpy(out(0) + t * w, in(0) + t * w, sizeof(float) * static_cast<size_t>(w));
+          rope_row(ctx, cs, t, out(0) + t * w, node_.n_heads);
+        });
+        kv_store(ctx, in(1), in(2), true);
+        return Status::ok();
+      }
+      case OpCode::kAttention: attention(ctx, in(0), out(0)); return Status::ok();
+      case OpCode::kSwiGLU: {
+        const int64_t w = out_width_[0];
+        elementwise(pool, rows, [&](int64_t t) { k_.swiglu(out(0) + t * w, in(0) + t * w, in(1) + t * w, w); });
+        return Status::ok();
+      }
+      case OpCode::kAdd: {
+        const int64_t w = out_width_[0];
+        elementwise(pool, rows, [&](int64_t t) { k_.add(out(0) + t * w, in(0) + t * w, in(1) + t * w, w); });
+        return Status::ok();
+      }
+    }
+    return {StatusCode::kInternal, "cpu back end: unknown op"};
+  }
+
+ private:
+  static float* scratch_f32(const StepContext& ctx, size_t off) { return reinterpret_cast<float*>(ctx.scratch + off); }
+
+  // f(t) for every row t < rows: inline for one row, over the pool for more.
+  template <typename F>
+  static void elementwise(ThreadPool* pool, int rows, F&& f) {
+    if (rows == 1 || pool == nullptr) {
+      for (int t = 0; t < rows; ++t) f(t);
+      return;
+    }
+    pool->parallel_for(rows, [&f](int64_t b, int64_t e, int) {
+      for (int64_t t = b; t < e; ++t) f(t);
+    });
+  }
+
+  void norm_rows(ThreadPool* pool, const float* x, float* y, int rows, size_t wi) const {
+    const int64_t d = in_width_[0];
+    const auto* w = reinterpret_cast<const float*>(weights_[wi].bytes.data());
+    elementwise(pool, rows, [&](int64_t t) { k_.rmsnorm(y + t * d, x + t * d, w, d, node_.eps); });
+  }
+
+  // What the kernels of matrix m need from x: group sums (4-bit A16, one token) or int8 rows.
+  cpu::Activations prepare_activations(const StepContext& ctx, const Matrix& m, const float* x, int rows, int slot) const {
+    cpu::Activations a;
+    a.x = x;
+    a.x_stride = m.m.cols;
+    a.n = rows;
+    uint8_t* base = ctx.scratch + scratch_.prep[slot];
+    const Scheme s = m.m.params.scheme;
+    const int g = is_4bit(s) ? m.m.params.group_size : 0;
+    if (s == Scheme::kW4A16 && rows == 1) {
+      auto* sums = reinterpret_cast<float*>(base + scratch_.prep_sums);
+      k_.group_sums(x, m.m.cols, rows, m.m.cols, g, sums);
+      a.group_sums = sums;
+    } else if (quantizes_activations(s)) {
+      auto* q = reinterpret_cast<int8_t*>(base + scratch_.prep_q);
+      auto* scales = reinterpret_cast<float*>(base + scratch_.prep_scales);
+      auto* qsums = reinterpret_cast<int32_t*>(base + scratch_.prep_qsums);
+      const int64_t stride = (m.m.cols + 3) / 4 * 4;
+      const int64_t groups = g > 0 ? m.m.cols / g : 0;
+      elementwise(ctx.pool, rows, [&](int64_t t) {
+        k_.quantize_rows(x + t * m.m.cols, m.m.cols, 1, m.m.cols, g, q + t * stride, stride, scales + t,
+                         qsums + t * groups);
+      });
+      a.q = q;
+      a.q_stride = stride;
+      a.q_scale = scales;
+      a.q_group_sums = qsums;
+    }
+    return a;
+  }
+
+  static bool same_preparation(const Matrix& a, const Matrix& b) {
+    return a.m.cols == b.m.cols && a.m.params.scheme == b.m.params.scheme &&
+           a.m.params.group_size == b.m.params.group_size;
+  }
+
+  void matmul(const StepContext& ctx, size_t mi, const float* x, float* y, const float* residual, int rows) const {
+    const Matrix& m = mats_[mi];
+    const cpu::Activations a = prepare_activations(ctx, m, x, rows, 0);
+    cpu::Epilogue e;
+    e.y = y;
+    e.y_stride = m.m.rows;
+    e.bias = m.bias;
+    e.residual = residual;
+    e.residual_stride = m.m.rows;
+    parallel(ctx.pool, m.tiles(), [&](int64_t b, int64_t end) { m.fn(m.m, a, e, b, end); });
+  }
+
+  // q, k and v in one pass over the pool: the threads split the three matrices' tiles together.
+  void qkv(const StepContext& ctx, const float* x, float* q, float* k, float* v, int rows) const {
+    cpu::Activations a[3];
+    for (int i = 0; i < 3; ++i) {
+      int same = -1;
+      for (int j = 0; j < i && same < 0; ++j)
+        if (same_preparation(mats_[static_cast<size_t>(i)], mats_[static_cast<size_t>(j)])) same = j;
+      a[i] = same >= 0 ? a[same] : prepare_activations(ctx, mats_[static_cast<size_t>(i)], x, rows, i);
+    }
+    float* outs[3] = {q, k, v};
+    cpu::Epilogue e[3];
+    int64_t start[4] = {0, 0, 0, 0};
+    for (int i = 0; i < 3; ++i) {
+      const Matrix& m = mats_[static_cast<size_t>(i)];
+      e[i].y = outs[i];
+      e[i].y_stride = m.m.rows;
+      e[i].bias = m.bias;
+      start[i + 1] = start[i] + m.tiles();
+    }
+    parallel(ctx.pool, start[3], [&](int64_t b, int64_t end) {
+      for (int i = 0; i < 3; ++i) {
+        const int64_t lo = std::max(b, start[i]), hi = std::min(end, start[i + 1]);
+        if (lo < hi) mats_[static_cast<size_t>(i)].fn(mats_[static_cast<size_t>(i)].m, a[i], e[i], lo - start[i], hi - start[i]);
+      }
+    });
+  }
+
+  // silu(Wg x) * (Wu x): each thread computes the gate and up rows of its tiles, then combines
+  // them while they are in its cache.
+  void gate_up(const StepContext& ctx, const float* x, float* out, int rows) const {
+    const Matrix& mg = mats_[0];
+    const Matrix& mu = mats_[1];
+    const cpu::Activations ag = prepare_activations(ctx, mg, x, rows, 0);
+    const cpu::Activations au = same_preparation(mg, mu) ? ag : prepare_activations(ctx, mu, x, rows, 1);
+    float* up = scratch_f32(ctx, scratch_.tmp);
+    const int64_t h = mg.m.rows;
+    cpu::Epilogue eg, eu;
+    eg.y = out;
+    eg.y_stride = h;
+    eu.y = up;
+    eu.y_stride = h;
+    parallel(ctx.pool, mg.tiles(), [&](int64_t b, int64_t end) {
+      mg.fn(mg.m, ag, eg, b, end);
+      mu.fn(mu.m, au, eu, b, end);
+      const int64_t c0 = b * kTileRows, c1 = std::min(h, end * kTileRows);
+      for (int t = 0; t < rows; ++t) k_.swiglu(out + t * h + c0, out + t * h + c0, up + t * h + c0, c1 - c0);
+    });
+  }
+
+  Status embed(const StepContext& ctx, float* y) const {
+    const WeightDesc& w = *weights_[0].desc;
+    const int64_t vocab = w.shape[0], d = w.shape[1];
+    const QuantParams& p = params_[0];
+    for (int t = 0; t < ctx.n_tokens; ++t) {
+      const int32_t id = ctx.tokens[t];
+      if (id < 0 || id >= vocab) return invalid_argument("token id " + std::to_string(id) + " is outside the vocabulary");
+      if (w.layout == kRowMajorLayout) {
+        const uint64_t rb = *quantized_row_size(p, d);
+        KILN_RETURN_IF_ERROR(dequantize_row(p, weights_[0].bytes.subspan(static_cast<size_t>(id) * rb, rb), d, y + t * d));
+      } else {
+        cpu::unpack_row(p, w.layout, weights_[0].bytes.data(), d, id, y + t * d);
+      }
+    }
+    return Status::ok();
+  }
+
+  // cos and sin of every pair's angle for the last `rows` tokens of the step, as ref::rope
+  // computes them: [rows][half] cosines, then [rows][half] sines.
+  const float* rope_angles(const StepContext& ctx, int rows) const {
+    float* cs = scratch_f32(ctx, scratch_.rope);
+    const int half = node_.head_dim / 2;
+    const int first_row = ctx.n_tokens - rows;
+    for (int t = 0; t < rows; ++t) {
+      const int pos = ctx.first_pos + first_row + t;
+      for (int i = 0; i < half; ++i) {
+        const float angle = static_cast<float>(pos) * ctx.model->inv_freq[static_cast<size_t>(i)];
+        cs[t * node_.head_dim + i] = std::cos(angle);
+        cs[t * node_.head_dim + half + i] = std::sin(angle);
+      }
+    }
+    return cs;
+  }
+  void rope_row(const StepContext& ctx, const float* cs, int64_t t, float* x, int n_heads) const {
+    const int half = node_.head_dim / 2;
+    const float* c = cs + t * node_.head_dim;
+    k_.rope(x, n_heads, node_.head_dim, c, c + half, ctx.model->rope_half_split);
+  }
+
+  void kv_store(const StepContext& ctx, const float* k, const float* v, bool rotate_k) const {
+    const int kv_dim = node_.n_kv_heads * node_.head_dim;
+    const size_t layer_off = static_cast<size_t>(node_.layer) * static_cast<size_t>(ctx.n_ctx) * static_cast<size_t>(kv_dim);
+    const float* cs = rotate_k ? scratch_f32(ctx, scratch_.rope) : nullptr;
+    for (int t = 0; t < ctx.n_tokens; ++t) {
+      const size_t at = layer_off + static_cast<size_t>(ctx.first_pos + t) * static_cast<size_t>(kv_dim);
+      std::memcpy(ctx.key_cache + at, k + t * kv_dim, sizeof(float) * static_cast<size_t>(kv_dim));
+      if (rotate_k) rope_row(ctx, cs, t, ctx.key_cache + at, node_.n_kv_heads);
+      std::memcpy(ctx.value_cache + at, v + t * kv_dim, sizeof(float) * static_cast<size_t>(kv_dim));
+    }
+  }
+
+  void attention(const StepContext& ctx, const float* q, float* o) const {
+    cpu::AttentionArgs a;
+    const int hd = node_.head_dim, kv_dim = node_.n_kv_heads * hd;
+    const size_t layer_off = static_cast<size_t>(node_.layer) * static_cast<size_t>(ctx.n_ctx) * static_cast<size_t>(kv_dim);
+    a.q = q;
+    a.out = o;
+    a.k = ctx.key_cache + layer_off;
+    a.v = ctx.value_cache + layer_off;
+    a.n_tokens = ctx.n_tokens;
+    a.first_pos = ctx.first_pos;
+    a.n_heads = node_.n_heads;
+    a.n_kv_heads = node_.n_kv_heads;
+    a.head_dim = hd;
+    a.window = ctx.model->sliding_window;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    // Work items: (kv head, slice of its query heads), enough of them to give every thread one.
+    const int group = node_.n_heads / node_.n_kv_heads;
+    const int threads = ctx.pool ? ctx.pool->size() : 1;
+    const int slices = std::min(group, (threads + node_.n_kv_heads - 1) / node_.n_kv_heads);
+    const int per = (group + slices - 1) / slices;
+    parallel(ctx.pool, static_cast<int64_t>(node_.n_kv_heads) * slices, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const int kvh = static_cast<int>(i / slices), s = static_cast<int>(i % slices);
+        const int h0 = kvh * group + s * per, h1 = std::min(kvh * group + (s + 1) * per, (kvh + 1) * group);
+        if (h0 < h1) k_.attention(a, kvh, h0, h1);
+      }
+    });
+  }
+
+  Node node_;
+  const KernelTable& k_;
+  ScratchLayout scratch_;
+  std::vector<BoundWeight> weights_;
+  std::vector<QuantParams> params_;
+  std::vector<Matrix> mats_;
+  std::vector<int64_t> in_, out_, in_width_, out_width_;
+};
+
+}  // namespace
+
+uint64_t cpu_kernel_features(uint64_t features) { return cpu::select_kernels(features).features; }
+const char* cpu_kernel_name(uint64_t features) { return cpu::select_kernels(features).name; }
+
+bool CpuBackend::supports(const Node& node, const Graph& graph) const {
+  for (int wi : node.weights) {
+    const WeightDesc& w = graph.weights[static_cast<size_t>(wi)];
+    auto p = weight_params(w);
+    if (!p) return false;
+    if (is_matrix(node, w) && !cpu::tile_bytes(*p, cpu::matmul_layout(p->scheme), w.shape[1])) return false;
+    if (!is_matrix(node, w) && node.op != OpCode::kEmbed && p->scheme != Scheme::kF32) return false;
+  }
+  if (node.op == OpCode::kAttention || node.op == OpCode::kRopeKvStore || node.op == OpCode::kRope)
+    if (node.head_dim <= 0 || node.head_dim % 2 != 0) return false;
+  return true;
+}
+
+Result<std::string> CpuBackend::layout_for(const Node& node, const Graph&, const WeightDesc& w) const {
+  if (!is_matrix(node, w)) return std::string(kRowMajorLayout);
+  KILN_ASSIGN_OR_RETURN(QuantParams p, weight_params(w));
+  return std::string(cpu::matmul_layout(p.scheme));
+}
+
+bool CpuBackend::reads_layout(const Node& node, const WeightDesc& w, std::string_view layout) const {
+  auto p = weight_params(w);
+  if (!p) return false;
+  if (node.op == OpCode::kEmbed) return layout == kRowMajorLayout || (w.shape.size() == 2 && layout == cpu::matmul_layout(p->scheme));
+  if (!is_matrix(node, w)) return layout == kRowMajorLayout;
+  return layout == cpu::matmul_layout(p->scheme);
+}
+
+std::optional<uint64_t> CpuBackend::layout_bytes(const WeightDesc& w) const {
+  if (w.layout == kRowMajorLayout) return reference_bytes(w);
+  auto p = weight_params(w);
+  if (!p || w.shape.size() != 2) return std::nullopt;
+  return cpu::packed_bytes(*p, w.layout, w.shape[0], w.shape[1]);
+}
+
+Status CpuBackend::pack(const WeightDesc& w, std::span<const uint8_t> ref, std::vector<uint8_t>& out) const {
+  if (w.layout == kRowMajorLayout) {
+    out.assign(ref.begin(), ref.end());
+    return Status::ok();
+  }
+  KILN_ASSIGN_OR_RETURN(QuantParams p, weight_params(w));
+  if (w.shape.size() != 2) return unsupported("cpu back end: layout '" + w.layout + "' is for matrices, not '" + w.name + "'");
+  return cpu::pack_matrix(p, w.layout, ref, w.shape[0], w.shape[1], out).with_context("weight '" + w.name + "'");
+}
+
+Status CpuBackend::unpack(const WeightDesc& w, std::span<const uint8_t> packed, std::vector<uint8_t>& ref) const {
+  if (w.layout == kRowMajorLayout) {
+    ref.assign(packed.begin(), packed.end());
+    return Status::ok();
+  }
+  KILN_ASSIGN_OR_RETURN(QuantParams p, weight_params(w));
+  if (w.shape.size() != 2 || layout_bytes(w) != packed.size())
+    return invalid_argument("cpu back end: weight '" + w.name + "' does not fit layout '" + w.layout + "'");
+  return cpu::unpack_matrix(p, w.layout, packed, w.shape[0], w.shape[1], ref);
+}
+
+Result<std::unique_ptr<Kernel>> CpuBackend::prepare(const Node& node, const Graph& graph,
+                                                    std::span<const BoundWeight> weights,
+                                                    std::span<const int64_t> value_offsets, int max_tokens) const {
+  PrepareOptions o;
+  o.cpu_features = host_cpu_features();
+  return prepare(node, graph, weights, value_offsets, max_tokens, o);
+}
+
+Result<std::unique_ptr<Kernel>> CpuBackend::prepare(const Node& node, const Graph& graph,
+                                                    std::span<const BoundWeight> weights,
+                                                    std::span<const int64_t> value_offsets, int max_tokens,
+                                                    const PrepareOptions& options) const {
+  const KernelTable& k = cpu::select_kernels(options.cpu_features & host_cpu_features());
+  auto kernel = std::make_unique<CpuKernel>(node, graph, k, value_offsets, max_tokens);
+  KILN_RETURN_IF_ERROR(kernel->bind(weights));
+  return std::unique_ptr<Kernel>(std::move(kernel));
+}
+
+size_t CpuBackend::scratch_bytes(const Graph& graph, int max_tokens, int) const {
+  return ScratchLayout(widest(graph), max_tokens, max_head_dim(graph)).total;
+}
+
+}  // namespace kiln

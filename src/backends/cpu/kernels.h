@@ -1,0 +1,97 @@
+// The CPU back end's kernel table: what one instruction set provides. Every entry is written once,
+// as a template over a small SIMD traits type (microkernels.h), and instantiated by one thin file
+// per instruction set (generic.cpp, x86/avx2.cpp, x86/avx512.cpp, arm/neon.cpp, ...). dispatch.cpp
+// is the one place that picks a table for a set of CPU features.
+//
+// Numerics (documented in cpu_backend.h): A16 and float schemes multiply f32 activations with
+// f32 weights in f32 (FMA), like the reference, in another summation order; A8 schemes quantize
+// each activation row exactly as quant/ref_matmul.h does and sum int8 products exactly.
+#pragma once
+
+#include <cstdint>
+
+#include "quant/scheme.h"
+
+namespace kiln::cpu {
+
+// A matrix in its packed layout (layouts.h).
+struct PackedMatrix {
+  const uint8_t* data = nullptr;
+  int64_t rows = 0, cols = 0;
+  int64_t tile_bytes = 0;
+  QuantParams params;
+};
+
+// The activations of one matmul: n rows of x, and what the A8 and 4-bit kernels precompute from
+// them once (prepare_activations).
+struct Activations {
+  const float* x = nullptr;  // [n][x_stride]
+  int64_t x_stride = 0;
+  int n = 0;
+  const float* group_sums = nullptr;  // 4-bit A16: [n][cols / g] sums of x over each group
+  // A8: per row, int8 values (k padded with zeros to a multiple of 4), scale, and for the 4-bit
+  // schemes the per-group integer sums of the int8 values.
+  const int8_t* q = nullptr;
+  int64_t q_stride = 0;
+  const float* q_scale = nullptr;        // [n]
+  const int32_t* q_group_sums = nullptr;  // [n][cols / g]
+};
+
+// Where the products go: y[t][r] = residual[t][r] + bias[r] + (W x[t])[r], for rows of the
+// tiles a call is given.
+struct Epilogue {
+  float* y = nullptr;
+  int64_t y_stride = 0;
+  const float* bias = nullptr;      // [rows] or null
+  const float* residual = nullptr;  // [n][residual_stride] or null
+  int64_t residual_stride = 0;
+};
+
+// Computes the rows of tiles [tile_begin, tile_end) for all n activation rows.
+using MatmulFn = void (*)(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile_begin,
+                          int64_t tile_end);
+
+// Attention over the KV cache for one KV head and a range of its query heads (see
+// microkernels.h: online softmax, K and V read once per block for all the range's queries).
+struct AttentionArgs {
+  const float* q = nullptr;  // [n_tokens][n_heads * head_dim], rotated
+  float* out = nullptr;      // [n_tokens][n_heads * head_dim]
+  const float* k = nullptr;  // this layer's cache: [n_ctx][kv_dim]
+  const float* v = nullptr;
+  int n_tokens = 0, first_pos = 0;
+  int n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  int window = 0;  // sliding window, 0: none
+  float scale = 0.0f;
+};
+
+struct KernelTable {
+  const char* name = "";
+  uint64_t features = 0;  // the CPU features these kernels use
+  MatmulFn matmul[7] = {};  // by Scheme
+  // Per row t < n: int8 values, scale and (group > 0) per-group sums, as quant/ref_matmul.h.
+  void (*quantize_rows)(const float* x, int64_t x_stride, int n, int64_t cols, int group, int8_t* q, int64_t q_stride,
+                        float* scales, int32_t* group_sums) = nullptr;
+  void (*group_sums)(const float* x, int64_t x_stride, int n, int64_t cols, int group, float* sums) = nullptr;
+  void (*rmsnorm)(float* y, const float* x, const float* w, int64_t n, float eps) = nullptr;
+  void (*swiglu)(float* y, const float* gate, const float* up, int64_t n) = nullptr;
+  void (*add)(float* y, const float* a, const float* b, int64_t n) = nullptr;
+  // Rotates n_heads heads of x by the angles whose cos/sin are given per pair.
+  void (*rope)(float* x, int n_heads, int head_dim, const float* cos, const float* sin, bool half_split) = nullptr;
+  void (*attention)(const AttentionArgs& a, int kv_head, int head_begin, int head_end) = nullptr;
+};
+
+// The instruction-set tables this build has (dispatch.cpp), and the best one usable with the
+// given CPU features.
+const KernelTable& generic_kernels();
+const KernelTable& select_kernels(uint64_t cpu_features);
+// Every table this build has whose features are a subset of `cpu_features` (for tests).
+int available_kernel_tables(uint64_t cpu_features, const KernelTable** out, int max);
+
+// Fills a table with the kernels of one instruction set (defined in that set's file).
+void fill_generic(KernelTable& t);
+void fill_avx2(KernelTable& t);
+void fill_avx512(KernelTable& t);
+void fill_neon(KernelTable& t);
+void fill_dotprod(KernelTable& t);
+
+}  // namespace kiln::cpu

@@ -1,0 +1,238 @@
+#include "backends/cpu/layouts.h"
+
+#include <cstring>
+
+#include "core/dtype.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+int64_t tiles_of(int64_t rows) { return (rows + kTileRows - 1) / kTileRows; }
+int64_t k4_of(int64_t cols) { return (cols + 3) / 4; }
+uint64_t w4_group_bytes(const QuantParams& p) { return (p.symmetric ? 32u : 64u) + 8u * static_cast<uint64_t>(p.group_size); }
+
+template <typename T>
+T load(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <typename T>
+void store(uint8_t* p, T v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// The reference 4-bit row: nibble of element k, and the group's scale and min bits.
+struct W4Ref {
+  const uint8_t* row;
+  int g;
+  bool sym;
+  size_t group_bytes() const { return static_cast<size_t>((sym ? 2 : 4) + g / 2); }
+  const uint8_t* group(int64_t b) const { return row + static_cast<size_t>(b) * group_bytes(); }
+  unsigned nibble(int64_t k) const {
+    const uint8_t* nib = group(k / g) + (sym ? 2 : 4);
+    const int j = static_cast<int>(k % g), half = g / 2;
+    return j < half ? nib[j] & 0x0fu : nib[j - half] >> 4;
+  }
+};
+
+}  // namespace
+
+std::string_view matmul_layout(Scheme s) { return s == Scheme::kW8A8 ? kLayoutR16K4 : kLayoutR16; }
+
+std::optional<uint64_t> tile_bytes(const QuantParams& p, std::string_view layout, int64_t cols) {
+  if (cols <= 0 || layout != matmul_layout(p.scheme) || !validate_params(p)) return std::nullopt;
+  const auto k = static_cast<uint64_t>(cols);
+  switch (p.scheme) {
+    case Scheme::kF32: return 64 * k;
+    case Scheme::kF16:
+    case Scheme::kBF16: return 32 * k;
+    case Scheme::kW8A16: return 64 + 16 * k;
+    case Scheme::kW8A8: return 128 + 64 * static_cast<uint64_t>(k4_of(cols));
+    case Scheme::kW4A16:
+    case Scheme::kW4A8:
+      if (cols % p.group_size != 0) return std::nullopt;
+      return w4_group_bytes(p) * (k / static_cast<uint64_t>(p.group_size));
+  }
+  return std::nullopt;
+}
+
+std::optional<uint64_t> packed_bytes(const QuantParams& p, std::string_view layout, int64_t rows, int64_t cols) {
+  if (rows <= 0 || rows > (int64_t{1} << 40)) return std::nullopt;
+  auto t = tile_bytes(p, layout, cols);
+  if (!t) return std::nullopt;
+  const auto n = static_cast<uint64_t>(tiles_of(rows));
+  if (*t > (uint64_t{1} << 62) / n) return std::nullopt;
+  return *t * n;
+}
+
+Status pack_matrix(const QuantParams& p, std::string_view layout, std::span<const uint8_t> ref, int64_t rows,
+                   int64_t cols, std::vector<uint8_t>& out) {
+  auto total = packed_bytes(p, layout, rows, cols);
+  if (!total) return unsupported("no layout '" + std::string(layout) + "' for " + describe(p) + " [" + std::to_string(rows) +
+                                 ", " + std::to_string(cols) + "]");
+  auto row_bytes = quantized_row_size(p, cols);
+  if (!row_bytes || ref.size() != *row_bytes * static_cast<uint64_t>(rows))
+    return invalid_argument("pack: the reference bytes do not match " + describe(p));
+  out.assign(*total, 0);
+  const uint64_t tb = *tile_bytes(p, layout, cols);
+  for (int64_t t = 0; t < tiles_of(rows); ++t) {
+    uint8_t* tile = out.data() + static_cast<size_t>(t) * tb;
+    for (int lane = 0; lane < kTileRows; ++lane) {
+      const int64_t r = t * kTileRows + lane;
+      if (r >= rows) break;  // padding rows stay zero
+      const uint8_t* row = ref.data() + static_cast<size_t>(r) * *row_bytes;
+      switch (p.scheme) {
+        case Scheme::kF32:
+          for (int64_t k = 0; k < cols; ++k) std::memcpy(tile + (k * kTileRows + lane) * 4, row + k * 4, 4);
+          break;
+        case Scheme::kF16:
+        case Scheme::kBF16:
+          for (int64_t k = 0; k < cols; ++k) std::memcpy(tile + (k * kTileRows + lane) * 2, row + k * 2, 2);
+          break;
+        case Scheme::kW8A16:
+          std::memcpy(tile + lane * 4, row, 4);
+          for (int64_t k = 0; k < cols; ++k) tile[64 + k * kTileRows + lane] = row[4 + k];
+          break;
+        case Scheme::kW8A8: {
+          std::memcpy(tile + lane * 4, row, 4);
+          int32_t sum = 0;
+          for (int64_t k = 0; k < cols; ++k) {
+            const auto q = static_cast<int8_t>(row[4 + k]);
+            sum += q;
+            tile[128 + (k / 4) * 64 + lane * 4 + k % 4] = static_cast<uint8_t>(q);
+          }
+          store<int32_t>(tile + 64 + lane * 4, sum);
+          break;
+        }
+        case Scheme::kW4A16:
+        case Scheme::kW4A8: {
+          const W4Ref w{row, p.group_size, p.symmetric};
+          const uint64_t gb = w4_group_bytes(p);
+          for (int64_t b = 0; b < cols / p.group_size; ++b) {
+            uint8_t* grp = tile + static_cast<size_t>(b) * gb;
+            std::memcpy(grp + lane * 2, w.group(b), 2);                     // scale
+            if (!p.symmetric) std::memcpy(grp + 32 + lane * 2, w.group(b) + 2, 2);  // min
+            uint8_t* chunks = grp + (p.symmetric ? 32 : 64);
+            for (int c = 0; c < p.group_size / 8; ++c) {
+              const int64_t k0 = b * p.group_size + c * 8;
+              uint32_t v = 0;
+              for (int m = 0; m < 4; ++m)
+                v |= (w.nibble(k0 + m) | w.nibble(k0 + 4 + m) << 4) << (8 * m);
+              store<uint32_t>(chunks + c * 64 + lane * 4, v);
+            }
+          }
+          break;
+        }
+      }
+    }
+  }
+  return Status::ok();
+}
+
+Status unpack_matrix(const QuantParams& p, std::string_view layout, std::span<const uint8_t> packed, int64_t rows,
+                     int64_t cols, std::vector<uint8_t>& ref) {
+  auto total = packed_bytes(p, layout, rows, cols);
+  auto row_bytes = quantized_row_size(p, cols);
+  if (!total || !row_bytes || packed.size() != *total)
+    return invalid_argument("unpack: the bytes do not match layout '" + std::string(layout) + "' of " + describe(p));
+  ref.assign(*row_bytes * static_cast<uint64_t>(rows), 0);
+  const uint64_t tb = *tile_bytes(p, layout, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* tile = packed.data() + static_cast<size_t>(r / kTileRows) * tb;
+    const int lane = static_cast<int>(r % kTileRows);
+    uint8_t* row = ref.data() + static_cast<size_t>(r) * *row_bytes;
+    switch (p.scheme) {
+      case Scheme::kF32:
+        for (int64_t k = 0; k < cols; ++k) std::memcpy(row + k * 4, tile + (k * kTileRows + lane) * 4, 4);
+        break;
+      case Scheme::kF16:
+      case Scheme::kBF16:
+        for (int64_t k = 0; k < cols; ++k) std::memcpy(row + k * 2, tile + (k * kTileRows + lane) * 2, 2);
+        break;
+      case Scheme::kW8A16:
+        std::memcpy(row, tile + lane * 4, 4);
+        for (int64_t k = 0; k < cols; ++k) row[4 + k] = tile[64 + k * kTileRows + lane];
+        break;
+      case Scheme::kW8A8:
+        std::memcpy(row, tile + lane * 4, 4);
+        for (int64_t k = 0; k < cols; ++k) row[4 + k] = tile[128 + (k / 4) * 64 + lane * 4 + k % 4];
+        break;
+      case Scheme::kW4A16:
+      case Scheme::kW4A8: {
+        const int g = p.group_size, half = g / 2;
+        const uint64_t gb = w4_group_bytes(p);
+        const size_t rgb = static_cast<size_t>((p.symmetric ? 2 : 4) + half);
+        for (int64_t b = 0; b < cols / g; ++b) {
+          const uint8_t* grp = tile + static_cast<size_t>(b) * gb;
+          uint8_t* out = row + static_cast<size_t>(b) * rgb;
+          std::memcpy(out, grp + lane * 2, 2);
+          if (!p.symmetric) std::memcpy(out + 2, grp + 32 + lane * 2, 2);
+          uint8_t* nib = out + (p.symmetric ? 2 : 4);
+          const uint8_t* chunks = grp + (p.symmetric ? 32 : 64);
+          for (int j = 0; j < g; ++j) {
+            const int c = j / 8, m = j % 8;  // element j of the group: chunk c, offset m
+            const uint32_t v = load<uint32_t>(chunks + c * 64 + lane * 4);
+            const unsigned u = (v >> (m < 4 ? 8 * m : 8 * (m - 4) + 4)) & 15u;
+            if (j < half) nib[j] = static_cast<uint8_t>(nib[j] | u);
+            else nib[j - half] = static_cast<uint8_t>(nib[j - half] | u << 4);
+          }
+        }
+        break;
+      }
+    }
+  }
+  return Status::ok();
+}
+
+void unpack_row(const QuantParams& p, std::string_view layout, const uint8_t* packed, int64_t cols, int64_t r,
+                float* out) {
+  const uint64_t tb = *tile_bytes(p, layout, cols);
+  const uint8_t* tile = packed + static_cast<size_t>(r / kTileRows) * tb;
+  const int lane = static_cast<int>(r % kTileRows);
+  switch (p.scheme) {
+    case Scheme::kF32:
+      for (int64_t k = 0; k < cols; ++k) out[k] = load<float>(tile + (k * kTileRows + lane) * 4);
+      return;
+    case Scheme::kF16:
+      for (int64_t k = 0; k < cols; ++k) out[k] = f16_to_f32(load<uint16_t>(tile + (k * kTileRows + lane) * 2));
+      return;
+    case Scheme::kBF16:
+      for (int64_t k = 0; k < cols; ++k) out[k] = bf16_to_f32(load<uint16_t>(tile + (k * kTileRows + lane) * 2));
+      return;
+    case Scheme::kW8A16: {
+      const float d = load<float>(tile + lane * 4);
+      for (int64_t k = 0; k < cols; ++k) out[k] = static_cast<float>(static_cast<int8_t>(tile[64 + k * kTileRows + lane])) * d;
+      return;
+    }
+    case Scheme::kW8A8: {
+      const float d = load<float>(tile + lane * 4);
+      for (int64_t k = 0; k < cols; ++k)
+        out[k] = static_cast<float>(static_cast<int8_t>(tile[128 + (k / 4) * 64 + lane * 4 + k % 4])) * d;
+      return;
+    }
+    case Scheme::kW4A16:
+    case Scheme::kW4A8: {
+      const uint64_t gb = w4_group_bytes(p);
+      for (int64_t b = 0; b < cols / p.group_size; ++b) {
+        const uint8_t* grp = tile + static_cast<size_t>(b) * gb;
+        const float d = f16_to_f32(load<uint16_t>(grp + lane * 2));
+        const float m = p.symmetric ? 0.0f : f16_to_f32(load<uint16_t>(grp + 32 + lane * 2));
+        const uint8_t* chunks = grp + (p.symmetric ? 32 : 64);
+        for (int c = 0; c < p.group_size / 8; ++c) {
+          const uint32_t v = load<uint32_t>(chunks + c * 64 + lane * 4);
+          for (int m4 = 0; m4 < 4; ++m4) {
+            const unsigned lo = (v >> (8 * m4)) & 15u, hi = (v >> (8 * m4 + 4)) & 15u;
+            float* o = out + b * p.group_size + c * 8;
+            o[m4] = p.symmetric ? (static_cast<float>(lo) - 8.0f) * d : static_cast<float>(lo) * d + m;
+            o[4 + m4] = p.symmetric ? (static_cast<float>(hi) - 8.0f) * d : static_cast<float>(hi) * d + m;
+          }
+        }
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,65 @@
+// The weight layouts the fast CPU kernels read, packed by `kiln compile` from the reference
+// layout of src/quant/scheme.h (never at load time).
+//
+// All of them are "row-interleaved": the rows (output channels) of a [rows][cols] matrix are
+// cut into tiles of 16, the last one padded with zero rows, and each tile is stored as one
+// contiguous run of bytes, so that one thread streams its tiles front to back and a SIMD
+// register holds one value of each of the 16 rows (a "column" of the tile). The kernels then
+// multiply a column by a broadcast activation, and never reduce horizontally. Per scheme, the
+// bytes of one tile (K = cols, all values little-endian):
+//
+//   "r16"  f32    [K][16] f32 (column k: the 16 rows' element k)           64 K bytes
+//          f16    [K][16] IEEE half                                         32 K bytes
+//          bf16   [K][16] bfloat16                                          32 K bytes
+//          w8a16  [16] f32 scales, then [K][16] int8                        64 + 16 K bytes
+//          w4a16, w4a8 (groups of g = 32, 64, 128; K a multiple of g), per group:
+//                 [16] f16 scales, asymmetric only: [16] f16 mins,
+//                 then g/8 chunks of 64 bytes, each 16 little-endian u32 (one per row) holding
+//                 8 nibbles of 8 consecutive elements k0..k0+7 of the chunk: byte m (0..3) of
+//                 the u32 of row r is  u[r][k0 + m] | u[r][k0 + 4 + m] << 4.
+//                 The nibbles u are the reference ones (sym: w = (u - 8) d; asym: w = u d + m),
+//                 so a group takes exactly the bytes of 16 GGML Q4_0/Q4_1 blocks.
+//   "r16k4" w8a8  [16] f32 scales, [16] i32 row sums (sum of the row's q), then ceil(K/4)
+//                 chunks of 64 bytes: 16 u32, the u32 of row r holding q[r][4c .. 4c + 3] (past
+//                 K: zero). Integer dot products (VNNI, SDOT) read 4 elements per lane.
+//
+// Four consecutive elements per lane is what vpdpbusd/vpmaddubsw/sdot multiply at once: the
+// 4-bit layout's low nibbles are elements k0..k0+3 and its high nibbles k0+4..k0+7.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "quant/scheme.h"
+
+namespace kiln::cpu {
+
+inline constexpr int kTileRows = 16;
+inline constexpr std::string_view kLayoutR16 = "r16";
+inline constexpr std::string_view kLayoutR16K4 = "r16k4";
+
+// The layout the matmul kernels read for a scheme.
+std::string_view matmul_layout(Scheme s);
+
+// Bytes of one 16-row tile / of the whole matrix in `layout`; nullopt when the layout does not
+// exist for this scheme or the shape does not fit it.
+std::optional<uint64_t> tile_bytes(const QuantParams& p, std::string_view layout, int64_t cols);
+std::optional<uint64_t> packed_bytes(const QuantParams& p, std::string_view layout, int64_t rows, int64_t cols);
+
+// Repacks a matrix from the reference layout (exactly quantized_size bytes) into `layout`.
+Status pack_matrix(const QuantParams& p, std::string_view layout, std::span<const uint8_t> ref, int64_t rows,
+                   int64_t cols, std::vector<uint8_t>& out);
+
+// The inverse: the reference bytes of a packed matrix.
+Status unpack_matrix(const QuantParams& p, std::string_view layout, std::span<const uint8_t> packed, int64_t rows,
+                     int64_t cols, std::vector<uint8_t>& ref);
+
+// Dequantizes row `r` of a packed matrix into out[cols] (the embedding reads rows this way).
+void unpack_row(const QuantParams& p, std::string_view layout, const uint8_t* packed, int64_t cols, int64_t r,
+                float* out);
+
+}  // namespace kiln::cpu

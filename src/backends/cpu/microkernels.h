@@ -1,0 +1,579 @@
+// The CPU kernels, written once over a SIMD traits type S and instantiated by one thin file per
+// instruction set (which defines S and calls fill_table<S>). Include only from those files.
+//
+// S provides, for N f32 lanes (16 / N vectors make one 16-row tile column):
+//   F, I               float and int32 vectors
+//   zero set1 load store fma(a,b,c)=a*b+c mul add max sum
+//   loadi(p)           N u32 from p
+//   srli<s>(I)         logical right shift of each u32
+//   nib(I)             float(v & 15) per lane
+//   from_f16/bf16/s8(p) N values at p as floats
+//   lo_nibbles(I), hi_nibbles(I)   v & 0x0f0f0f0f, (v >> 4) & 0x0f0f0f0f
+//   dot_u4(acc, w, x4) acc[i] += sum_j u8(w[4i+j]) * s8(x4[j])      (w: nibbles 0..15)
+//   dot_s8(acc, w, x4) acc[i] += sum_j s8(w[4i+j]) * s8(x4[j]) + kW8Bias * sum_j s8(w[4i+j])
+//   zeroi subi(I, int32) subv(I, I) slli<s>(I) cvt(I)
+//   kDecodeRT, kPrefillNT   tiles per decode block, tokens per prefill block
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/layouts.h"
+#include "core/dtype.h"
+
+// Everything here has internal linkage: each instruction-set file gets its own copy, compiled
+// with its own flags, and the linker can never hand one file's copy to another.
+namespace kiln::cpu {
+namespace {
+
+template <int... Is, typename Fn>
+inline void static_for_impl(std::integer_sequence<int, Is...>, Fn&& f) {
+  (f(std::integral_constant<int, Is>{}), ...);
+}
+// f(std::integral_constant<int, i>) for i = 0 .. n-1, unrolled.
+template <int n, typename Fn>
+inline void static_for(Fn&& f) {
+  static_for_impl(std::make_integer_sequence<int, n>{}, f);
+}
+
+inline int32_t load_i32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// ---- the epilogue: y = residual + (acc + bias), for the valid rows of a tile ----
+
+template <class S>
+inline void store_tile(const PackedMatrix& w, const Epilogue& e, int64_t tile, int t, const typename S::F* y) {
+  constexpr int V = kTileRows / S::N;
+  alignas(64) float tmp[kTileRows];
+  for (int v = 0; v < V; ++v) S::store(tmp + v * S::N, y[v]);
+  const int64_t r0 = tile * kTileRows;
+  const int nr = static_cast<int>(std::min<int64_t>(kTileRows, w.rows - r0));
+  float* out = e.y + t * e.y_stride + r0;
+  if (e.bias)
+    for (int i = 0; i < nr; ++i) tmp[i] += e.bias[r0 + i];
+  if (e.residual) {
+    const float* res = e.residual + t * e.residual_stride + r0;
+    for (int i = 0; i < nr; ++i) out[i] = res[i] + tmp[i];
+  } else {
+    for (int i = 0; i < nr; ++i) out[i] = tmp[i];
+  }
+}
+
+// ---- 4-bit weights, f32 activations ----
+//
+// The element offsets, within a chunk of 8, of nibble j = 0..7 of a u32 (bits 4j..4j+3).
+constexpr int kNibbleK[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+
+inline uint64_t w4_group_bytes(const QuantParams& p) { return (p.symmetric ? 32u : 64u) + 8u * static_cast<uint64_t>(p.group_size); }
+
+// Decode (one token): RT tiles at once. Per group, acc = sum_k u[k] x[k] with the nibbles u as
+// 0..15, then y += d * acc + o * sum_group(x), o = -8 d (symmetric) or the group's min.
+template <class S, int RT>
+inline void w4_decode(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile) {
+  using F = typename S::F;
+  using I = typename S::I;
+  constexpr int V = kTileRows / S::N;
+  const int g = w.params.group_size;
+  const bool sym = w.params.symmetric;
+  const int64_t groups = w.cols / g;
+  const uint64_t gb = w4_group_bytes(w.params);
+  const int hdr = sym ? 32 : 64;
+  F y[RT][V];
+  for (int r = 0; r < RT; ++r)
+    for (int v = 0; v < V; ++v) y[r][v] = S::zero();
+  const uint8_t* base = w.data + tile * w.tile_bytes;
+  const float* x = a.x;
+  for (int64_t b = 0; b < groups; ++b) {
+    F acc[RT][V];
+    for (int r = 0; r < RT; ++r)
+      for (int v = 0; v < V; ++v) acc[r][v] = S::zero();
+    for (int c = 0; c < g / 8; ++c) {
+      const float* xk = x + b * g + c * 8;
+      for (int r = 0; r < RT; ++r) {
+        const uint8_t* chunk = base + r * w.tile_bytes + b * gb + hdr + c * 64;
+        for (int v = 0; v < V; ++v) {
+          const I q = S::loadi(chunk + v * S::N * 4);
+          static_for<8>([&](auto j) {
+            acc[r][v] = S::fma(S::nib(S::template srli<4 * j>(q)), S::set1(xk[kNibbleK[j]]), acc[r][v]);
+          });
+        }
+      }
+    }
+    const F xs = S::set1(a.group_sums[b]);
+    for (int r = 0; r < RT; ++r) {
+      const uint8_t* grp = base + r * w.tile_bytes + b * gb;
+      for (int v = 0; v < V; ++v) {
+        const F d = S::from_f16(grp + v * S::N * 2);
+        const F o = sym ? S::mul(d, S::set1(-8.0f)) : S::from_f16(grp + 32 + v * S::N * 2);
+        y[r][v] = S::fma(o, xs, S::fma(acc[r][v], d, y[r][v]));
+      }
+    }
+  }
+  for (int r = 0; r < RT; ++r) store_tile<S>(w, e, tile + r, 0, y[r]);
+}
+
+// Prefill (NT tokens from t0, one tile): each column is dequantized once, w = u d + o, and
+// multiplied into NT accumulators.
+template <class S, int NT>
+inline void w4_prefill(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile, int t0) {
+  using F = typename S::F;
+  using I = typename S::I;
+  constexpr int V = kTileRows / S::N;
+  const int g = w.params.group_size;
+  const bool sym = w.params.symmetric;
+  const int64_t groups = w.cols / g;
+  const uint64_t gb = w4_group_bytes(w.params);
+  const int hdr = sym ? 32 : 64;
+  F y[NT][V];
+  for (int t = 0; t < NT; ++t)
+    for (int v = 0; v < V; ++v) y[t][v] = S::zero();
+  const uint8_t* base = w.data + tile * w.tile_bytes;
+  const float* x = a.x + t0 * a.x_stride;
+  for (int64_t b = 0; b < groups; ++b) {
+    const uint8_t* grp = base + b * gb;
+    F d[V], o[V];
+    for (int v = 0; v < V; ++v) {
+      d[v] = S::from_f16(grp + v * S::N * 2);
+      o[v] = sym ? S::mul(d[v], S::set1(-8.0f)) : S::from_f16(grp + 32 + v * S::N * 2);
+    }
+    for (int c = 0; c < g / 8; ++c) {
+      const float* xk = x + b * g + c * 8;
+      for (int v = 0; v < V; ++v) {
+        const I q = S::loadi(grp + hdr + c * 64 + v * S::N * 4);
+        static_for<8>([&](auto j) {
+          const F col = S::fma(S::nib(S::template srli<4 * j>(q)), d[v], o[v]);
+          for (int t = 0; t < NT; ++t) y[t][v] = S::fma(col, S::set1(xk[t * a.x_stride + kNibbleK[j]]), y[t][v]);
+        });
+      }
+    }
+  }
+  for (int t = 0; t < NT; ++t) store_tile<S>(w, e, tile, t0 + t, y[t]);
+}
+
+// ---- dense weights (f32, f16, bf16, w8a16), f32 activations ----
+
+template <class S, Scheme kScheme>
+inline typename S::F dense_column(const uint8_t* tile, int64_t k, int v) {
+  if constexpr (kScheme == Scheme::kF32) return S::load(reinterpret_cast<const float*>(tile) + k * kTileRows + v * S::N);
+  else if constexpr (kScheme == Scheme::kF16) return S::from_f16(tile + (k * kTileRows + v * S::N) * 2);
+  else if constexpr (kScheme == Scheme::kBF16) return S::from_bf16(tile + (k * kTileRows + v * S::N) * 2);
+  else return S::from_s8(tile + 64 + k * kTileRows + v * S::N);  // w8a16: the scale comes after the sum
+}
+
+template <class S, Scheme kScheme, int RT, int NT>
+inline void dense_block(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile, int t0) {
+  using F = typename S::F;
+  constexpr int V = kTileRows / S::N;
+  F y[RT][NT][V];
+  for (int r = 0; r < RT; ++r)
+    for (int t = 0; t < NT; ++t)
+      for (int v = 0; v < V; ++v) y[r][t][v] = S::zero();
+  const uint8_t* base = w.data + tile * w.tile_bytes;
+  const float* x = a.x + t0 * a.x_stride;
+  for (int64_t k = 0; k < w.cols; ++k)
+    for (int r = 0; r < RT; ++r)
+      for (int v = 0; v < V; ++v) {
+        const F col = dense_column<S, kScheme>(base + r * w.tile_bytes, k, v);
+        for (int t = 0; t < NT; ++t) y[r][t][v] = S::fma(col, S::set1(x[t * a.x_stride + k]), y[r][t][v]);
+      }
+  for (int r = 0; r < RT; ++r)
+    for (int t = 0; t < NT; ++t) {
+      if constexpr (kScheme == Scheme::kW8A16)
+        for (int v = 0; v < V; ++v)
+          y[r][t][v] = S::mul(y[r][t][v], S::load(reinterpret_cast<const float*>(base + r * w.tile_bytes) + v * S::N));
+      store_tile<S>(w, e, tile + r, t0 + t, y[r][t]);
+    }
+}
+
+// ---- int8 activations ----
+
+// W4A8: per group the exact integer sum of u * q, then, as quant/ref_matmul.h,
+//   symmetric  y += d * (sum - 8 * qsum)     asymmetric  y += d * sum + m * qsum
+// and at the end y *= the row's activation scale.
+template <class S, int RT, int NT>
+inline void w4a8_block(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile, int t0) {
+  using F = typename S::F;
+  using I = typename S::I;
+  constexpr int V = kTileRows / S::N;
+  const int g = w.params.group_size;
+  const bool sym = w.params.symmetric;
+  const int64_t groups = w.cols / g;
+  const uint64_t gb = w4_group_bytes(w.params);
+  const int hdr = sym ? 32 : 64;
+  F y[RT][NT][V];
+  for (int r = 0; r < RT; ++r)
+    for (int t = 0; t < NT; ++t)
+      for (int v = 0; v < V; ++v) y[r][t][v] = S::zero();
+  const uint8_t* base = w.data + tile * w.tile_bytes;
+  for (int64_t b = 0; b < groups; ++b) {
+    I acc[RT][NT][V];
+    for (int r = 0; r < RT; ++r)
+      for (int t = 0; t < NT; ++t)
+        for (int v = 0; v < V; ++v) acc[r][t][v] = S::zeroi();
+    for (int c = 0; c < g / 8; ++c) {
+      const int64_t k0 = b * g + c * 8;
+      for (int r = 0; r < RT; ++r)
+        for (int v = 0; v < V; ++v) {
+          const I q = S::loadi(base + r * w.tile_bytes + b * gb + hdr + c * 64 + v * S::N * 4);
+          const I lo = S::lo_nibbles(q), hi = S::hi_nibbles(q);
+          for (int t = 0; t < NT; ++t) {
+            const int8_t* xq = a.q + (t0 + t) * a.q_stride + k0;
+            acc[r][t][v] = S::dot_u4(S::dot_u4(acc[r][t][v], lo, load_i32(xq)), hi, load_i32(xq + 4));
+          }
+        }
+    }
+    for (int r = 0; r < RT; ++r) {
+      const uint8_t* grp = base + r * w.tile_bytes + b * gb;
+      for (int v = 0; v < V; ++v) {
+        const F d = S::from_f16(grp + v * S::N * 2);
+        for (int t = 0; t < NT; ++t) {
+          const int32_t qs = a.q_group_sums[(t0 + t) * groups + b];
+          if (sym) {
+            y[r][t][v] = S::fma(S::cvt(S::subi(acc[r][t][v], 8 * qs)), d, y[r][t][v]);
+          } else {
+            const F m = S::from_f16(grp + 32 + v * S::N * 2);
+            y[r][t][v] = S::fma(m, S::set1(static_cast<float>(qs)), S::fma(S::cvt(acc[r][t][v]), d, y[r][t][v]));
+          }
+        }
+      }
+    }
+  }
+  for (int r = 0; r < RT; ++r)
+    for (int t = 0; t < NT; ++t) {
+      for (int v = 0; v < V; ++v) y[r][t][v] = S::mul(y[r][t][v], S::set1(a.q_scale[t0 + t]));
+      store_tile<S>(w, e, tile + r, t0 + t, y[r][t]);
+    }
+}
+
+// W8A8: the exact integer sum of q_w * q_x over the row, times the weight and activation scales.
+template <class S, int RT, int NT>
+inline void w8a8_block(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile, int t0) {
+  using F = typename S::F;
+  using I = typename S::I;
+  constexpr int V = kTileRows / S::N;
+  I acc[RT][NT][V];
+  for (int r = 0; r < RT; ++r)
+    for (int t = 0; t < NT; ++t)
+      for (int v = 0; v < V; ++v) acc[r][t][v] = S::zeroi();
+  const uint8_t* base = w.data + tile * w.tile_bytes;
+  const int64_t k4 = (w.cols + 3) / 4;
+  for (int64_t c = 0; c < k4; ++c)
+    for (int r = 0; r < RT; ++r)
+      for (int v = 0; v < V; ++v) {
+        const I q = S::loadi(base + r * w.tile_bytes + 128 + c * 64 + v * S::N * 4);
+        for (int t = 0; t < NT; ++t) acc[r][t][v] = S::dot_s8(acc[r][t][v], q, load_i32(a.q + (t0 + t) * a.q_stride + 4 * c));
+      }
+  for (int r = 0; r < RT; ++r) {
+    const uint8_t* tb = base + r * w.tile_bytes;
+    for (int t = 0; t < NT; ++t) {
+      F y[V];
+      for (int v = 0; v < V; ++v) {
+        I s = acc[r][t][v];
+        static_assert(S::kW8Bias == 0 || S::kW8Bias == 128);
+        if constexpr (S::kW8Bias != 0) s = S::subv(s, S::template slli<7>(S::loadi(tb + 64 + v * S::N * 4)));
+        // As the reference: float(sum) * sw * sx.
+        y[v] = S::mul(S::mul(S::cvt(s), S::load(reinterpret_cast<const float*>(tb) + v * S::N)), S::set1(a.q_scale[t0 + t]));
+      }
+      store_tile<S>(w, e, tile + r, t0 + t, y);
+    }
+  }
+}
+
+// ---- drivers: a range of tiles for every token, in blocks the templates were made for ----
+
+// Calls block<RT>(tile) over [tb, te) in runs of kRT tiles, then the remainder one size down.
+template <int kRT, typename Block>
+inline void over_tiles(int64_t tb, int64_t te, Block&& block) {
+  int64_t t = tb;
+  for (; t + kRT <= te; t += kRT) block(std::integral_constant<int, kRT>{}, t);
+  if constexpr (kRT > 1) {
+    const int64_t rest = te - t;
+    static_for<kRT>([&](auto r) {
+      if (r.value > 0 && rest == r.value) block(std::integral_constant<int, (r.value > 0 ? r.value : 1)>{}, t);
+    });
+  }
+}
+// Calls block<NT>(t0) over the tokens [0, n) in runs of kNT, then the remainder.
+template <int kNT, typename Block>
+inline void over_tokens(int n, Block&& block) {
+  int t = 0;
+  for (; t + kNT <= n; t += kNT) block(std::integral_constant<int, kNT>{}, t);
+  const int rest = n - t;
+  static_for<kNT>([&](auto r) {
+    if (r.value > 0 && rest == r.value) block(std::integral_constant<int, (r.value > 0 ? r.value : 1)>{}, t);
+  });
+}
+
+template <class S>
+void matmul_w4a16(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
+  if (a.n == 1) {
+    over_tiles<S::kDecodeRT>(tb, te, [&](auto rt, int64_t t) { w4_decode<S, rt.value>(w, a, e, t); });
+    return;
+  }
+  for (int64_t t = tb; t < te; ++t)
+    over_tokens<S::kPrefillNT>(a.n, [&](auto nt, int t0) { w4_prefill<S, nt.value>(w, a, e, t, t0); });
+}
+
+template <class S, Scheme kScheme>
+void matmul_dense(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
+  if (a.n == 1) {
+    over_tiles<S::kDecodeRT>(tb, te, [&](auto rt, int64_t t) { dense_block<S, kScheme, rt.value, 1>(w, a, e, t, 0); });
+    return;
+  }
+  for (int64_t t = tb; t < te; ++t)
+    over_tokens<S::kPrefillNT>(a.n, [&](auto nt, int t0) { dense_block<S, kScheme, 1, nt.value>(w, a, e, t, t0); });
+}
+
+template <class S>
+void matmul_w4a8(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
+  if (a.n == 1) {
+    over_tiles<S::kDecodeRT>(tb, te, [&](auto rt, int64_t t) { w4a8_block<S, rt.value, 1>(w, a, e, t, 0); });
+    return;
+  }
+  for (int64_t t = tb; t < te; ++t)
+    over_tokens<S::kPrefillNT>(a.n, [&](auto nt, int t0) { w4a8_block<S, 1, nt.value>(w, a, e, t, t0); });
+}
+
+template <class S>
+void matmul_w8a8(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
+  if (a.n == 1) {
+    over_tiles<S::kDecodeRT>(tb, te, [&](auto rt, int64_t t) { w8a8_block<S, rt.value, 1>(w, a, e, t, 0); });
+    return;
+  }
+  for (int64_t t = tb; t < te; ++t)
+    over_tokens<S::kPrefillNT>(a.n, [&](auto nt, int t0) { w8a8_block<S, 1, nt.value>(w, a, e, t, t0); });
+}
+
+// ---- activation preparation ----
+
+// As quantize_activation_row in quant/ref_matmul.cpp (the same values), with k padded to
+// q_stride with zeros, and the integer sums per group.
+inline void quantize_rows(const float* x, int64_t x_stride, int n, int64_t cols, int group, int8_t* q, int64_t q_stride,
+                          float* scales, int32_t* group_sums) {
+  for (int t = 0; t < n; ++t) {
+    const float* xt = x + t * x_stride;
+    int8_t* qt = q + t * q_stride;
+    float absmax = 0.0f;
+    bool finite = true;
+    for (int64_t i = 0; i < cols; ++i) {
+      finite &= std::isfinite(xt[i]);
+      absmax = std::max(absmax, std::fabs(xt[i]));
+    }
+    if (!finite || absmax == 0.0f) {
+      std::memset(qt, 0, static_cast<size_t>(q_stride));
+      scales[t] = finite ? 0.0f : std::nanf("");
+    } else {
+      scales[t] = absmax / 127.0f;
+      const float inv = 127.0f / absmax;
+      for (int64_t i = 0; i < cols; ++i)
+        qt[i] = static_cast<int8_t>(std::clamp(std::round(xt[i] * inv), -127.0f, 127.0f));
+      for (int64_t i = cols; i < q_stride; ++i) qt[i] = 0;
+    }
+    if (group > 0)
+      for (int64_t b = 0; b < cols / group; ++b) {
+        int32_t s = 0;
+        for (int i = 0; i < group; ++i) s += qt[b * group + i];
+        group_sums[t * (cols / group) + b] = s;
+      }
+  }
+}
+
+template <class S>
+inline float dot(const float* a, const float* b, int64_t n) {
+  typename S::F acc = S::zero();
+  int64_t i = 0;
+  for (; i + S::N <= n; i += S::N) acc = S::fma(S::load(a + i), S::load(b + i), acc);
+  float s = S::sum(acc);
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+template <class S>
+void group_sums(const float* x, int64_t x_stride, int n, int64_t cols, int group, float* sums) {
+  for (int t = 0; t < n; ++t)
+    for (int64_t b = 0; b < cols / group; ++b) {
+      const float* p = x + t * x_stride + b * group;
+      typename S::F acc = S::zero();
+      int i = 0;
+      for (; i + S::N <= group; i += S::N) acc = S::add(acc, S::load(p + i));
+      float s = S::sum(acc);
+      for (; i < group; ++i) s += p[i];
+      sums[t * (cols / group) + b] = s;
+    }
+}
+
+// ---- float ops ----
+
+// exp(x) for the softmax and SiLU: Cephes' single-precision polynomial after the reduction
+// x = n ln2 + r, |r| <= ln2 / 2; relative error about 2 ulp, exp(x < -87) = about 1e-38.
+inline float fast_exp(float x) {
+  x = std::min(std::max(x, -87.0f), 88.0f);
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
+  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  return p * std::bit_cast<float>(bits);
+}
+
+template <class S>
+void rmsnorm(float* y, const float* x, const float* w, int64_t n, float eps) {
+  typename S::F acc = S::zero();
+  int64_t i = 0;
+  for (; i + S::N <= n; i += S::N) {
+    const auto v = S::load(x + i);
+    acc = S::fma(v, v, acc);
+  }
+  float ss = S::sum(acc);
+  for (; i < n; ++i) ss += x[i] * x[i];
+  const float inv = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+  for (int64_t j = 0; j < n; ++j) y[j] = w[j] * (x[j] * inv);
+}
+
+inline void swiglu(float* y, const float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    y[i] = g / (1.0f + fast_exp(-g)) * up[i];
+  }
+}
+
+inline void add(float* y, const float* a, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+}
+
+// As ref::rope, with the angles' cos/sin computed once per token by the caller.
+inline void rope(float* x, int n_heads, int head_dim, const float* cs, const float* sn, bool half_split) {
+  const int half = head_dim / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* head = x + static_cast<int64_t>(h) * head_dim;
+    if (half_split) {
+      for (int i = 0; i < half; ++i) {
+        const float a0 = head[i], b0 = head[i + half];
+        head[i] = a0 * cs[i] - b0 * sn[i];
+        head[i + half] = a0 * sn[i] + b0 * cs[i];
+      }
+    } else {
+      for (int i = 0; i < half; ++i) {
+        const float a0 = head[2 * i], b0 = head[2 * i + 1];
+        head[2 * i] = a0 * cs[i] - b0 * sn[i];
+        head[2 * i + 1] = a0 * sn[i] + b0 * cs[i];
+      }
+    }
+  }
+}
+
+// ---- attention ----
+//
+// For kv head `kvh` and its query heads [hb, he): positions are visited in blocks of kBlock; each
+// block of K and V is read once and used by every (token, head) query of the range while it is
+// in L1. Softmax is online: per query the running max m, the running sum l, and the output
+// accumulated unnormalised in place, rescaled by exp(m_old - m_new) when the max grows. No score
+// matrix is ever materialised; the per-query state is 2 floats, kept on the stack per block.
+template <class S>
+void attention(const AttentionArgs& a, int kvh, int hb, int he) {
+  constexpr int kBlock = 32;
+  const int hd = a.head_dim, kv_dim = a.n_kv_heads * hd, qd = a.n_heads * hd;
+  const float* kc = a.k + static_cast<int64_t>(kvh) * hd;
+  const float* vc = a.v + static_cast<int64_t>(kvh) * hd;
+  auto first_of = [&](int t) {
+    const int pos = a.first_pos + t;
+    return (a.window > 0 && pos >= a.window) ? pos - a.window + 1 : 0;
+  };
+  const int last = a.first_pos + a.n_tokens - 1;
+  int first = last;
+  for (int t = 0; t < a.n_tokens; ++t) first = std::min(first, first_of(t));
+  // Running max and sum per query, indexed (t, h - hb); the output row doubles as accumulator.
+  constexpr int kMaxQueries = 512;
+  const int heads = he - hb;
+  for (int t0 = 0; t0 < a.n_tokens; t0 += std::max(1, kMaxQueries / heads)) {
+    const int t1 = std::min(a.n_tokens, t0 + std::max(1, kMaxQueries / heads));
+    float m[kMaxQueries], l[kMaxQueries];
+    for (int i = 0; i < (t1 - t0) * heads; ++i) {
+      m[i] = -INFINITY;
+      l[i] = 0.0f;
+    }
+    for (int t = t0; t < t1; ++t)
+      for (int h = hb; h < he; ++h)
+        for (int i = 0; i < hd; ++i) a.out[static_cast<int64_t>(t) * qd + h * hd + i] = 0.0f;
+    int block_first = first;
+    for (int t = t0; t < t1; ++t) block_first = std::min(block_first, first_of(t));
+    const int block_last = a.first_pos + t1 - 1;
+    for (int p0 = block_first; p0 <= block_last; p0 += kBlock) {
+      const int p1 = std::min(p0 + kBlock, block_last + 1);
+      for (int t = t0; t < t1; ++t) {
+        const int lo = std::max(p0, first_of(t)), hi = std::min(p1 - 1, a.first_pos + t);
+        if (lo > hi) continue;
+        for (int h = hb; h < he; ++h) {
+          const float* q = a.q + static_cast<int64_t>(t) * qd + h * hd;
+          float* o = a.out + static_cast<int64_t>(t) * qd + h * hd;
+          float s[kBlock];
+          float mx = -INFINITY;
+          for (int p = lo; p <= hi; ++p) {
+            s[p - lo] = dot<S>(q, kc + static_cast<int64_t>(p) * kv_dim, hd) * a.scale;
+            mx = std::max(mx, s[p - lo]);
+          }
+          const int qi = (t - t0) * heads + (h - hb);
+          const float m_new = std::max(m[qi], mx);
+          const float corr = fast_exp(m[qi] - m_new);
+          float sum = 0.0f;
+          for (int p = 0; p <= hi - lo; ++p) {
+            s[p] = fast_exp(s[p] - m_new);
+            sum += s[p];
+          }
+          l[qi] = l[qi] * corr + sum;
+          m[qi] = m_new;
+          if (corr != 1.0f)
+            for (int i = 0; i < hd; ++i) o[i] *= corr;
+          for (int p = lo; p <= hi; ++p) {
+            const float* vp = vc + static_cast<int64_t>(p) * kv_dim;
+            const float e = s[p - lo];
+            int i = 0;
+            for (; i + S::N <= hd; i += S::N) S::store(o + i, S::fma(S::set1(e), S::load(vp + i), S::load(o + i)));
+            for (; i < hd; ++i) o[i] += e * vp[i];
+          }
+        }
+      }
+    }
+    for (int t = t0; t < t1; ++t)
+      for (int h = hb; h < he; ++h) {
+        float* o = a.out + static_cast<int64_t>(t) * qd + h * hd;
+        const float inv = 1.0f / l[(t - t0) * heads + (h - hb)];
+        for (int i = 0; i < hd; ++i) o[i] *= inv;
+      }
+  }
+}
+
+// ---- the table ----
+
+template <class S>
+void fill_table(KernelTable& t) {
+  t.matmul[static_cast<int>(Scheme::kF32)] = &matmul_dense<S, Scheme::kF32>;
+  t.matmul[static_cast<int>(Scheme::kF16)] = &matmul_dense<S, Scheme::kF16>;
+  t.matmul[static_cast<int>(Scheme::kBF16)] = &matmul_dense<S, Scheme::kBF16>;
+  t.matmul[static_cast<int>(Scheme::kW8A16)] = &matmul_dense<S, Scheme::kW8A16>;
+  t.matmul[static_cast<int>(Scheme::kW4A16)] = &matmul_w4a16<S>;
+  t.matmul[static_cast<int>(Scheme::kW8A8)] = &matmul_w8a8<S>;
+  t.matmul[static_cast<int>(Scheme::kW4A8)] = &matmul_w4a8<S>;
+  t.quantize_rows = &quantize_rows;
+  t.group_sums = &group_sums<S>;
+  t.rmsnorm = &rmsnorm<S>;
+  t.swiglu = &swiglu;
+  t.add = &add;
+  t.rope = &rope;
+  t.attention = &attention<S>;
+}
+
+}  // namespace
+}  // namespace kiln::cpu

@@ -1,0 +1,80 @@
+#include "core/thread_pool.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace kiln {
+
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+// How long an idle worker spins before it sleeps: long enough to bridge the gap between two
+// kernels of one step, short enough that an idle session costs nothing.
+constexpr auto kSpin = std::chrono::microseconds(100);
+
+}  // namespace
+
+ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+  threads_.reserve(static_cast<size_t>(n_threads_ - 1));
+  for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  stop_.store(true, std::memory_order_seq_cst);
+  generation_.fetch_add(1, std::memory_order_seq_cst);
+  generation_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+void ThreadPool::do_share(int index) {
+  const int64_t b = share_begin(n_, index, n_threads_), e = share_begin(n_, index + 1, n_threads_);
+  if (b < e) fn_(f_, b, e, index);
+}
+
+void ThreadPool::run(int64_t n, Fn fn, void* f) {
+  fn_ = fn;
+  f_ = f;
+  n_ = n;
+  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_seq_cst);  // publishes the loop (release)
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) generation_.notify_all();
+  do_share(0);
+  for (uint32_t spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+    cpu_relax();
+    if (spins > 4096) std::this_thread::yield();  // a worker lost its core: let it have ours
+  }
+}
+
+void ThreadPool::worker(int index) {
+  uint32_t seen = 0;
+  for (;;) {
+    uint32_t g = generation_.load(std::memory_order_acquire);
+    if (g == seen) {
+      const auto until = std::chrono::steady_clock::now() + kSpin;
+      for (int i = 0; (g = generation_.load(std::memory_order_acquire)) == seen; ++i) {
+        cpu_relax();
+        if ((i & 15) == 15 && std::chrono::steady_clock::now() > until) break;
+      }
+    }
+    if (g == seen) {
+      // Sleep. The seq_cst order of (sleepers_++, load generation_) here against
+      // (generation_++, load sleepers_) in run() means a new loop is either seen here or notified.
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      while ((g = generation_.load(std::memory_order_seq_cst)) == seen) generation_.wait(seen, std::memory_order_seq_cst);
+      sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+    }
+    seen = g;
+    if (stop_.load(std::memory_order_acquire)) return;
+    do_share(index);
+    pending_.fetch_sub(1, std::memory_order_release);
+  }
+}
+
+}  // namespace kiln

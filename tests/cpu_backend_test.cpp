@@ -1,0 +1,589 @@
+// The fast CPU back end against the reference, in the spirit of llama.cpp's test-backend-ops:
+// every kernel of every instruction-set table this machine can run, on random inputs of many
+// shapes (odd sizes, sizes that are not a multiple of the 16-row tile, one row, many rows, one
+// token and many), with a stated error bound per scheme; then the thread pool, the layouts, the
+// targets and the whole model.
+//
+// Error bounds, per output y[t][r] against quant/ref_matmul.h's y_ref on the same reference bytes:
+//   every scheme   |y - y_ref| <= 1e-5 * S + 1e-30,   S = sum_k |w[r][k]| * |x[t][k]|
+// with w the dequantized weights and, for the A8 schemes, x the dequantized int8 activations.
+// The kernels widen weights exactly and sum in f32 (A16), or sum int8 products exactly (A8), so
+// what is left is the f32 rounding of sums of at most a few thousand terms, in another order.
+#include <gtest/gtest.h>
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <thread>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/layouts.h"
+#include "backends/ref/kernels.h"
+#include "backends/ref/ref_backend.h"
+#include "backends/registry.h"
+#include "compiler/kiln_writer.h"
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
+#include "quant/ref_matmul.h"
+#include "quant/weight_params.h"
+#include "runtime/kiln_image.h"
+#include "runtime/program_session.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+// ---- thread pool ----
+
+TEST(ThreadPool, EveryIndexExactlyOnce) {
+  for (int threads : {1, 2, 3, 4, 8}) {
+    ThreadPool pool(threads);
+    EXPECT_EQ(pool.size(), threads);
+    for (int64_t n : {0, 1, 2, 3, 7, 8, 100, 1001}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      for (int rep = 0; rep < 50; ++rep)
+        pool.parallel_for(n, [&](int64_t b, int64_t e, int t) {
+          EXPECT_GE(t, 0);
+          EXPECT_LT(t, threads);
+          EXPECT_EQ(b, ThreadPool::share_begin(n, t, threads));
+          for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+        });
+      for (auto& h : hits) EXPECT_EQ(h.load(), 50) << threads << " threads, n " << n;
+    }
+  }
+}
+
+TEST(ThreadPool, ManyLoopsAndIdleGaps) {
+  ThreadPool pool(4);
+  std::atomic<int64_t> sum{0};
+  for (int rep = 0; rep < 2000; ++rep) pool.parallel_for(16, [&](int64_t b, int64_t e, int) { sum += e - b; });
+  EXPECT_EQ(sum.load(), 16 * 2000);
+  // Past the spin, the workers sleep; the next loop must wake them.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  pool.parallel_for(4, [&](int64_t b, int64_t e, int) { sum += e - b; });
+  EXPECT_EQ(sum.load(), 16 * 2000 + 4);
+}
+
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+TEST(ThreadPool, IdleWorkersSleep) {
+  ThreadPool pool(4);
+  pool.parallel_for(4, [](int64_t, int64_t, int) {});
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the spin
+  const double before = process_cpu_seconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Three spinning workers would burn 0.9 s of CPU here.
+  EXPECT_LT(process_cpu_seconds() - before, 0.1);
+}
+
+TEST(ThreadPool, ParallelForAllocatesNothing) {
+  ThreadPool pool(3);
+  std::vector<float> v(1000, 1.0f);
+  pool.parallel_for(1000, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) v[static_cast<size_t>(i)] *= 2.0f;
+  });
+  const uint64_t before = test::allocation_count();
+  for (int rep = 0; rep < 1000; ++rep)
+    pool.parallel_for(1000, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) v[static_cast<size_t>(i)] += 1.0f;
+    });
+  EXPECT_EQ(test::allocation_count(), before);
+  EXPECT_EQ(v[999], 1002.0f);
+}
+
+// ---- kernel tables ----
+
+std::vector<const cpu::KernelTable*> tables() {
+  const cpu::KernelTable* t[8];
+  const int n = cpu::available_kernel_tables(host_cpu_features(), t, 8);
+  return {t, t + n};
+}
+
+TEST(CpuDispatch, TablesOfThisMachine) {
+  auto ts = tables();
+  ASSERT_FALSE(ts.empty());
+  EXPECT_STREQ(ts.back()->name, "generic");
+  EXPECT_EQ(&cpu::select_kernels(0), &cpu::generic_kernels());
+  for (const auto* t : ts) {
+    EXPECT_EQ(t->features & ~host_cpu_features(), 0u) << t->name;
+    for (auto* f : t->matmul) EXPECT_NE(f, nullptr) << t->name;
+  }
+  EXPECT_EQ(&cpu::select_kernels(host_cpu_features()), ts.front());
+  std::printf("kernel tables here:");
+  for (const auto* t : ts) std::printf(" %s", t->name);
+  std::printf("\n");
+}
+
+// ---- matmuls against ref_matmul ----
+
+struct MatmulCase {
+  QuantParams p;
+  int64_t rows, cols;
+  int n;
+};
+
+std::string describe_case(const cpu::KernelTable& t, const MatmulCase& c) {
+  return std::string(t.name) + " " + describe(c.p) + " [" + std::to_string(c.rows) + ", " + std::to_string(c.cols) +
+         "] x " + std::to_string(c.n) + " tokens";
+}
+
+std::vector<float> random_vector(std::mt19937& rng, size_t n, float scale) {
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// Runs the table's matmul over the tiles in `parts` contiguous pieces (as threads would).
+void run_matmul(const cpu::KernelTable& t, const MatmulCase& c, const std::vector<uint8_t>& packed, const float* x,
+                const float* bias, const float* residual, float* y, int parts) {
+  cpu::PackedMatrix m;
+  m.data = packed.data();
+  m.rows = c.rows;
+  m.cols = c.cols;
+  m.params = c.p;
+  m.tile_bytes = static_cast<int64_t>(*cpu::tile_bytes(c.p, cpu::matmul_layout(c.p.scheme), c.cols));
+  cpu::Activations a;
+  a.x = x;
+  a.x_stride = c.cols;
+  a.n = c.n;
+  const int g = is_4bit(c.p.scheme) ? c.p.group_size : 0;
+  std::vector<float> sums, scales(static_cast<size_t>(c.n));
+  std::vector<int8_t> q;
+  std::vector<int32_t> qsums;
+  if (g > 0) {
+    sums.resize(static_cast<size_t>(c.n * (c.cols / g)));
+    t.group_sums(x, c.cols, c.n, c.cols, g, sums.data());
+    a.group_sums = sums.data();
+  }
+  if (quantizes_activations(c.p.scheme)) {
+    const int64_t stride = (c.cols + 3) / 4 * 4;
+    q.resize(static_cast<size_t>(stride * c.n));
+    qsums.resize(static_cast<size_t>(c.n * (g > 0 ? c.cols / g : 1)));
+    t.quantize_rows(x, c.cols, c.n, c.cols, g, q.data(), stride, scales.data(), qsums.data());
+    a.q = q.data();
+    a.q_stride = stride;
+    a.q_scale = scales.data();
+    a.q_group_sums = qsums.data();
+  }
+  cpu::Epilogue e;
+  e.y = y;
+  e.y_stride = c.rows;
+  e.bias = bias;
+  e.residual = residual;
+  e.residual_stride = c.rows;
+  const int64_t tiles = (c.rows + 15) / 16;
+  for (int i = 0; i < parts; ++i) {
+    const int64_t b = ThreadPool::share_begin(tiles, i, parts), end = ThreadPool::share_begin(tiles, i + 1, parts);
+    if (b < end) t.matmul[static_cast<int>(c.p.scheme)](m, a, e, b, end);
+  }
+}
+
+void check_matmul(const cpu::KernelTable& t, const MatmulCase& c, std::mt19937& rng) {
+  SCOPED_TRACE(describe_case(t, c));
+  const auto w = random_vector(rng, static_cast<size_t>(c.rows * c.cols), 0.5f);
+  auto x = random_vector(rng, static_cast<size_t>(c.n * c.cols), 1.0f);
+  if (c.cols > 3) x[2] = 40.0f;  // an outlier, as activations have
+  std::vector<uint8_t> ref(*quantized_size(c.p, c.rows, c.cols));
+  ASSERT_TRUE(round_to_nearest().quantize(c.p, w.data(), c.rows, c.cols, ref));
+  std::vector<uint8_t> packed;
+  ASSERT_TRUE(cpu::pack_matrix(c.p, cpu::matmul_layout(c.p.scheme), ref, c.rows, c.cols, packed));
+  std::vector<uint8_t> back;
+  ASSERT_TRUE(cpu::unpack_matrix(c.p, cpu::matmul_layout(c.p.scheme), packed, c.rows, c.cols, back));
+  ASSERT_EQ(back, ref) << "pack and unpack are not inverses";
+
+  std::vector<float> want(static_cast<size_t>(c.n * c.rows));
+  ASSERT_TRUE(ref_matmul(c.p, ref, c.rows, c.cols, x.data(), c.n, want.data()));
+  // The bound's scale: sum |w| |x|, with x as the kernel sees it (dequantized int8 for A8).
+  std::vector<float> wd(static_cast<size_t>(c.rows * c.cols));
+  ASSERT_TRUE(dequantize_matrix(c.p, ref, c.rows, c.cols, wd.data()));
+  std::vector<float> xs = x;
+  if (quantizes_activations(c.p.scheme))
+    for (int i = 0; i < c.n; ++i) {
+      std::vector<int8_t> q(static_cast<size_t>(c.cols));
+      float s;
+      quantize_activation_row(x.data() + i * c.cols, c.cols, q.data(), &s);
+      for (int64_t k = 0; k < c.cols; ++k) xs[static_cast<size_t>(i * c.cols + k)] = q[static_cast<size_t>(k)] * s;
+    }
+  const auto bias = random_vector(rng, static_cast<size_t>(c.rows), 1.0f);
+  const auto residual = random_vector(rng, static_cast<size_t>(c.n * c.rows), 1.0f);
+  for (int parts : {1, 2, 3, 4}) {
+    for (bool epilogue : {false, true}) {
+      std::vector<float> got(static_cast<size_t>(c.n * c.rows), NAN);
+      run_matmul(t, c, packed, x.data(), epilogue ? bias.data() : nullptr, epilogue ? residual.data() : nullptr, got.data(),
+                 parts);
+      double worst = 0;
+      for (int i = 0; i < c.n; ++i)
+        for (int64_t r = 0; r < c.rows; ++r) {
+          double s = 0;
+          for (int64_t k = 0; k < c.cols; ++k)
+            s += std::fabs(wd[static_cast<size_t>(r * c.cols + k)] * xs[static_cast<size_t>(i * c.cols + k)]);
+          const size_t at = static_cast<size_t>(i * c.rows + r);
+          const double expect = epilogue ? residual[at] + (want[at] + bias[static_cast<size_t>(r)]) : want[at];
+          const double err = std::fabs(got[at] - expect);
+          worst = std::max(worst, err / (s + (epilogue ? std::fabs(residual[at]) + std::fabs(bias[static_cast<size_t>(r)]) : 0) + 1e-30));
+          ASSERT_LE(err, 1e-5 * (s + (epilogue ? std::fabs(residual[at]) + std::fabs(bias[static_cast<size_t>(r)]) : 0)) + 1e-30)
+              << "token " << i << " row " << r << " got " << got[at] << " want " << expect << " parts " << parts;
+        }
+      (void)worst;
+    }
+  }
+}
+
+std::vector<QuantParams> all_params() {
+  std::vector<QuantParams> ps;
+  for (Scheme s : {Scheme::kF32, Scheme::kF16, Scheme::kBF16, Scheme::kW8A16, Scheme::kW8A8})
+    ps.push_back(canonical({s, 32, true}));
+  for (Scheme s : {Scheme::kW4A16, Scheme::kW4A8})
+    for (int g : {32, 64, 128})
+      for (bool sym : {true, false}) ps.push_back(canonical({s, g, sym}));
+  return ps;
+}
+
+TEST(CpuMatmul, EveryTableEverySchemeManyShapes) {
+  std::mt19937 rng(1234);
+  int cases = 0;
+  for (const cpu::KernelTable* t : tables())
+    for (const QuantParams& p : all_params()) {
+      const int g = is_4bit(p.scheme) ? p.group_size : 1;
+      const std::vector<int64_t> cols = is_4bit(p.scheme) ? std::vector<int64_t>{g, 3 * g, 8 * g}
+                                                          : std::vector<int64_t>{1, 5, 64, 131, 256};
+      for (int64_t r : {1, 7, 16, 33, 100})
+        for (int64_t k : cols)
+          for (int n : {1, 2, 5, 13, 17}) {
+            if (r * k * n > 400000) continue;
+            check_matmul(*t, {p, r, k, n}, rng);
+            ++cases;
+            if (HasFatalFailure()) return;
+          }
+    }
+  EXPECT_GT(cases, 500);
+}
+
+// The TinyLlama shapes, one token and a prefill block, W4A16 (the default) and W4A8.
+TEST(CpuMatmul, ModelShapes) {
+  std::mt19937 rng(99);
+  for (const cpu::KernelTable* t : tables())
+    for (Scheme s : {Scheme::kW4A16, Scheme::kW4A8, Scheme::kW8A16})
+      for (int n : {1, 24}) check_matmul(*t, {canonical({s, 32, true}), 256, 2048, n}, rng);
+}
+
+// ---- float ops and attention against ref/kernels.h ----
+
+TEST(CpuOps, NormRopeSwigluAdd) {
+  std::mt19937 rng(7);
+  for (const cpu::KernelTable* t : tables())
+    for (int n : {1, 3, 16, 17, 64, 100, 2048}) {
+      SCOPED_TRACE(std::string(t->name) + " n " + std::to_string(n));
+      auto x = random_vector(rng, static_cast<size_t>(n), 2.0f), w = random_vector(rng, static_cast<size_t>(n), 1.0f);
+      auto u = random_vector(rng, static_cast<size_t>(n), 1.0f);
+      std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+      ref::rmsnorm(a.data(), x.data(), w.data(), n, 1e-5f);
+      t->rmsnorm(b.data(), x.data(), w.data(), n, 1e-5f);
+      for (int i = 0; i < n; ++i) EXPECT_NEAR(b[i], a[i], 2e-6 * std::fabs(a[i]) + 1e-7);
+      ref::swiglu(a.data(), x.data(), u.data(), n);
+      t->swiglu(b.data(), x.data(), u.data(), n);
+      for (int i = 0; i < n; ++i) EXPECT_NEAR(b[i], a[i], 1e-6 * (std::fabs(x[i] * u[i]) + 1e-6));
+      t->add(b.data(), x.data(), u.data(), n);
+      for (int i = 0; i < n; ++i) EXPECT_EQ(b[i], x[i] + u[i]);
+    }
+  for (const cpu::KernelTable* t : tables())
+    for (bool half : {false, true})
+      for (int hd : {2, 8, 64, 128}) {
+        const int heads = 3, pos = 77;
+        std::vector<float> inv(static_cast<size_t>(hd / 2)), cs(static_cast<size_t>(hd));
+        for (int i = 0; i < hd / 2; ++i) {
+          inv[static_cast<size_t>(i)] = std::pow(10000.0f, -2.0f * i / hd);
+          cs[static_cast<size_t>(i)] = std::cos(static_cast<float>(pos) * inv[static_cast<size_t>(i)]);
+          cs[static_cast<size_t>(hd / 2 + i)] = std::sin(static_cast<float>(pos) * inv[static_cast<size_t>(i)]);
+        }
+        auto a = random_vector(rng, static_cast<size_t>(heads * hd), 1.0f), b = a;
+        ref::rope(a.data(), heads, hd, pos, inv.data(), half);
+        t->rope(b.data(), heads, hd, cs.data(), cs.data() + hd / 2, half);
+        // The same expressions; the ISA files may contract them into FMAs.
+        for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-6 * (std::fabs(a[i]) + 1)) << t->name << " head_dim " << hd;
+      }
+}
+
+struct AttnCase {
+  int n_heads, n_kv, hd, n_tokens, first_pos, window;
+};
+
+TEST(CpuOps, AttentionMatchesReference) {
+  std::mt19937 rng(11);
+  const std::vector<AttnCase> cases = {
+      {1, 1, 8, 1, 0, 0},     {4, 4, 16, 1, 9, 0},   {8, 2, 64, 1, 300, 0},  {32, 4, 64, 1, 70, 0},
+      {8, 2, 64, 7, 0, 0},    {8, 4, 8, 33, 5, 0},    {6, 3, 32, 16, 40, 0},  {8, 2, 64, 5, 100, 16},
+      {4, 1, 128, 64, 0, 0},  {32, 4, 64, 17, 3, 0},  {2, 2, 2, 3, 1, 2},
+  };
+  for (const cpu::KernelTable* t : tables())
+    for (const AttnCase& c : cases) {
+      SCOPED_TRACE(std::string(t->name) + " heads " + std::to_string(c.n_heads) + "/" + std::to_string(c.n_kv) + " hd " +
+                   std::to_string(c.hd) + " tokens " + std::to_string(c.n_tokens) + " at " + std::to_string(c.first_pos));
+      const int kv_dim = c.n_kv * c.hd, qd = c.n_heads * c.hd, n_ctx = c.first_pos + c.n_tokens;
+      auto k = random_vector(rng, static_cast<size_t>(n_ctx * kv_dim), 1.0f);
+      auto v = random_vector(rng, static_cast<size_t>(n_ctx * kv_dim), 1.0f);
+      auto q = random_vector(rng, static_cast<size_t>(c.n_tokens * qd), 1.5f);
+      std::vector<float> want(q.size()), got(q.size(), NAN), scores(static_cast<size_t>(n_ctx));
+      const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+      const int group = c.n_heads / c.n_kv;
+      for (int tk = 0; tk < c.n_tokens; ++tk) {
+        const int pos = c.first_pos + tk, first = (c.window > 0 && pos >= c.window) ? pos - c.window + 1 : 0;
+        for (int h = 0; h < c.n_heads; ++h)
+          ref::attend(want.data() + tk * qd + h * c.hd, q.data() + tk * qd + h * c.hd, k.data() + (h / group) * c.hd,
+                      v.data() + (h / group) * c.hd, first, pos, kv_dim, c.hd, scale, scores.data());
+      }
+      cpu::AttentionArgs a;
+      a.q = q.data();
+      a.out = got.data();
+      a.k = k.data();
+      a.v = v.data();
+      a.n_tokens = c.n_tokens;
+      a.first_pos = c.first_pos;
+      a.n_heads = c.n_heads;
+      a.n_kv_heads = c.n_kv;
+      a.head_dim = c.hd;
+      a.window = c.window;
+      a.scale = scale;
+      // Query heads split in two slices per kv head where there are two, as threads do.
+      for (int kvh = 0; kvh < c.n_kv; ++kvh) {
+        const int mid = kvh * group + (group + 1) / 2;
+        t->attention(a, kvh, kvh * group, mid);
+        if (mid < (kvh + 1) * group) t->attention(a, kvh, mid, (kvh + 1) * group);
+      }
+      for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 2e-5) << "element " << i;
+    }
+}
+
+// ---- layouts in the compiled program ----
+
+CompileOptions options(const std::string& scheme, uint64_t features = ~0ull) {
+  CompileOptions o;
+  o.require_tokenizer = false;
+  auto q = overrides_from_flags(scheme, 32, true, true);
+  EXPECT_TRUE(q);
+  o.quant = *q;
+  o.cpu_features = features;
+  return o;
+}
+
+TEST(CpuLayouts, CompilerPacksForTheCpuBackEnd) {
+  auto imp = import_model(test::shipped_model());
+  CompileReport r;
+  auto img = compile_model(*imp, options("w4a16"), &r);
+  ASSERT_TRUE(img) << img.status().message();
+  EXPECT_EQ(r.partition.nodes["cpu"], static_cast<int>(img->program.graph.nodes.size()));
+  const Graph& g = img->program.graph;
+  for (const WeightDesc& w : g.weights) {
+    // The tied embedding is read by the embedding and the classifier: one copy, packed.
+    EXPECT_EQ(w.name.find('@'), std::string::npos) << w.name;
+    if (w.shape.size() == 2) EXPECT_EQ(w.layout, "r16") << w.name;
+    else EXPECT_EQ(w.layout, "rowmajor") << w.name;
+  }
+}
+
+TEST(CpuLayouts, UnknownLayoutRefused) {
+  auto imp = import_model(test::shipped_model());
+  auto img = compile_model(*imp, options("w8a16"), nullptr);
+  ASSERT_TRUE(img);
+  for (WeightDesc& w : img->program.graph.weights)
+    if (w.name == "blk.2.ffn_up.weight") w.layout = "r32";
+  auto m = CompiledModel::create(std::move(img).value());
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.status().message().find("layout 'r32'"), std::string::npos) << m.status().message();
+}
+
+// A back end that reads matmul weights only in its own layout "test.rows" (the reference bytes
+// under another name), so that a tied embedding read by the cpu back end's embed must be stored
+// twice.
+class OwnLayoutBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "own-layout"; }
+  bool supports(const Node& n, const Graph& g) const override {
+    return n.op == OpCode::kMatMul && g.weights[static_cast<size_t>(n.weights[0])].name == "token_embd.weight";
+  }
+  Result<std::string> layout_for(const Node&, const Graph&, const WeightDesc&) const override { return std::string("test.rows"); }
+  bool reads_layout(const Node&, const WeightDesc&, std::string_view l) const override { return l == "test.rows"; }
+  std::optional<uint64_t> layout_bytes(const WeightDesc& w) const override {
+    WeightDesc r = w;
+    r.layout = "rowmajor";
+    return reference_bytes(r);
+  }
+  Status pack(const WeightDesc&, std::span<const uint8_t> ref, std::vector<uint8_t>& out) const override {
+    out.assign(ref.begin(), ref.end());
+    return Status::ok();
+  }
+  Result<std::unique_ptr<Kernel>> prepare(const Node& n, const Graph& g, std::span<const BoundWeight> w,
+                                          std::span<const int64_t> offsets, int max_tokens) const override {
+    Graph copy = g;
+    std::vector<BoundWeight> bound(w.begin(), w.end());
+    descs_.clear();
+    for (BoundWeight& b : bound) {
+      descs_.push_back(std::make_unique<WeightDesc>(*b.desc));
+      descs_.back()->layout = "rowmajor";
+      b.desc = descs_.back().get();
+    }
+    return ref_.prepare(n, copy, bound, offsets, max_tokens);
+  }
+  size_t scratch_bytes(const Graph& g, int t, int c) const override { return ref_.scratch_bytes(g, t, c); }
+
+ private:
+  RefBackend ref_;
+  mutable std::vector<std::unique_ptr<WeightDesc>> descs_;
+};
+
+TEST(CpuLayouts, WeightReadInTwoLayoutsIsStoredTwice) {
+  OwnLayoutBackend own;
+  CpuBackend cpu;
+  CompileOptions o = options("f32");
+  o.backends = {&own, &cpu};
+  auto imp = import_model(test::shipped_model());
+  CompileReport r;
+  auto img = compile_model(*imp, o, &r);
+  ASSERT_TRUE(img) << img.status().message();
+  EXPECT_EQ(r.partition.nodes["own-layout"], 1);
+  // One copy keeps the name, the other is NAME@LAYOUT; between them, both layouts.
+  std::vector<std::string> layouts;
+  for (const WeightDesc& w : img->program.graph.weights)
+    if (w.name.rfind("token_embd.weight", 0) == 0) layouts.push_back(w.layout);
+  std::sort(layouts.begin(), layouts.end());
+  EXPECT_EQ(layouts, (std::vector<std::string>{"rowmajor", "test.rows"}));
+  EXPECT_GE(img->program.graph.find_weight("token_embd.weight@rowmajor"), 0);
+  const Backend* extra[] = {&own};
+  auto m = CompiledModel::create(std::move(img).value(), extra);
+  ASSERT_TRUE(m) << m.status().message();
+  auto s = ProgramSession::create(*m, 0);
+  ASSERT_TRUE(s);
+  auto l = (*s)->decode(std::vector<int>{1, 403, 407});
+  ASSERT_TRUE(l);
+}
+
+// ---- the whole model ----
+
+std::shared_ptr<const CompiledModel> compiled(const std::string& scheme, uint64_t features) {
+  auto imp = import_model(test::shipped_model());
+  auto img = compile_model(*imp, options(scheme, features), nullptr);
+  EXPECT_TRUE(img) << img.status().message();
+  auto m = CompiledModel::create(std::move(img).value());
+  EXPECT_TRUE(m) << m.status().message();
+  return *m;
+}
+
+std::vector<float> logits_of(std::shared_ptr<const CompiledModel> m, int threads, size_t chunk) {
+  const std::vector<int> tokens = {1, 403, 407, 261, 378, 429, 271, 280, 300, 416, 259, 73, 89, 115, 17, 450, 3, 99};
+  auto s = ProgramSession::create(m, 0, threads);
+  EXPECT_TRUE(s);
+  std::vector<float> all;
+  for (size_t i = 0; i < tokens.size(); i += chunk) {
+    const size_t n = std::min(chunk, tokens.size() - i);
+    auto l = (*s)->decode_all(std::span<const int>(tokens).subspan(i, n));
+    EXPECT_TRUE(l);
+    all.insert(all.end(), l->begin(), l->end());
+  }
+  return all;
+}
+
+TEST(CpuModel, SameLogitsAtEveryThreadCount) {
+  for (const char* scheme : {"w4a16", "w8a8", "f16"}) {
+    auto m = compiled(scheme, ~0ull);
+    for (size_t chunk : {size_t{1}, size_t{7}}) {
+      const auto one = logits_of(m, 1, chunk);
+      for (int threads : {2, 3, 4, 8}) EXPECT_EQ(logits_of(m, threads, chunk), one) << scheme << " threads " << threads;
+    }
+  }
+}
+
+TEST(CpuModel, DecodeAllocatesNothing) {
+  for (const char* scheme : {"w4a16", "w4a8"}) {
+    auto s = ProgramSession::create(compiled(scheme, ~0ull), 256, 2);
+    ASSERT_TRUE(s);
+    const std::vector<int> prompt = {1, 403, 407, 261, 378};
+    ASSERT_TRUE((*s)->decode(prompt));  // warm
+    const uint64_t before = test::allocation_count();
+    for (int i = 0; i < 100; ++i) {
+      const int tok = 3 + i % 500;
+      ASSERT_TRUE((*s)->decode(std::span<const int>(&tok, 1)));
+    }
+    ASSERT_TRUE((*s)->decode(prompt));  // a prefill step too
+    EXPECT_EQ(test::allocation_count(), before) << scheme;
+  }
+}
+
+// The targets this machine can run.
+std::vector<std::string> runnable_targets() {
+  std::vector<std::string> out = {"generic"};
+  for (const char* t : {"x86-avx2", "x86-avx512", "arm64-dotprod", "arm64-i8mm"}) {
+    auto r = resolve_target(t);
+    if (r && (r->cpu_features & ~host_cpu_features()) == 0) out.push_back(t);
+  }
+  return out;
+}
+
+TEST(CpuModel, TargetsRecordTheirKernelsFeatures) {
+  auto g = resolve_target("generic");
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->cpu_features, 0u);
+  auto n = resolve_target("native");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->cpu_features, cpu_kernel_features(host_cpu_features()));
+  EXPECT_EQ(n->cpu_features & ~host_cpu_features(), 0u);
+  auto a = resolve_target("arm64-i8mm");
+  ASSERT_TRUE(a);
+  EXPECT_NE(a->cpu_features & kCpuNeon, 0u);
+  EXPECT_FALSE(resolve_target("x86-sse2"));
+}
+
+TEST(CpuModel, GreedyTextIsTheGoldenOnEveryTarget) {
+  const std::string golden = test::read_file(test::data_path("golden/stories260K_greedy200.txt"));
+  auto imp = import_model(test::shipped_model());
+  for (const std::string& target : runnable_targets())
+    for (const char* scheme : {"f32", "w8a16"}) {
+      CompileReport r;
+      auto img = compile_model(*imp, options(scheme), &r);
+      ASSERT_TRUE(img);
+      auto t = resolve_target(target);
+      ASSERT_TRUE(t);
+      const std::string path = test::temp_dir() + "/golden_" + target + "_" + scheme + ".kiln";
+      ASSERT_TRUE(write_kiln(*img, *t, r, path));
+      for (int threads : {1, 2}) {
+        auto run = test::run_kiln("run " + test::shell_quote(path) + " --temp 0 -n 200 --threads " + std::to_string(threads));
+        ASSERT_EQ(run.exit_code, 0) << run.err;
+        EXPECT_EQ(run.out.substr(0, golden.size()), golden) << target << " " << scheme << " threads " << threads;
+      }
+    }
+  std::printf("golden text on targets:");
+  for (const auto& t : runnable_targets()) std::printf(" %s", t.c_str());
+  std::printf("\n");
+}
+
+TEST(CpuModel, FileForMissingFeaturesRefused) {
+  // A target for another architecture can be compiled here but not opened.
+  auto imp = import_model(test::shipped_model());
+  CompileReport r;
+  auto img = compile_model(*imp, options("w4a16"), &r);
+  ASSERT_TRUE(img);
+#if defined(__x86_64__)
+  auto t = resolve_target("arm64-dotprod");
+#else
+  auto t = resolve_target("x86-avx512");
+#endif
+  ASSERT_TRUE(t);
+  const std::string path = test::temp_dir() + "/other_arch.kiln";
+  ASSERT_TRUE(write_kiln(*img, *t, r, path));
+  auto k = open_kiln_image(path, false);
+  ASSERT_FALSE(k);
+  EXPECT_NE(k.status().message().find("kiln compile --target native"), std::string::npos) << k.status().message();
+}
+
+}  // namespace
+}  // namespace kiln

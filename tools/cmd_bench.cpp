@@ -1,0 +1,582 @@
+// kiln bench: prefill and decode speed in the spirit of llama-bench, against this machine's
+// memory-bandwidth roofline measured in the same run; and (--cold-start) the time from process
+// start to the first generated token, page cache warm and cold.
+//
+// Decode reads every weight once per token, so its limit is bandwidth / bytes read per token.
+// Bytes read per token = every weight byte of the compiled program (the embedding table counts
+// one row unless it is also the classifier) + the KV cache read at the mean context of the
+// decode run (from an empty cache, as llama-bench's tg test).
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "quant/weight_params.h"
+#include "runtime/bandwidth.h"
+#include "runtime/program_session.h"
+#include "tools/cli_common.h"
+#include "tools/model_open.h"
+
+extern char** environ;
+
+namespace kiln::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using OJ = nlohmann::ordered_json;
+
+struct BenchCmd {
+  std::string model, scheme = "w4a16", tokenizer;
+  std::vector<int> n_prompt = {128, 512};
+  int n_gen = 64;
+  int repeats = 5;
+  int threads = 0;
+  int group = 32;
+  bool json = false;
+  bool no_warmup = false;
+  int64_t bw_mib = 0;
+  int bw_passes = 7;
+  // --cold-start
+  bool cold_start = false;
+  std::string cache = "both";
+  std::string prompt = "Once upon a time";
+  bool drop_all = false;
+  bool first_token = false;  // internal: the child process of --cold-start
+};
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+struct Stats {
+  double median = 0, min = 0, max = 0, stddev = 0;
+  std::vector<double> samples;
+};
+
+Stats stats_of(std::vector<double> v) {
+  Stats s;
+  s.samples = v;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  s.min = v.front();
+  s.max = v.back();
+  double mean = 0;
+  for (double x : v) mean += x;
+  mean /= static_cast<double>(n);
+  double ss = 0;
+  for (double x : v) ss += (x - mean) * (x - mean);
+  s.stddev = n > 1 ? std::sqrt(ss / static_cast<double>(n - 1)) : 0.0;
+  return s;
+}
+
+OJ stats_json(const Stats& s) {
+  return OJ{{"median", s.median}, {"min", s.min}, {"max", s.max}, {"stddev", s.stddev}, {"samples", s.samples}};
+}
+
+// ProgramSession::create takes the thread count where the back end has a pool; until then the
+// session runs on one thread and bench says so.
+template <class S>
+constexpr bool kSessionTakesThreads = requires(std::shared_ptr<const CompiledModel> m) { S::create(m, 1, 1); };
+
+template <class S = ProgramSession>
+Result<std::unique_ptr<S>> make_session(std::shared_ptr<const CompiledModel> m, int n_ctx, int threads) {
+  if constexpr (kSessionTakesThreads<S>) {
+    return S::create(std::move(m), n_ctx, threads);
+  } else {
+    (void)threads;
+    return S::create(std::move(m), n_ctx);
+  }
+}
+
+struct WeightSummary {
+  uint64_t weight_bytes = 0;    // every weight of the program
+  uint64_t read_per_token = 0;  // what one decoded token reads of them
+  std::string scheme;           // of most of the matmul bytes
+  int group = 0;
+  uint64_t parameters = 0;
+};
+
+WeightSummary summarize_weights(const CompiledModel& m) {
+  const Program& p = m.program();
+  const Graph& g = p.graph;
+  std::vector<bool> gathered_only(g.weights.size(), true);
+  std::vector<bool> used(g.weights.size(), false);
+  for (const Node& n : g.nodes)
+    for (int w : n.weights) {
+      used[static_cast<size_t>(w)] = true;
+      if (n.op != OpCode::kEmbed) gathered_only[static_cast<size_t>(w)] = false;
+    }
+  WeightSummary s;
+  std::map<std::string, uint64_t> by_scheme;
+  std::map<std::string, int> group_of;
+  for (size_t i = 0; i < g.weights.size(); ++i) {
+    const WeightDesc& w = g.weights[i];
+    const uint64_t bytes = m.image().weights[i].size();
+    uint64_t elems = 1;
+    for (int64_t d : w.shape) elems *= static_cast<uint64_t>(d);
+    s.parameters += elems;
+    s.weight_bytes += bytes;
+    const int64_t rows = w.shape.size() == 2 ? w.shape[0] : 1;
+    if (!used[i]) continue;
+    s.read_per_token += gathered_only[i] ? bytes / static_cast<uint64_t>(std::max<int64_t>(rows, 1)) : bytes;
+    if (w.shape.size() == 2 && w.name != "token_embd.weight" && w.name != "output.weight") {
+      by_scheme[w.scheme] += bytes;
+      group_of[w.scheme] = w.group_size;
+    }
+  }
+  uint64_t best = 0;
+  for (const auto& [scheme, bytes] : by_scheme)
+    if (bytes > best) {
+      best = bytes;
+      s.scheme = scheme;
+      s.group = group_of[scheme];
+    }
+  if (s.scheme.empty() && !g.weights.empty()) s.scheme = g.weights.front().scheme;
+  return s;
+}
+
+uint64_t peak_rss_bytes() {
+  struct rusage ru {};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return static_cast<uint64_t>(ru.ru_maxrss) * 1024;  // KiB on Linux
+}
+
+std::string mib(double b) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.1f MiB", b / (1024.0 * 1024.0));
+  return s;
+}
+
+Result<OpenedModel> open_for_bench(const BenchCmd& c) {
+  OpenOptions oo;
+  oo.tokenizer_path = c.tokenizer;
+  KILN_ASSIGN_OR_RETURN(oo.quant, overrides_from_flags(c.scheme, c.group, true, /*auto_fallback=*/true));
+  return open_model(c.model, oo);
+}
+
+int bench(BenchCmd c) {
+  if (c.model.empty()) c.model = default_model_path();
+  if (c.threads <= 0) c.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (c.repeats < 1) return fail(invalid_argument("-r must be at least 1"));
+  for (int p : c.n_prompt)
+    if (p < 0) return fail(invalid_argument("-p sizes must be non-negative"));
+  c.n_prompt.erase(std::remove(c.n_prompt.begin(), c.n_prompt.end(), 0), c.n_prompt.end());
+
+  const double t_open0 = now_s();
+  auto opened = open_for_bench(c);
+  if (!opened) return fail(opened.status());
+  const double open_s = now_s() - t_open0;
+  const CompiledModel& model = *opened->model;
+  const ModelConfig& cfg = model.config();
+  const WeightSummary ws = summarize_weights(model);
+
+  const int max_p = c.n_prompt.empty() ? 0 : *std::max_element(c.n_prompt.begin(), c.n_prompt.end());
+  const int n_ctx = std::max({max_p, c.n_gen, 1});
+  if (n_ctx > cfg.max_seq_len)
+    return fail(invalid_argument("a context of " + std::to_string(n_ctx) + " tokens exceeds the model's maximum of " +
+                                 std::to_string(cfg.max_seq_len)));
+  auto session_r = make_session(opened->model, n_ctx, c.threads);
+  if (!session_r) return fail(session_r.status());
+  ProgramSession& s = **session_r;
+
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int> pick(0, cfg.vocab_size - 1);
+  std::vector<int> tokens(static_cast<size_t>(n_ctx));
+  for (int& t : tokens) t = pick(rng);
+
+  auto run_pp = [&](int p) -> Result<double> {
+    s.reset();
+    const double t0 = now_s();
+    KILN_RETURN_IF_ERROR(s.decode(std::span<const int>(tokens).first(static_cast<size_t>(p))).status());
+    return now_s() - t0;
+  };
+  auto run_tg = [&](int n) -> Result<double> {
+    s.reset();
+    const double t0 = now_s();
+    for (int i = 0; i < n; ++i) KILN_RETURN_IF_ERROR(s.decode(std::span<const int>(&tokens[static_cast<size_t>(i)], 1)).status());
+    return now_s() - t0;
+  };
+
+  if (!c.no_warmup) {  // faults the weights in and warms the caches, as llama-bench does
+    if (!c.n_prompt.empty()) {
+      auto w = run_pp(std::min(c.n_prompt.front(), s.max_tokens()));
+      if (!w) return fail(w.status());
+    }
+    if (c.n_gen > 0) {
+      auto w = run_tg(std::min(c.n_gen, 4));
+      if (!w) return fail(w.status());
+    }
+  }
+  std::vector<Stats> pp;
+  for (int p : c.n_prompt) {
+    std::vector<double> tps;
+    for (int r = 0; r < c.repeats; ++r) {
+      auto secs = run_pp(p);
+      if (!secs) return fail(secs.status());
+      tps.push_back(p / *secs);
+    }
+    pp.push_back(stats_of(tps));
+    if (!c.json && isatty(STDERR_FILENO)) std::fprintf(stderr, "kiln: pp%d done\n", p);
+  }
+  Stats tg;
+  if (c.n_gen > 0) {
+    std::vector<double> tps;
+    for (int r = 0; r < c.repeats; ++r) {
+      auto secs = run_tg(c.n_gen);
+      if (!secs) return fail(secs.status());
+      tps.push_back(c.n_gen / *secs);
+    }
+    tg = stats_of(tps);
+  }
+  // Peak memory before the probe maps its buffer.
+  const uint64_t rss = peak_rss_bytes();
+
+  BandwidthOptions bo;
+  bo.threads = c.threads;
+  bo.passes = c.bw_passes;
+  bo.bytes = static_cast<uint64_t>(c.bw_mib) << 20;
+  auto bw = measure_read_bandwidth(bo);
+  if (!bw) return fail(bw.status());
+
+  // The KV cache as the session keeps it (f32), read in full up to the current position.
+  const uint64_t kv_row = 2ull * static_cast<uint64_t>(cfg.n_layers) * static_cast<uint64_t>(cfg.kv_dim()) * sizeof(float);
+  const double mean_ctx = c.n_gen > 0 ? (c.n_gen + 1) / 2.0 : 0.0;
+  const double kv_read = static_cast<double>(kv_row) * mean_ctx;
+  const double bytes_per_token = static_cast<double>(ws.read_per_token) + kv_read;
+  const double roofline = bw->median_gbs * 1e9 / bytes_per_token;
+  const double ratio = c.n_gen > 0 ? tg.median / roofline : 0.0;
+  const uint64_t kv_cache = kv_row * static_cast<uint64_t>(n_ctx);
+  const uint64_t budget = ws.weight_bytes + kv_cache + (64ull << 20);
+  const int session_threads = kSessionTakesThreads<ProgramSession> ? c.threads : 1;
+  const std::string scheme_desc = ws.scheme + (ws.group > 0 ? " g" + std::to_string(ws.group) : "");
+
+  if (c.json) {
+    OJ j;
+    j["model"] = c.model;
+    j["kind"] = opened->kind;
+    j["arch"] = std::string(arch_name(cfg.arch));
+    j["scheme"] = ws.scheme;
+    j["group"] = ws.group;
+    j["threads"] = c.threads;
+    j["session_threads"] = session_threads;
+    j["parameters"] = ws.parameters;
+    j["weight_bytes"] = ws.weight_bytes;
+    j["open_seconds"] = open_s;
+    j["n_prompt"] = c.n_prompt;
+    j["n_gen"] = c.n_gen;
+    j["repeats"] = c.repeats;
+    j["pp_tps"] = pp.empty() ? OJ(nullptr) : OJ(pp.back().median);  // the last -p size
+    j["tg_tps"] = c.n_gen > 0 ? OJ(tg.median) : OJ(nullptr);
+    j["bandwidth_gbs"] = bw->median_gbs;
+    j["bytes_per_token"] = bytes_per_token;
+    j["roofline_tps"] = roofline;
+    j["roofline_ratio"] = ratio;
+    OJ pj = OJ::array();
+    for (size_t i = 0; i < pp.size(); ++i) {
+      OJ e = stats_json(pp[i]);
+      e["n_prompt"] = c.n_prompt[i];
+      pj.push_back(e);
+    }
+    j["pp"] = pj;
+    j["tg"] = stats_json(tg);
+    j["weight_bytes_per_token"] = ws.read_per_token;
+    j["kv_bytes_per_token"] = kv_read;
+    j["bandwidth"] = OJ{{"median_gbs", bw->median_gbs}, {"min_gbs", bw->min_gbs}, {"max_gbs", bw->max_gbs},
+                        {"passes", bw->pass_gbs}, {"buffer_bytes", bw->bytes}, {"llc_bytes", bw->llc_bytes},
+                        {"threads", bw->threads}};
+    j["peak_rss_bytes"] = rss;
+    j["kv_cache_bytes"] = kv_cache;
+    j["rss_budget_bytes"] = budget;
+    j["rss_within_budget"] = rss <= budget;
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+
+  std::printf("model    %s (%s, %s, %d layers, dim %d, vocab %d), %.2f M parameters, opened in %.2f s\n", c.model.c_str(),
+              opened->kind.c_str(), std::string(arch_name(cfg.arch)).c_str(), cfg.n_layers, cfg.dim, cfg.vocab_size,
+              static_cast<double>(ws.parameters) / 1e6, open_s);
+  std::printf("scheme   %s, weights %s\n", scheme_desc.c_str(), mib(static_cast<double>(ws.weight_bytes)).c_str());
+  std::printf("threads  %d%s\n", c.threads,
+              session_threads == c.threads ? "" : " (bandwidth probe; this build's session runs on 1 thread)");
+  std::printf("\n| %-8s | %10s | %10s | %10s | %8s |\n", "test", "t/s median", "min", "max", "stddev");
+  std::printf("| %-8s | %10s | %10s | %10s | %8s |\n", "--------", "----------", "----------", "----------", "--------");
+  auto row = [](const std::string& name, const Stats& st) {
+    std::printf("| %-8s | %10.2f | %10.2f | %10.2f | %8.2f |\n", name.c_str(), st.median, st.min, st.max, st.stddev);
+  };
+  for (size_t i = 0; i < pp.size(); ++i) row("pp" + std::to_string(c.n_prompt[i]), pp[i]);
+  if (c.n_gen > 0) row("tg" + std::to_string(c.n_gen), tg);
+  std::printf("\nbandwidth  %.1f GB/s read (median of %d passes over %s, %d threads; %.1f..%.1f)\n", bw->median_gbs,
+              static_cast<int>(bw->pass_gbs.size()), mib(static_cast<double>(bw->bytes)).c_str(), bw->threads,
+              bw->min_gbs, bw->max_gbs);
+  std::printf("per token  %.2f MB = %.2f MB weights + %.2f MB KV cache (mean context %.1f)\n", bytes_per_token / 1e6,
+              static_cast<double>(ws.read_per_token) / 1e6, kv_read / 1e6, mean_ctx);
+  if (c.n_gen > 0)
+    std::printf("roofline   %.2f tok/s decode; achieved %.2f tok/s = %.1f%%\n", roofline, tg.median, 100.0 * ratio);
+  std::printf("peak RSS   %s; weights + KV cache + 64 MiB = %s: %s\n", mib(static_cast<double>(rss)).c_str(),
+              mib(static_cast<double>(budget)).c_str(),
+              rss <= budget ? "within"
+              : opened->kind == "kiln" ? "OVER"
+                                       : "over (a source model compiled in memory also holds its source's pages)");
+  return 0;
+}
+
+// ---- cold start ---------------------------------------------------------------------------
+
+// The files a model consists of (a folder: every regular file in it).
+std::vector<std::string> model_files(const std::string& path) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    for (const auto& e : fs::directory_iterator(path, ec))
+      if (e.is_regular_file(ec)) out.push_back(e.path().string());
+    std::sort(out.begin(), out.end());
+  } else {
+    out.push_back(path);
+  }
+  return out;
+}
+
+struct Residency {
+  uint64_t resident = 0, pages = 0;
+};
+
+// Which pages of the files are in the page cache now (mincore on a fresh map; touches nothing).
+Residency residency(const std::vector<std::string>& files) {
+  Residency r;
+  const long page = ::sysconf(_SC_PAGESIZE);
+  for (const auto& f : files) {
+    const int fd = ::open(f.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && st.st_size > 0) {
+      const size_t size = static_cast<size_t>(st.st_size);
+      void* m = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+      if (m != MAP_FAILED) {
+        const size_t n = (size + static_cast<size_t>(page) - 1) / static_cast<size_t>(page);
+        std::vector<unsigned char> v(n);
+        if (::mincore(m, size, v.data()) == 0) {
+          r.pages += n;
+          for (unsigned char b : v) r.resident += b & 1;
+        }
+        ::munmap(m, size);
+      }
+    }
+    ::close(fd);
+  }
+  return r;
+}
+
+// Drops the model's files from the page cache with posix_fadvise(DONTNEED) (unprivileged; works
+// for clean pages nobody maps), and with `all` the whole cache through /proc/sys/vm/drop_caches
+// where this process may write it (root; evicts everyone's files, the kiln binary's too).
+std::string drop_cache(const std::vector<std::string>& files, bool all) {
+  std::string how = "posix_fadvise";
+  if (all) {
+    ::sync();
+    if (FILE* f = std::fopen("/proc/sys/vm/drop_caches", "w")) {
+      const bool wrote = std::fputs("3\n", f) >= 0;
+      if (std::fclose(f) == 0 && wrote) how = "drop_caches+posix_fadvise";
+    }
+  }
+  for (const auto& p : files) {
+    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ::fdatasync(fd);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  }
+  return how;
+}
+
+// The child: open, tokenize, one prompt step, the first token; timestamps on steady_clock
+// (CLOCK_MONOTONIC, shared with the parent).
+int first_token(const BenchCmd& c) {
+  const double t_main = now_s();
+  auto opened = open_for_bench(c);
+  if (!opened) return fail(opened.status());
+  const double t_open = now_s();
+  const Residency res = residency(model_files(c.model));
+  auto prompt = opened->tokenizer->encode(c.prompt, opened->tokenizer->bos_id() >= 0);
+  if (!prompt) return fail(prompt.status());
+  const int n_ctx = std::min(opened->model->config().max_seq_len, static_cast<int>(prompt->size()) + 64);
+  auto session = make_session(opened->model, n_ctx, c.threads > 0 ? c.threads : 1);
+  if (!session) return fail(session.status());
+  const double t_session = now_s();
+  auto logits = (*session)->decode(*prompt);
+  if (!logits) return fail(logits.status());
+  const auto best = std::max_element(logits->begin(), logits->end()) - logits->begin();
+  const double t_first = now_s();
+  std::printf("%s\n", OJ{{"t_main", t_main},
+                         {"t_open", t_open},
+                         {"t_session", t_session},
+                         {"t_first", t_first},
+                         {"first_token", best},
+                         {"prompt_tokens", prompt->size()},
+                         {"resident_pages_after_open", res.resident},
+                         {"file_pages", res.pages},
+                         {"peak_rss_bytes", peak_rss_bytes()}}
+                          .dump()
+                          .c_str());
+  return 0;
+}
+
+Result<OJ> spawn_first_token(const BenchCmd& c) {
+  int fds[2];
+  if (::pipe(fds) != 0) return io_error(std::string("pipe: ") + std::strerror(errno));
+  std::vector<std::string> args = {"kiln", "bench", "--first-token", c.model, "-q", c.scheme, "--group",
+                                   std::to_string(c.group), "--prompt", c.prompt,
+                                   "--threads", std::to_string(c.threads > 0 ? c.threads : 1)};
+  if (!c.tokenizer.empty()) {
+    args.push_back("--tokenizer");
+    args.push_back(c.tokenizer);
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  pid_t pid = 0;
+  const double t0 = now_s();
+  const int rc = posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(fds[1]);
+  if (rc != 0) {
+    ::close(fds[0]);
+    return io_error(std::string("cannot start the child: ") + std::strerror(rc));
+  }
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return io_error("the first-token child failed (see its error above)");
+  OJ j = OJ::parse(out, nullptr, false);
+  if (j.is_discarded() || !j.contains("t_first")) return io_error("the first-token child printed no result");
+  j["t_spawn"] = t0;
+  return j;
+}
+
+int cold_start(const BenchCmd& c) {
+  if (c.model.empty()) return fail(invalid_argument("--cold-start needs a model"));
+  if (c.cache != "warm" && c.cache != "cold" && c.cache != "both")
+    return fail(invalid_argument("--cache must be warm, cold or both"));
+  const std::vector<std::string> files = model_files(c.model);
+  uint64_t file_bytes = 0;
+  for (const auto& f : files) file_bytes += fs::file_size(f);
+  std::vector<std::string> modes;
+  if (c.cache != "cold") modes.push_back("warm");
+  if (c.cache != "warm") modes.push_back("cold");
+  OJ result{{"model", c.model}, {"scheme", c.scheme}, {"files", files.size()}, {"file_bytes", file_bytes},
+            {"repeats", c.repeats}};
+  // One untimed run, so that "warm" is warm.
+  if (auto w = spawn_first_token(c); !w) return fail(w.status());
+  for (const std::string& mode : modes) {
+    std::vector<double> first, exec, open, session, prompt;
+    std::vector<double> resident_frac, before_frac;
+    std::string how;
+    uint64_t resident_pages = 0, file_pages = 0, rss = 0;
+    for (int r = 0; r < c.repeats; ++r) {
+      if (mode == "cold") {
+        how = drop_cache(files, c.drop_all);
+        const Residency b = residency(files);
+        before_frac.push_back(b.pages ? static_cast<double>(b.resident) / static_cast<double>(b.pages) : 0.0);
+      }
+      auto j = spawn_first_token(c);
+      if (!j) return fail(j.status());
+      const OJ& o = *j;
+      const double t0 = o["t_spawn"].get<double>();
+      first.push_back(o["t_first"].get<double>() - t0);
+      exec.push_back(o["t_main"].get<double>() - t0);
+      open.push_back(o["t_open"].get<double>() - o["t_main"].get<double>());
+      session.push_back(o["t_session"].get<double>() - o["t_open"].get<double>());
+      prompt.push_back(o["t_first"].get<double>() - o["t_session"].get<double>());
+      resident_pages = o["resident_pages_after_open"].get<uint64_t>();
+      file_pages = o["file_pages"].get<uint64_t>();
+      rss = o["peak_rss_bytes"].get<uint64_t>();
+      resident_frac.push_back(file_pages ? static_cast<double>(resident_pages) / static_cast<double>(file_pages) : 0.0);
+    }
+    const Stats f = stats_of(first), e = stats_of(exec), op = stats_of(open), se = stats_of(session),
+                pr = stats_of(prompt), rf = stats_of(resident_frac);
+    OJ m{{"first_token_s", stats_json(f)}, {"exec_s", stats_json(e)},    {"open_s", stats_json(op)},
+         {"session_s", stats_json(se)},    {"prompt_s", stats_json(pr)}, {"peak_rss_bytes", rss}};
+    if (mode == "cold") {
+      m["drop"] = how;
+      m["resident_before_fraction"] = stats_json(stats_of(before_frac));
+      m["resident_after_open_fraction"] = stats_json(rf);
+      m["resident_after_open_pages"] = resident_pages;
+      m["file_pages"] = file_pages;
+    }
+    result[mode] = m;
+    if (!c.json) {
+      std::printf("%-5s first token %8.1f ms (median of %d; %.1f..%.1f) = exec %.1f + open %.1f + session %.1f + prompt %.1f ms; peak RSS %s\n",
+                  mode.c_str(), f.median * 1e3, c.repeats, f.min * 1e3, f.max * 1e3, e.median * 1e3, op.median * 1e3,
+                  se.median * 1e3, pr.median * 1e3, mib(static_cast<double>(rss)).c_str());
+      if (mode == "cold")
+        std::printf("      cache dropped by %s (%.2f%% of the files' pages still resident before); after open %llu of %llu pages (%.2f%%) resident\n",
+                    how.c_str(), 100.0 * stats_of(before_frac).max, static_cast<unsigned long long>(resident_pages),
+                    static_cast<unsigned long long>(file_pages), 100.0 * rf.median);
+    }
+  }
+  if (c.json) std::printf("%s\n", result.dump().c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, int& exit_code) {
+  auto c = std::make_shared<BenchCmd>();
+  CLI::App* cmd = app.add_subcommand("bench", "Prefill/decode speed against the memory-bandwidth roofline; cold start");
+  cmd->add_option("model", c->model, ".kiln file or source model (default: the shipped stories260K)");
+  cmd->add_option("-p,--n-prompt", c->n_prompt, "prompt sizes for the prefill tests, comma-separated (0: none)")
+      ->delimiter(',');
+  cmd->add_option("-n,--n-gen", c->n_gen, "tokens for the decode test (0: none)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-r,--repetitions", c->repeats, "repeats of each test (median and spread reported)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", c->threads, "threads (default: all CPUs)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-q,--quant", c->scheme, "scheme for a source model compiled in memory (default w4a16)");
+  cmd->add_option("--group", c->group, "group size of a 4-bit scheme (default 32)");
+  cmd->add_option("--tokenizer", c->tokenizer, "tokenizer file, if not the model's own");
+  cmd->add_flag("--json", c->json, "print one JSON object");
+  cmd->add_flag("--no-warmup", c->no_warmup, "skip the untimed warm-up run");
+  cmd->add_option("--bw-mib", c->bw_mib, "bandwidth probe buffer in MiB (default: max(1 GiB, 4 x LLC))")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--bw-passes", c->bw_passes, "timed passes of the bandwidth probe")->check(CLI::PositiveNumber);
+  cmd->add_flag("--cold-start", c->cold_start,
+                "time from process start to the first token (each repeat a new process), page cache warm and cold");
+  cmd->add_option("--cache", c->cache, "--cold-start: warm, cold or both (default)");
+  cmd->add_option("--prompt", c->prompt, "--cold-start: the prompt of the first token");
+  cmd->add_flag("--drop-caches", c->drop_all,
+                "--cold-start: also drop the whole page cache (root only; default: only the model's files)");
+  cmd->add_flag("--first-token", c->first_token)->group("");  // the child of --cold-start
+  cmd->callback([c, &exit_code] {
+    if (c->first_token) exit_code = first_token(*c);
+    else if (c->cold_start) exit_code = cold_start(*c);
+    else exit_code = bench(*c);
+  });
+}
+
+}  // namespace kiln::cli

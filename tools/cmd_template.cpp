@@ -1,0 +1,81 @@
+// kiln template: renders a model's chat template as Hugging Face's apply_chat_template does.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "core/mapped_file.h"
+#include "tokenizer/chat_template.h"
+#include "tools/cli_common.h"
+
+namespace kiln::cli {
+
+namespace {
+
+struct TemplateCmd {
+  std::string model;
+  std::string messages;
+  bool add_generation_prompt = false;
+  std::vector<std::string> sets;
+};
+
+// One line on stderr, whatever the message holds.
+int fail_one_line(const Status& s) {
+  std::string m;
+  for (char c : s.message()) m += c == '\n' ? std::string("\\n") : std::string(1, c);
+  return fail(Status(s.code(), m));
+}
+
+int run_template(const TemplateCmd& c) {
+  using OJson = nlohmann::ordered_json;
+  ChatRequest req;
+  req.add_generation_prompt = c.add_generation_prompt;
+  auto text = read_text_file(c.messages);
+  if (!text) return fail_one_line(text.status());
+  OJson doc = OJson::parse(text->begin(), text->end(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return fail_one_line(corrupt(c.messages + ": malformed JSON"));
+  if (doc.is_object() && doc.contains("messages")) {
+    req.messages = doc["messages"];
+    if (doc.contains("tools")) req.tools = doc["tools"];
+    if (doc.contains("documents")) req.documents = doc["documents"];
+  } else {
+    req.messages = doc;
+  }
+  for (const std::string& s : c.sets) {
+    size_t eq = s.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return fail_one_line(invalid_argument("--set wants NAME=JSON, got '" + s + "'"));
+    std::string name = s.substr(0, eq);
+    std::string value = s.substr(eq + 1);
+    OJson v = OJson::parse(value.begin(), value.end(), nullptr, /*allow_exceptions=*/false);
+    if (v.is_discarded())
+      return fail_one_line(invalid_argument("--set " + name + ": '" + value +
+                                            "' is not JSON (a string needs quotes: " + name + "='\"text\"')"));
+    if (name == "tools") req.tools = std::move(v);
+    else if (name == "documents") req.documents = std::move(v);
+    else req.kwargs[name] = std::move(v);
+  }
+  auto model = load_model_chat_template(c.model, !req.tools.is_null());
+  if (!model) return fail_one_line(model.status());
+  req.special_tokens = model->special_tokens;
+  auto tpl = ChatTemplate::parse(model->source);
+  if (!tpl) return fail_one_line(tpl.status());
+  auto out = tpl->render(req);
+  if (!out) return fail_one_line(out.status());
+  std::fwrite(out->data(), 1, out->size(), stdout);
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+
+void add_template_command(CLI::App& app, int& exit_code) {
+  auto c = std::make_shared<TemplateCmd>();
+  CLI::App* cmd = app.add_subcommand("template", "Render a model's chat template for a conversation");
+  cmd->add_option("model", c->model, "an HF model folder (tokenizer_config.json) or a .gguf")->required();
+  cmd->add_option("--messages", c->messages, "JSON file: an array of {role, content} messages")->required();
+  cmd->add_flag("--add-generation-prompt", c->add_generation_prompt, "end with the assistant turn's header");
+  cmd->add_option("--set", c->sets, "NAME=JSON: an extra template variable (e.g. enable_thinking=false)");
+  cmd->callback([c, &exit_code] { exit_code = run_template(*c); });
+}
+
+}  // namespace kiln::cli

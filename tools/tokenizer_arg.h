@@ -1,0 +1,15 @@
+// The TOKENIZER argument of kiln tokenize / detokenize / bench-tokenizer.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "tokenizer/tokenizer.h"
+
+namespace kiln::cli {
+
+// A tokenizer.json, an HF folder, a .gguf, a llama2.c tokenizer .bin (vocab_size > 0 gives its
+// size, else its records are counted) or a .kiln (its tokenizer section).
+Result<std::unique_ptr<Tokenizer>> open_tokenizer_arg(const std::string& path, int vocab_size);
+
+}  // namespace kiln::cli
