@@ -29,8 +29,9 @@ struct Fixture {
   int64_t rows, cols;
   std::vector<std::vector<uint8_t>> copies;  // packed weights
   std::vector<float> x, y, sums, scales;
-  std::vector<int8_t> q;
-  std::vector<int32_t> qsums;
+  std::vector<int8_t> q, digits;
+  std::vector<int32_t> qsums, dsums;
+  std::vector<float> dscales;
 };
 
 Fixture make(const QuantParams& p, int64_t rows, int64_t cols, int n, bool from_memory) {
@@ -55,6 +56,9 @@ Fixture make(const QuantParams& p, int64_t rows, int64_t cols, int n, bool from_
   f.scales.resize(static_cast<size_t>(n));
   f.q.resize(static_cast<size_t>(n * (cols + 4)));
   f.qsums.resize(static_cast<size_t>(n * cols / 32 + 1));
+  f.digits.resize(static_cast<size_t>(3 * cols));
+  f.dscales.resize(static_cast<size_t>(cols / 32 + 1));
+  f.dsums.resize(static_cast<size_t>(cols / 32 + 1));
   return f;
 }
 
@@ -81,8 +85,14 @@ void run(benchmark::State& state, const cpu::KernelTable* t, QuantParams p, int6
     a.x_stride = cols;
     a.n = n;
     if (g > 0 && !quantizes_activations(p.scheme) && n == 1) {
-      t->group_sums(f.x.data(), cols, n, cols, g, f.sums.data());
-      a.group_sums = f.sums.data();
+      t->make_digits(f.x.data(), cols, f.digits.data(), f.dscales.data(), f.dsums.data());
+      a.digits = f.digits.data();
+      a.digit_scale = f.dscales.data();
+      a.digit_sums = f.dsums.data();
+      if (!p.symmetric) {
+        t->group_sums(f.x.data(), cols, n, cols, g, f.sums.data());
+        a.group_sums = f.sums.data();
+      }
     }
     if (quantizes_activations(p.scheme)) {
       const int64_t stride = (cols + 3) / 4 * 4;

@@ -14,4 +14,3 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)
 # Static binaries: qemu-aarch64 runs them without an ARM64 root file system.
 set(CMAKE_EXE_LINKER_FLAGS_INIT "-static")
 set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64)
-set(CMAKE_FIND_LIBRARY_SUFFIXES .a)

@@ -110,6 +110,22 @@ TEST(ChatTemplate, MatchesTransformersForEveryFamily) {
   EXPECT_EQ(failed, 0);
 }
 
+TEST(ChatTemplate, MatchesTransformersOnEveryTemplateLlamaCppShips) {
+  const std::string root = test::data_path("chat-templates/llama.cpp");
+  int templates = 0, passed = 0, failed = 0;
+  for (const auto& e : fs::directory_iterator(root)) {
+    if (!e.is_directory()) continue;
+    Tally t = run_cases(e.path().string());
+    if (t.failed) std::printf("  %-48s %d/%d cases match\n", e.path().filename().string().c_str(), t.passed, t.passed + t.failed);
+    ++templates;
+    passed += t.passed;
+    failed += t.failed;
+  }
+  std::printf("  llama.cpp set  %d templates, %d/%d cases match\n", templates, passed, passed + failed);
+  EXPECT_GE(templates, 60);
+  EXPECT_EQ(failed, 0);
+}
+
 TEST(ChatTemplate, MatchesJinjaOnSemanticProbes) {
   const std::string dir = test::data_path("chat-templates/semantics");
   Tally t = run_cases(dir);

@@ -161,10 +161,19 @@ void run_matmul(const cpu::KernelTable& t, const MatmulCase& c, const std::vecto
   std::vector<float> sums, scales(static_cast<size_t>(c.n));
   std::vector<int8_t> q;
   std::vector<int32_t> qsums;
+  std::vector<int8_t> digits(static_cast<size_t>(3 * c.cols));
+  std::vector<float> dscales(static_cast<size_t>(c.cols / 32 + 1));
+  std::vector<int32_t> dsums(dscales.size());
   if (g > 0) {
     sums.resize(static_cast<size_t>(c.n * (c.cols / g)));
     t.group_sums(x, c.cols, c.n, c.cols, g, sums.data());
     a.group_sums = sums.data();
+    if (c.n == 1 && !quantizes_activations(c.p.scheme)) {
+      t.make_digits(x, c.cols, digits.data(), dscales.data(), dsums.data());
+      a.digits = digits.data();
+      a.digit_scale = dscales.data();
+      a.digit_sums = dsums.data();
+    }
   }
   if (quantizes_activations(c.p.scheme)) {
     const int64_t stride = (c.cols + 3) / 4 * 4;

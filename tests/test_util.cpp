@@ -76,6 +76,11 @@ CommandResult run_kiln(const std::string& args) {
   return r;
 }
 
+bool under_emulator() {
+  const char* e = std::getenv("KILN_TEST_EMULATOR");
+  return e && *e;
+}
+
 double relative_error(const float* a, const float* b, size_t n) {
   double max_diff = 0, max_ref = 0;
   for (size_t i = 0; i < n; ++i) {

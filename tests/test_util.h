@@ -21,6 +21,9 @@ struct CommandResult {
 // Runs the kiln binary with `args` (already shell-quoted where needed).
 CommandResult run_kiln(const std::string& args);
 std::string shell_quote(const std::string& s);
+// True when the tests run under an emulator (KILN_TEST_EMULATOR), whose memory maps do not show
+// which file pages the program touched.
+bool under_emulator();
 
 // Counts operator new calls in this process (for the no-allocation-per-token tests).
 uint64_t allocation_count();

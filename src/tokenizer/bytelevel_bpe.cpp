@@ -367,7 +367,8 @@ Status ByteLevelBpeTokenizer::pre_tokenize(std::string_view text, Scratch& s, st
   for (size_t k = 0; k + 1 < steps; ++k) {
     const PreTokenizerStep& step = spec_.pre_tokenizer[k];
     s.next_pieces.clear();
-    for (const auto& [pb, pe] : s.pieces) {
+    for (const auto& piece : s.pieces) {
+      const uint32_t pb = piece.first, pe = piece.second;  // (lambdas below capture pb)
       const std::string_view sub = text.substr(pb, pe - pb);
       // HF's find_matches: the pieces of `sub`, matched or not, in order.
       s.splits.clear();

@@ -49,6 +49,9 @@ struct Expr {
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   BinOp op = BinOp::kAdd;
   std::vector<CmpOp> cmp;
+  // A filter or test the engine does not have, inside an `if` or a conditional expression:
+  // Jinja2 then fails only when it is reached, so the error waits for evaluation.
+  std::string deferred_error;
 };
 
 enum class StmtKind : uint8_t {

@@ -57,7 +57,7 @@ Value missing_attribute(const Value& obj, const std::string& name) {
 
 Value missing_item(const Value& obj, const Value& key) {
   if (key.is_string()) return missing_attribute(obj, key.str());
-  auto r = to_repr(key);
+  auto r = to_repr(key, 200);
   return Value::undefined(object_type_repr(obj) + " has no element " + (r.is_ok() ? r.value() : key.type_name()));
 }
 
@@ -135,7 +135,8 @@ Status type_error_operands(const char* op, const Value& a, const Value& b) {
 }  // namespace
 
 Status Interpreter::step(uint64_t n) {
-  steps_ += n;
+  steps_ += n + work_ / 4;
+  work_ = 0;
   if (steps_ > limits_.max_steps)
     return invalid_argument("the template ran too long (more than " + std::to_string(limits_.max_steps) +
                             " steps); it may loop without end");
@@ -204,7 +205,7 @@ Status Interpreter::exec(const Stmt& s, Frame& f) {
     case StmtKind::kOutput: {
       KILN_ASSIGN_OR_RETURN(Value v, eval(*s.expr, f));
       if (v.is_string()) return write(v.str());
-      auto text = to_str(v);
+      auto text = this->text(v);
       if (!text.is_ok()) return locate(s.line, s.col, text.status());
       return write(text.value());
     }
@@ -229,10 +230,10 @@ Status Interpreter::exec(const Stmt& s, Frame& f) {
     case StmtKind::kCallBlock: return exec_call_block(s, f);
     case StmtKind::kFilterBlock: {
       Frame inner{&f, {}};
-      KILN_ASSIGN_OR_RETURN(std::string text, capture(s.body, inner));
-      KILN_ASSIGN_OR_RETURN(Value v, make_string(std::move(text)));
+      KILN_ASSIGN_OR_RETURN(std::string body, capture(s.body, inner));
+      KILN_ASSIGN_OR_RETURN(Value v, make_string(std::move(body)));
       KILN_ASSIGN_OR_RETURN(v, apply_filters(s.filters, std::move(v), f));
-      auto out = to_str(v);
+      auto out = this->text(v);
       if (!out.is_ok()) return locate(s.line, s.col, out.status());
       return write(out.value());
     }
@@ -302,6 +303,7 @@ Status Interpreter::exec_set(const Stmt& s, Frame& f) {
 
 Result<Value> Interpreter::apply_filters(const std::vector<ExprPtr>& filters, Value v, Frame& f) {
   for (const ExprPtr& flt : filters) {
+    if (!flt->deferred_error.empty()) return locate(flt->line, flt->col, unsupported(flt->deferred_error));
     KILN_ASSIGN_OR_RETURN(CallArgs args, eval_args(*flt, 1, f));
     auto r = call_filter(*this, flt->name, v, args);
     if (!r.is_ok()) return locate(flt->line, flt->col, r.status());
@@ -368,7 +370,7 @@ Status Interpreter::exec_call_block(const Stmt& s, Frame& f) {
   args.kw.emplace_back("caller", Value::callable(std::move(caller)));
   auto r = this->call(callee, std::move(args));
   if (!r.is_ok()) return locate(call.line, call.col, r.status());
-  auto text = to_str(r.value());
+  auto text = this->text(r.value());
   if (!text.is_ok()) return locate(s.line, s.col, text.status());
   return write(text.value());
 }
@@ -553,7 +555,7 @@ Result<bool> Interpreter::contains(const Value& container, const Value& item) {
     case Kind::kList:
       KILN_RETURN_IF_ERROR(step(container.items().size()));
       for (const Value& e : container.items())
-        if (py_equal(e, item)) return true;
+        if (py_equal(e, item, &work_)) return true;
       return false;
     case Kind::kDict:
       if (!item.hashable()) return invalid_argument("unhashable type: '" + item.type_name() + "'");
@@ -562,7 +564,7 @@ Result<bool> Interpreter::contains(const Value& container, const Value& item) {
       IterState& it = container.iter();
       while (it.pos < it.items.size()) {
         KILN_RETURN_IF_ERROR(step());
-        if (py_equal(it.items[it.pos++], item)) return true;
+        if (py_equal(it.items[it.pos++], item, &work_)) return true;
       }
       return false;
     }
@@ -766,10 +768,10 @@ Result<Value> Interpreter::eval_compare(const Expr& e, Frame& f) {
     KILN_ASSIGN_OR_RETURN(Value right, eval(*e.args[i + 1], f));
     bool r = false;
     switch (e.cmp[i]) {
-      case CmpOp::kEq: r = py_equal(left, right); break;
-      case CmpOp::kNe: r = !py_equal(left, right); break;
-      case CmpOp::kLt: { KILN_ASSIGN_OR_RETURN(r, py_less(left, right)); break; }
-      case CmpOp::kGt: { KILN_ASSIGN_OR_RETURN(r, py_less(right, left)); break; }
+      case CmpOp::kEq: r = py_equal(left, right, &work_); break;
+      case CmpOp::kNe: r = !py_equal(left, right, &work_); break;
+      case CmpOp::kLt: { KILN_ASSIGN_OR_RETURN(r, py_less(left, right, &work_)); break; }
+      case CmpOp::kGt: { KILN_ASSIGN_OR_RETURN(r, py_less(right, left, &work_)); break; }
       case CmpOp::kLe:
       case CmpOp::kGe: {
         const Value& x = e.cmp[i] == CmpOp::kLe ? left : right;
@@ -777,8 +779,8 @@ Result<Value> Interpreter::eval_compare(const Expr& e, Frame& f) {
         if (x.is_number() && y.is_number()) {
           r = (x.is_float() || y.is_float()) ? x.as_double() <= y.as_double() : x.as_int() <= y.as_int();
         } else {
-          KILN_ASSIGN_OR_RETURN(bool lt, py_less(x, y));
-          r = lt || py_equal(x, y);
+          KILN_ASSIGN_OR_RETURN(bool lt, py_less(x, y, &work_));
+          r = lt || py_equal(x, y, &work_);
         }
         break;
       }
@@ -840,6 +842,7 @@ Result<Value> Interpreter::eval_inner(const Expr& e, Frame& f) {
       return call(fn, std::move(args));
     }
     case ExprKind::kFilter: {
+      if (!e.deferred_error.empty()) return unsupported(e.deferred_error);
       Value input;
       if (e.args[0]) {
  KILN_ASSIGN_OR_RETURN(input, eval(*e.args[0], f));
@@ -848,6 +851,7 @@ Result<Value> Interpreter::eval_inner(const Expr& e, Frame& f) {
       return call_filter(*this, e.name, input, args);
     }
     case ExprKind::kTest: {
+      if (!e.deferred_error.empty()) return unsupported(e.deferred_error);
       KILN_ASSIGN_OR_RETURN(Value input, eval(*e.args[0], f));
       KILN_ASSIGN_OR_RETURN(CallArgs args, eval_args(e, 1, f));
       KILN_ASSIGN_OR_RETURN(bool r, call_test(*this, e.name, input, args));
@@ -888,7 +892,7 @@ Result<Value> Interpreter::eval_inner(const Expr& e, Frame& f) {
       std::string out;
       for (const ExprPtr& a : e.args) {
         KILN_ASSIGN_OR_RETURN(Value v, eval(*a, f));
-        KILN_ASSIGN_OR_RETURN(std::string s, to_str(v));
+        KILN_ASSIGN_OR_RETURN(std::string s, text(v));
         out += s;
         if (out.size() > limits_.max_output_bytes) return invalid_argument("a string would be larger than the output limit");
       }

@@ -50,6 +50,11 @@ class Interpreter {
   // A string value, counted against the limits.
   Result<Value> make_string(std::string s, bool markup = false);
   const Limits& limits() const { return limits_; }
+  // Elements compared by py_equal / py_less; charged as steps at the next step().
+  uint64_t* work() { return &work_; }
+  // str() and repr() within the output limit.
+  Result<std::string> text(const Value& v) { return to_str(v, limits_.max_output_bytes); }
+  Result<std::string> repr(const Value& v) { return to_repr(v, limits_.max_output_bytes); }
   const std::optional<std::tm>& now() const { return now_; }
 
   Result<Value> call(const Value& fn, CallArgs args);
@@ -89,6 +94,7 @@ class Interpreter {
   std::string* out_ = nullptr;
   Flow flow_ = Flow::kNormal;
   uint64_t steps_ = 0;
+  uint64_t work_ = 0;
   uint64_t alloc_ = 0;
   int call_depth_ = 0;
   int eval_depth_ = 0;

@@ -34,7 +34,7 @@ const std::set<std::string_view>& test_names() {
   return k;
 }
 
-Result<std::string> soft_str(const Value& v) { return to_str(v); }
+Result<std::string> soft_str(Interpreter& in, const Value& v) { return in.text(v); }
 
 Status undefined_value_error(const Value& u) {
   return invalid_argument(u.undefined_hint().empty() ? "an undefined value was used" : u.undefined_hint());
@@ -94,11 +94,11 @@ Result<size_t> length_of(const Value& v) {
 }
 
 // A stable sort by key, erroring (like Python) when keys do not compare.
-Status sort_by_keys(std::vector<std::pair<Value, Value>>& kv, bool reverse) {
+Status sort_by_keys(std::vector<std::pair<Value, Value>>& kv, bool reverse, uint64_t* work) {
   Status st;
   std::stable_sort(kv.begin(), kv.end(), [&](const auto& a, const auto& b) {
     if (!st.is_ok()) return false;
-    auto r = reverse ? py_less(b.first, a.first) : py_less(a.first, b.first);
+    auto r = reverse ? py_less(b.first, a.first, work) : py_less(a.first, b.first, work);
     if (!r.is_ok()) {
       st = r.status();
       return false;
@@ -222,6 +222,7 @@ Result<Value> tojson(Interpreter& in, const Value& v, const CallArgs& args) {
 
 // select / reject / selectattr / rejectattr.
 Result<Value> select_items(Interpreter& in, const Value& v, const CallArgs& args, bool with_attr, bool keep_if) {
+  if (!v.truthy()) return generator({});  // Jinja checks nothing when the input is empty or None
   if (!args.kw.empty()) return invalid_argument("select filters take no keyword arguments");
   size_t k = 0;
   AttrGetter getter;
@@ -257,6 +258,7 @@ Result<Value> select_items(Interpreter& in, const Value& v, const CallArgs& args
 }
 
 Result<Value> map_items(Interpreter& in, const Value& v, const CallArgs& args) {
+  if (!v.truthy()) return generator({});
   KILN_ASSIGN_OR_RETURN(ValueList items, in.iterate(v));
   ValueList out;
   out.reserve(items.size());
@@ -299,7 +301,7 @@ Result<Value> min_max(Interpreter& in, const Value& v, const CallArgs& args, boo
   KILN_ASSIGN_OR_RETURN(Value best_key, g(in, items[0]));
   for (size_t i = 1; i < items.size(); ++i) {
     KILN_ASSIGN_OR_RETURN(Value key, g(in, items[i]));
-    KILN_ASSIGN_OR_RETURN(bool better, want_max ? py_less(best_key, key) : py_less(key, best_key));
+    KILN_ASSIGN_OR_RETURN(bool better, want_max ? py_less(best_key, key, in.work()) : py_less(key, best_key, in.work()));
     if (better) {
       best = i;
       best_key = key;
@@ -405,7 +407,7 @@ Result<Value> call_filter(Interpreter& in, const std::string& name, const Value&
   if (name == "tojson") return tojson(in, v, args);
   if (name == "trim") {
     KILN_ASSIGN_OR_RETURN(Bound b, bind(args, "trim", {"chars"}));
-    KILN_ASSIGN_OR_RETURN(std::string s, soft_str(v));
+    KILN_ASSIGN_OR_RETURN(std::string s, soft_str(in, v));
     if (const Value* c = b.get(0); c && !c->is_none()) {
       if (!c->is_string()) return invalid_argument("trim: chars must be a string");
       std::u32string set = to_u32(c->str());
@@ -421,7 +423,7 @@ Result<Value> call_filter(Interpreter& in, const std::string& name, const Value&
   if (name == "string") {
     KILN_RETURN_IF_ERROR(no_args());
     if (v.is_string()) return v;
-    KILN_ASSIGN_OR_RETURN(std::string s, soft_str(v));
+    KILN_ASSIGN_OR_RETURN(std::string s, soft_str(in, v));
     return in.make_string(std::move(s));
   }
   if (name == "default" || name == "d") {
@@ -432,7 +434,7 @@ Result<Value> call_filter(Interpreter& in, const std::string& name, const Value&
   }
   if (name == "upper" || name == "lower" || name == "capitalize" || name == "title") {
     KILN_RETURN_IF_ERROR(no_args());
-    KILN_ASSIGN_OR_RETURN(std::string s, soft_str(v));
+    KILN_ASSIGN_OR_RETURN(std::string s, soft_str(in, v));
     std::string r = name == "upper" ? py_upper(s) : name == "lower" ? py_lower(s)
                     : name == "capitalize" ? py_capitalize(s) : jinja_title(s);
     return in.make_string(std::move(r), v.is_markup());
@@ -441,7 +443,7 @@ Result<Value> call_filter(Interpreter& in, const std::string& name, const Value&
     KILN_ASSIGN_OR_RETURN(Bound b, bind(args, "join", {"d", "attribute"}));
     std::string sep;
     if (b.has(0)) {
- KILN_ASSIGN_OR_RETURN(sep, soft_str(*b.get(0)));
+ KILN_ASSIGN_OR_RETURN(sep, soft_str(in, *b.get(0)));
  }
     KILN_ASSIGN_OR_RETURN(AttrGetter g, make_getter(b.get(1), false));
     KILN_ASSIGN_OR_RETURN(ValueList items, in.iterate(v));
@@ -452,7 +454,7 @@ Result<Value> call_filter(Interpreter& in, const std::string& name, const Value&
       if (b.has(1)) {
  KILN_ASSIGN_OR_RETURN(item, g(in, items[i]));
  }
-      KILN_ASSIGN_OR_RETURN(std::string s, soft_str(item));
+      KILN_ASSIGN_OR_RETURN(std::string s, soft_str(in, item));
       out += s;
       if (out.size() > in.limits().max_output_bytes) return invalid_argument("join: the text is larger than the output limit");
     }
@@ -506,9 +508,9 @@ Result<Value> call_filter(Interpreter& in, const std::string& name, const Value&
   if (name == "replace") {
     KILN_ASSIGN_OR_RETURN(Bound b, bind(args, "replace", {"old", "new", "count"}));
     if (!b.has(0) || !b.has(1)) return invalid_argument("replace() needs old and new");
-    KILN_ASSIGN_OR_RETURN(std::string s, soft_str(v));
-    KILN_ASSIGN_OR_RETURN(std::string old, soft_str(*b.get(0)));
-    KILN_ASSIGN_OR_RETURN(std::string repl, soft_str(*b.get(1)));
+    KILN_ASSIGN_OR_RETURN(std::string s, soft_str(in, v));
+    KILN_ASSIGN_OR_RETURN(std::string old, soft_str(in, *b.get(0)));
+    KILN_ASSIGN_OR_RETURN(std::string repl, soft_str(in, *b.get(1)));
     KILN_ASSIGN_OR_RETURN(int64_t count, int_arg(b.get(2), -1, "replace: count"));
     if (old.empty() && repl.size() * (count_code_points(s) + 1) > in.limits().max_output_bytes)
       return invalid_argument("replace: the text would be larger than the output limit");
@@ -573,7 +575,7 @@ Result<Value> call_filter(Interpreter& in, const std::string& name, const Value&
       kv.emplace_back(std::move(key), std::move(item));
     }
     KILN_RETURN_IF_ERROR(in.step(kv.size() * 8));
-    KILN_RETURN_IF_ERROR(sort_by_keys(kv, bool_arg(b.get(0), false)));
+    KILN_RETURN_IF_ERROR(sort_by_keys(kv, bool_arg(b.get(0), false), in.work()));
     ValueList out;
     for (auto& p : kv) out.push_back(std::move(p.second));
     return Value::list(std::move(out));
@@ -591,7 +593,7 @@ Result<Value> call_filter(Interpreter& in, const std::string& name, const Value&
       kv.emplace_back(std::move(key), Value::list({p.first, p.second}, ListKind::kTuple));
     }
     KILN_RETURN_IF_ERROR(in.step(kv.size() * 8));
-    KILN_RETURN_IF_ERROR(sort_by_keys(kv, bool_arg(b.get(2), false)));
+    KILN_RETURN_IF_ERROR(sort_by_keys(kv, bool_arg(b.get(2), false), in.work()));
     ValueList out;
     for (auto& p : kv) out.push_back(std::move(p.second));
     return Value::list(std::move(out));
@@ -606,7 +608,7 @@ Result<Value> call_filter(Interpreter& in, const std::string& name, const Value&
       if (!key.hashable()) return invalid_argument("unhashable type: '" + key.type_name() + "'");
       bool dup = false;
       KILN_RETURN_IF_ERROR(in.step(seen.size()));
-      for (const Value& s : seen) dup = dup || py_equal(s, key);
+      for (const Value& s : seen) dup = dup || py_equal(s, key, in.work());
       if (dup) continue;
       seen.push_back(std::move(key));
       out.push_back(std::move(item));
@@ -654,7 +656,7 @@ Result<Value> call_filter(Interpreter& in, const std::string& name, const Value&
       else if (w->is_int() || w->is_bool()) ind = std::string(static_cast<size_t>(std::clamp<int64_t>(w->as_int(), 0, 1024)), ' ');
       else return invalid_argument("indent: width must be an integer or a string");
     }
-    KILN_ASSIGN_OR_RETURN(std::string s, soft_str(v));
+    KILN_ASSIGN_OR_RETURN(std::string s, soft_str(in, v));
     if (ind.size() * (s.size() + 1) > in.limits().max_output_bytes)
       return invalid_argument("indent: the text would be larger than the output limit");
     return in.make_string(indent_text(s, ind, bool_arg(b.get(1), false), bool_arg(b.get(2), false)));
@@ -662,7 +664,7 @@ Result<Value> call_filter(Interpreter& in, const std::string& name, const Value&
   if (name == "center") {
     KILN_ASSIGN_OR_RETURN(Bound b, bind(args, "center", {"width"}));
     KILN_ASSIGN_OR_RETURN(int64_t width, int_arg(b.get(0), 80, "center: width"));
-    KILN_ASSIGN_OR_RETURN(std::string s, soft_str(v));
+    KILN_ASSIGN_OR_RETURN(std::string s, soft_str(in, v));
     int64_t n = static_cast<int64_t>(count_code_points(s));
     if (width > static_cast<int64_t>(in.limits().max_output_bytes)) return invalid_argument("center: width too large");
     if (width <= n) return in.make_string(s);
@@ -673,7 +675,7 @@ Result<Value> call_filter(Interpreter& in, const std::string& name, const Value&
   }
   if (name == "wordcount") {
     KILN_RETURN_IF_ERROR(no_args());
-    KILN_ASSIGN_OR_RETURN(std::string s, soft_str(v));
+    KILN_ASSIGN_OR_RETURN(std::string s, soft_str(in, v));
     int64_t n = 0;
     bool in_word = false;
     for (char32_t c : to_u32(s)) {
@@ -686,13 +688,13 @@ Result<Value> call_filter(Interpreter& in, const std::string& name, const Value&
   if (name == "safe") {
     KILN_RETURN_IF_ERROR(no_args());
     if (v.is_markup()) return v;
-    KILN_ASSIGN_OR_RETURN(std::string s, soft_str(v));
+    KILN_ASSIGN_OR_RETURN(std::string s, soft_str(in, v));
     return in.make_string(std::move(s), true);
   }
   if (name == "escape" || name == "e" || name == "forceescape") {
     KILN_RETURN_IF_ERROR(no_args());
     if (v.is_markup() && name != "forceescape") return v;
-    KILN_ASSIGN_OR_RETURN(std::string s, soft_str(v));
+    KILN_ASSIGN_OR_RETURN(std::string s, soft_str(in, v));
     return in.make_string(html_escape(s), true);
   }
   if (name == "attr") {
@@ -703,7 +705,7 @@ Result<Value> call_filter(Interpreter& in, const std::string& name, const Value&
   if (name == "format") {
     if (!args.pos.empty() && !args.kw.empty())
       return invalid_argument("can't handle positional and keyword arguments at the same time");
-    KILN_ASSIGN_OR_RETURN(std::string s, soft_str(v));
+    KILN_ASSIGN_OR_RETURN(std::string s, soft_str(in, v));
     Value fmt = Value::string(s);
     if (!args.kw.empty()) {
       std::vector<std::pair<Value, Value>> kv;
@@ -748,10 +750,10 @@ Result<bool> call_test(Interpreter& in, const std::string& name, const Value& v,
   if (name == "escaped") return v.is_markup();
   if (name == "odd" || name == "even") {
     KILN_ASSIGN_OR_RETURN(Value r, in.binary(BinOp::kMod, v, Value::integer(2)));
-    return py_equal(r, Value::integer(name == "odd" ? 1 : 0));
+    return py_equal(r, Value::integer(name == "odd" ? 1 : 0), in.work());
   }
   if (name == "lower" || name == "upper") {
-    KILN_ASSIGN_OR_RETURN(std::string s, soft_str(v));
+    KILN_ASSIGN_OR_RETURN(std::string s, soft_str(in, v));
     bool cased = false;
     for (char32_t c : to_u32(s)) {
       if (name == "lower" ? py_is_cased_upper(c) : py_is_cased_lower(c)) return false;
@@ -764,24 +766,24 @@ Result<bool> call_test(Interpreter& in, const std::string& name, const Value& v,
   KILN_ASSIGN_OR_RETURN(Value other, arg());
   if (name == "divisibleby") {
     KILN_ASSIGN_OR_RETURN(Value r, in.binary(BinOp::kMod, v, other));
-    return py_equal(r, Value::integer(0));
+    return py_equal(r, Value::integer(0), in.work());
   }
-  if (name == "eq" || name == "equalto" || name == "==") return py_equal(v, other);
-  if (name == "ne" || name == "!=") return !py_equal(v, other);
-  if (name == "lt" || name == "lessthan" || name == "<") return py_less(v, other);
-  if (name == "gt" || name == "greaterthan" || name == ">") return py_less(other, v);
+  if (name == "eq" || name == "equalto" || name == "==") return py_equal(v, other, in.work());
+  if (name == "ne" || name == "!=") return !py_equal(v, other, in.work());
+  if (name == "lt" || name == "lessthan" || name == "<") return py_less(v, other, in.work());
+  if (name == "gt" || name == "greaterthan" || name == ">") return py_less(other, v, in.work());
   if (name == "le" || name == "<=" || name == "ge" || name == ">=") {
     bool le = name == "le" || name == "<=";
     const Value& x = le ? v : other;
     const Value& y = le ? other : v;
-    KILN_ASSIGN_OR_RETURN(bool lt, py_less(x, y));
-    return lt || py_equal(x, y);
+    KILN_ASSIGN_OR_RETURN(bool lt, py_less(x, y, in.work()));
+    return lt || py_equal(x, y, in.work());
   }
   if (name == "in") return in.contains(other, v);
   if (name == "sameas") {
     if (v.kind() != other.kind()) return false;
     if (v.is_undefined() || v.is_none()) return true;
-    if (v.is_bool() || v.is_int() || v.is_float()) return py_equal(v, other);
+    if (v.is_bool() || v.is_int() || v.is_float()) return py_equal(v, other, in.work());
     return v.identity() == other.identity();
   }
   return invalid_argument("unknown test '" + name + "'");

@@ -121,7 +121,7 @@ Result<Value> str_format(Interpreter& in, const std::string& f, const CallArgs& 
       if (v == nullptr) return invalid_argument("KeyError: '" + field + "'");
     }
     if (used_auto && used_manual) return invalid_argument("cannot switch between automatic and manual field numbering");
-    KILN_ASSIGN_OR_RETURN(std::string text, conv == 'r' ? to_repr(*v) : to_str(*v));
+    KILN_ASSIGN_OR_RETURN(std::string text, conv == 'r' ? in.repr(*v) : in.text(*v));
     out += text;
     if (out.size() > in.limits().max_output_bytes) return invalid_argument("format: the text is larger than the output limit");
   }
@@ -326,7 +326,7 @@ Result<Value> list_method(Interpreter& in, const Value& self, const std::string&
     KILN_RETURN_IF_ERROR(in.step(self.items().size()));
     int64_t count = 0;
     for (size_t i = 0; i < self.items().size(); ++i) {
-      if (!py_equal(self.items()[i], args.pos[0])) continue;
+      if (!py_equal(self.items()[i], args.pos[0], in.work())) continue;
       if (name == "index") return Value::integer(static_cast<int64_t>(i));
       ++count;
     }
@@ -435,7 +435,7 @@ Result<Value> call_global(Interpreter& in, const std::string& name, const CallAr
   if (name == "raise_exception") {
     if (args.pos.size() + args.kw.size() != 1) return invalid_argument("raise_exception() takes one argument");
     const Value& m = args.pos.empty() ? args.kw[0].second : args.pos[0];
-    KILN_ASSIGN_OR_RETURN(std::string msg, to_str(m));
+    KILN_ASSIGN_OR_RETURN(std::string msg, in.text(m));
     return invalid_argument("the template raised an error: " + msg);
   }
   if (name == "range") {
@@ -587,7 +587,7 @@ Result<Value> percent_format(Interpreter& in, const Value& fmt, const Value& arg
       case 's':
       case 'r':
       case 'a': {
-        KILN_ASSIGN_OR_RETURN(piece, conv == 's' ? to_str(*v) : to_repr(*v));
+        KILN_ASSIGN_OR_RETURN(piece, conv == 's' ? in.text(*v) : in.repr(*v));
         if (has_prec) piece = piece.substr(0, byte_offset_of(piece, static_cast<size_t>(std::max<int64_t>(prec, 0))));
         KILN_ASSIGN_OR_RETURN(piece, pad_text(piece, width, left));
         break;

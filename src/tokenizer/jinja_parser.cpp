@@ -61,6 +61,12 @@ class Parser {
     ~Guard() { --d_; }
     int& d_;
   };
+  struct Soft {
+    Soft(bool& flag, bool value) : flag_(flag), saved_(flag) { flag_ = value; }
+    ~Soft() { flag_ = saved_; }
+    bool& flag_;
+    bool saved_;
+  };
 
   const Token& cur() const { return t_[i_]; }
   const Token& look(size_t k = 1) const { return t_[std::min(i_ + k, t_.size() - 1)]; }
@@ -194,6 +200,7 @@ class Parser {
     s->col = cur().col;
     int opener_line = cur().line;
     advance();
+    Soft soft(soft_, true);
     while (true) {
       KILN_ASSIGN_OR_RETURN(ExprPtr cond, parse_tuple(false, {}, false));
       KILN_RETURN_IF_ERROR(expect_block_end());
@@ -250,6 +257,7 @@ class Parser {
     if (!at_name("in")) return unexpected("'in'");
     advance();
     KILN_ASSIGN_OR_RETURN(s->expr, parse_tuple(false, {"recursive"}, false));
+    Soft hard(soft_, false);
     if (at_name("if")) {
       advance();
       KILN_ASSIGN_OR_RETURN(s->cond, parse_expression(true));
@@ -294,6 +302,7 @@ class Parser {
     }
     if (s->unpack) return unexpected("'='");
     s->kind = StmtKind::kSetBlock;
+    Soft hard(soft_, false);
     if (at_op("|")) {
       KILN_ASSIGN_OR_RETURN(ExprPtr chain, parse_filter(nullptr, false));
       unchain(std::move(chain), s->filters);
@@ -317,6 +326,7 @@ class Parser {
   }
 
   Status parse_signature(MacroStmt& m) {
+    Soft hard(soft_, false);
     KILN_RETURN_IF_ERROR(expect_op("("));
     while (!at_op(")")) {
       if (!m.params.empty()) KILN_RETURN_IF_ERROR(expect_op(","));
@@ -353,6 +363,7 @@ class Parser {
   }
 
   Status parse_macro_body(MacroStmt& m, const char* end, const char* opener, int opener_line) {
+    Soft hard(soft_, false);
     macros_.push_back(&m);
     int saved_loops = loop_depth_;
     loop_depth_ = 0;
@@ -392,6 +403,7 @@ class Parser {
     s->col = cur().col;
     int opener_line = cur().line;
     advance();
+    Soft hard(soft_, false);
     KILN_ASSIGN_OR_RETURN(ExprPtr chain, parse_filter(nullptr, true));
     unchain(std::move(chain), s->filters);
     KILN_RETURN_IF_ERROR(expect_block_end());
@@ -417,6 +429,7 @@ class Parser {
       s->values.push_back(std::move(v));
     }
     advance();
+    Soft hard(soft_, false);
     KILN_ASSIGN_OR_RETURN(s->body, parse_body({"endwith"}, "with", opener_line));
     advance();
     KILN_RETURN_IF_ERROR(expect_block_end());
@@ -431,6 +444,7 @@ class Parser {
     int opener_line = cur().line;
     advance();
     KILN_RETURN_IF_ERROR(expect_block_end());
+    Soft hard(soft_, false);
     KILN_ASSIGN_OR_RETURN(s->body, parse_body({end}, opener, opener_line));
     advance();
     KILN_RETURN_IF_ERROR(expect_block_end());
@@ -474,7 +488,14 @@ class Parser {
     Guard g(depth_);
     KILN_RETURN_IF_ERROR(nest());
     if (!with_condexpr) return parse_or();
+    const size_t start = i_;
     KILN_ASSIGN_OR_RETURN(ExprPtr e, parse_or());
+    if (at_name("if") && !soft_) {
+      // The body of a conditional expression is soft too: parse it again in that mode.
+      i_ = start;
+      Soft soft(soft_, true);
+      return parse_expression(true);
+    }
     while (at_name("if")) {
       const Token at = cur();
       advance();
@@ -870,12 +891,14 @@ class Parser {
         KILN_ASSIGN_OR_RETURN(std::string part, expect_name());
         name += "." + part;
       }
-      if (!is_supported_filter(name)) {
-        if (is_jinja_only_filter(name)) return fail_at(at, "the '" + name + "' filter is not supported by kiln's template engine");
-        return fail_at(at, "unknown filter '" + name + "'");
-      }
+      std::string problem;
+      if (!is_supported_filter(name))
+        problem = is_jinja_only_filter(name) ? "the '" + name + "' filter is not supported by kiln's template engine"
+                                             : "unknown filter '" + name + "'";
+      if (!problem.empty() && !soft_) return fail_at(at, problem);
       ExprPtr f = node(ExprKind::kFilter, at);
       f->name = std::move(name);
+      f->deferred_error = std::move(problem);
       f->args.push_back(std::move(input));
       if (at_op("(")) KILN_RETURN_IF_ERROR(parse_call_args(*f));
       input = std::move(f);
@@ -897,12 +920,14 @@ class Parser {
       KILN_ASSIGN_OR_RETURN(std::string part, expect_name());
       name += "." + part;
     }
-    if (!is_supported_test(name)) {
-      if (is_jinja_only_test(name)) return fail_at(at, "the '" + name + "' test is not supported by kiln's template engine");
-      return fail_at(at, "unknown test '" + name + "'");
-    }
+    std::string problem;
+    if (!is_supported_test(name))
+      problem = is_jinja_only_test(name) ? "the '" + name + "' test is not supported by kiln's template engine"
+                                         : "unknown test '" + name + "'";
+    if (!problem.empty() && !soft_) return fail_at(at, problem);
     ExprPtr t = node(ExprKind::kTest, at);
     t->name = std::move(name);
+    t->deferred_error = std::move(problem);
     t->args.push_back(std::move(input));
     if (at_op("(")) {
       KILN_RETURN_IF_ERROR(parse_call_args(*t));
@@ -928,6 +953,9 @@ class Parser {
   size_t i_ = 0;
   int depth_ = 0;
   int loop_depth_ = 0;
+  // Inside an `if` (test or body) or a conditional expression, and not in a scope opened
+  // within it: Jinja2 defers unknown filters and tests to run time there.
+  bool soft_ = false;
   std::vector<MacroStmt*> macros_;
 };
 

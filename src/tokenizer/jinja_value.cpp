@@ -21,23 +21,23 @@ Status not_serializable(const Value& v) {
   return invalid_argument("tojson: Object of type " + v.type_name() + " is not JSON serializable");
 }
 
-Status append_repr(const Value& v, std::string& out);
+Status append_repr(const Value& v, std::string& out, size_t max);
 
-Status append_seq(const ValueList& items, std::string& out) {
+Status append_seq(const ValueList& items, std::string& out, size_t max) {
   for (size_t i = 0; i < items.size(); ++i) {
     if (i) out += ", ";
-    KILN_RETURN_IF_ERROR(append_repr(items[i], out));
+    KILN_RETURN_IF_ERROR(append_repr(items[i], out, max));
   }
   return Status::ok();
 }
 
-Status append_dict_items(const Object& obj, std::string& out) {
+Status append_dict_items(const Object& obj, std::string& out, size_t max) {
   out += '{';
   for (size_t i = 0; i < obj.items.size(); ++i) {
     if (i) out += ", ";
-    KILN_RETURN_IF_ERROR(append_repr(obj.items[i].first, out));
+    KILN_RETURN_IF_ERROR(append_repr(obj.items[i].first, out, max));
     out += ": ";
-    KILN_RETURN_IF_ERROR(append_repr(obj.items[i].second, out));
+    KILN_RETURN_IF_ERROR(append_repr(obj.items[i].second, out, max));
   }
   out += '}';
   return Status::ok();
@@ -48,7 +48,8 @@ Status unprintable(const Value& v) {
                      " object (Python would print its memory address); convert it with |list or |string first");
 }
 
-Status append_repr(const Value& v, std::string& out) {
+Status append_repr(const Value& v, std::string& out, size_t max) {
+  if (out.size() > max) return invalid_argument("the text of a value is larger than the output limit");
   switch (v.kind()) {
     case Kind::kUndefined: out += "Undefined"; return Status::ok();
     case Kind::kNone: out += "None"; return Status::ok();
@@ -67,12 +68,12 @@ Status append_repr(const Value& v, std::string& out) {
       switch (a.kind) {
         case ListKind::kList:
           out += '[';
-          KILN_RETURN_IF_ERROR(append_seq(a.items, out));
+          KILN_RETURN_IF_ERROR(append_seq(a.items, out, max));
           out += ']';
           return Status::ok();
         case ListKind::kTuple:
           out += '(';
-          KILN_RETURN_IF_ERROR(append_seq(a.items, out));
+          KILN_RETURN_IF_ERROR(append_seq(a.items, out, max));
           if (a.items.size() == 1) out += ',';
           out += ')';
           return Status::ok();
@@ -85,14 +86,14 @@ Status append_repr(const Value& v, std::string& out) {
         case ListKind::kDictValues: out += "dict_values(["; break;
         case ListKind::kDictItems: out += "dict_items(["; break;
       }
-      KILN_RETURN_IF_ERROR(append_seq(a.items, out));
+      KILN_RETURN_IF_ERROR(append_seq(a.items, out, max));
       out += "])";
       return Status::ok();
     }
-    case Kind::kDict: return append_dict_items(v.object(), out);
+    case Kind::kDict: return append_dict_items(v.object(), out, max);
     case Kind::kNamespace:
       out += "<Namespace ";
-      KILN_RETURN_IF_ERROR(append_dict_items(v.ns(), out));
+      KILN_RETURN_IF_ERROR(append_dict_items(v.ns(), out, max));
       out += '>';
       return Status::ok();
     case Kind::kCallable:
@@ -447,12 +448,15 @@ void Object::set(Value key, Value value) {
   }
 }
 
-bool py_equal(const Value& a, const Value& b) {
+bool py_equal(const Value& a, const Value& b, uint64_t* work) {
+  if (work) ++*work;
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_double() == b.as_double();
     return a.as_int() == b.as_int();
   }
   if (a.kind() != b.kind()) return false;
+  // Python compares container items with `is` first: the same object is equal to itself.
+  if (a.identity() != nullptr && a.identity() == b.identity() && a.kind() != Kind::kUndefined) return true;
   switch (a.kind()) {
     case Kind::kUndefined:
     case Kind::kNone: return true;
@@ -464,7 +468,7 @@ bool py_equal(const Value& a, const Value& b) {
       const ValueList& y = b.items();
       if (x.size() != y.size()) return false;
       for (size_t i = 0; i < x.size(); ++i)
-        if (!py_equal(x[i], y[i])) return false;
+        if (!py_equal(x[i], y[i], work)) return false;
       return true;
     }
     case Kind::kDict: {
@@ -473,7 +477,7 @@ bool py_equal(const Value& a, const Value& b) {
       if (x.items.size() != y.items.size()) return false;
       for (const auto& kv : x.items) {
         const Value* other = y.find(kv.first);
-        if (other == nullptr || !py_equal(kv.second, *other)) return false;
+        if (other == nullptr || !py_equal(kv.second, *other, work)) return false;
       }
       return true;
     }
@@ -481,7 +485,8 @@ bool py_equal(const Value& a, const Value& b) {
   }
 }
 
-Result<bool> py_less(const Value& a, const Value& b) {
+Result<bool> py_less(const Value& a, const Value& b, uint64_t* work) {
+  if (work) ++*work;
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_double() < b.as_double();
     return a.as_int() < b.as_int();
@@ -492,8 +497,8 @@ Result<bool> py_less(const Value& a, const Value& b) {
     const ValueList& x = a.items();
     const ValueList& y = b.items();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-      if (py_equal(x[i], y[i])) continue;
-      return py_less(x[i], y[i]);
+      if (py_equal(x[i], y[i], work)) continue;
+      return py_less(x[i], y[i], work);
     }
     return x.size() < y.size();
   }
@@ -501,7 +506,7 @@ Result<bool> py_less(const Value& a, const Value& b) {
                           "'");
 }
 
-Result<std::string> to_str(const Value& v) {
+Result<std::string> to_str(const Value& v, size_t max) {
   switch (v.kind()) {
     case Kind::kUndefined: return std::string();
     case Kind::kString: return v.str();
@@ -511,15 +516,17 @@ Result<std::string> to_str(const Value& v) {
     case Kind::kFloat: return py_number_text(v);
     default: {
       std::string out;
-      KILN_RETURN_IF_ERROR(append_repr(v, out));
+      KILN_RETURN_IF_ERROR(append_repr(v, out, max));
+      if (out.size() > max) return invalid_argument("the text of a value is larger than the output limit");
       return out;
     }
   }
 }
 
-Result<std::string> to_repr(const Value& v) {
+Result<std::string> to_repr(const Value& v, size_t max) {
   std::string out;
-  KILN_RETURN_IF_ERROR(append_repr(v, out));
+  KILN_RETURN_IF_ERROR(append_repr(v, out, max));
+  if (out.size() > max) return invalid_argument("the text of a value is larger than the output limit");
   return out;
 }
 

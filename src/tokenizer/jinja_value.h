@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstddef>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -157,14 +158,16 @@ inline ListKind Value::list_kind() const { return array().kind; }
 inline const ValueList& Value::items() const { return array().items; }
 
 // Python's == between two values (1 == 1.0 == True; lists and dicts compare deeply).
-bool py_equal(const Value& a, const Value& b);
+// `work`, when given, counts the elements compared (the interpreter charges them as steps).
+bool py_equal(const Value& a, const Value& b, uint64_t* work = nullptr);
 // Python's < for numbers, strings, and lists/tuples of them; an error for other types.
-Result<bool> py_less(const Value& a, const Value& b);
+Result<bool> py_less(const Value& a, const Value& b, uint64_t* work = nullptr);
 
 // str(x): what {{ x }} prints. Iterators, callables and the loop object have no stable text
 // (Python prints a memory address) and are an error.
-Result<std::string> to_str(const Value& v);
-Result<std::string> to_repr(const Value& v);
+// Text longer than max_bytes is an error (shared sub-lists can make repr() huge).
+Result<std::string> to_str(const Value& v, size_t max_bytes = SIZE_MAX);
+Result<std::string> to_repr(const Value& v, size_t max_bytes = SIZE_MAX);
 
 // json.dumps as Hugging Face's tojson filter calls it.
 struct JsonStyle {

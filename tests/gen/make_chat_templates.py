@@ -317,6 +317,36 @@ def probe_cases():
     return tok, out
 
 
+def llama_cpp_set(tdir, origin_pkg, out, gen):
+    """Every other template llama.cpp ships: 8 cases each (SYS2, SYS4, PLAIN4, TOOL_CONV with tools; each with and
+    without add_generation_prompt), generic special tokens, the clock pinned for strftime_now."""
+    used = {f["file"] for f in FAMILIES if "file" in f}
+    special = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
+    convs = [("sys2", SYS2, None), ("sys4", SYS4, None), ("plain4", PLAIN4, None), ("tool", TOOL_CONV, TOOLS)]
+    count = 0
+    for path in sorted(glob.glob(os.path.join(tdir, "*.jinja"))):
+        fname = os.path.basename(path)
+        if fname in used:
+            continue
+        with open(path, encoding="utf-8") as f:
+            template = f.read()
+        tok = make_tokenizer(template, special)
+        cases = [render(tok, dict(name=f"{n}{'-gen' if agp else ''}", messages=msgs, tools=tools,
+                                  add_generation_prompt=agp, now=True), {})
+                 for n, msgs, tools in convs for agp in (False, True)]
+        folder = os.path.join(out, "llama.cpp", fname[:-len(".jinja")])
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "template.jinja"), "w", encoding="utf-8", newline="") as f:
+            f.write(template)
+        doc = {"family": fname[:-len(".jinja")], "template_origin": f"llama.cpp models/templates/{fname} from {origin_pkg}",
+               "generator": gen, "special_tokens": tok.special_tokens_map, "cases": cases}
+        with open(os.path.join(folder, "cases.json"), "w", encoding="utf-8", newline="\n") as f:
+            json.dump(doc, f, ensure_ascii=False)
+            f.write("\n")
+        count += len(cases)
+    return count
+
+
 def fetch_templates(tmp):
     """Download llama-cpp-python's source package and return its models/templates folder."""
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-binary", ":all:", "--no-deps",
@@ -404,6 +434,8 @@ def main():
     errors = sum(1 for c in cases if "error" in c)
     print(f"{'semantics':14s} {len(cases):3d} probes ({errors} expected errors)")
     print(f"total {total} family cases")
+    n = llama_cpp_set(tdir, origin_pkg, args.out, gen)
+    print(f"llama.cpp set: {n} cases")
 
 
 if __name__ == "__main__":

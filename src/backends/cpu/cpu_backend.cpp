@@ -36,7 +36,8 @@ size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 struct ScratchLayout {
   size_t norm = 0, tmp = 0, rope = 0, prep[3] = {}, total = 0;
   // One activation preparation: group sums (f32), int8 values, scales, int group sums.
-  size_t prep_sums = 0, prep_q = 0, prep_scales = 0, prep_qsums = 0, prep_bytes = 0;
+  size_t prep_sums = 0, prep_q = 0, prep_scales = 0, prep_qsums = 0, prep_digits = 0, prep_dscales = 0, prep_dsums = 0,
+         prep_bytes = 0;
   ScratchLayout(int64_t w, int t, int64_t head_dim) {
     const auto T = static_cast<size_t>(t), W = static_cast<size_t>(w);
     const size_t groups = W / 32 + 1;
@@ -44,7 +45,10 @@ struct ScratchLayout {
     prep_q = align64(prep_sums + 4 * T * groups);
     prep_scales = align64(prep_q + T * (W + 4));
     prep_qsums = align64(prep_scales + 4 * T);
-    prep_bytes = align64(prep_qsums + 4 * T * groups);
+    prep_digits = align64(prep_qsums + 4 * T * groups);
+    prep_dscales = align64(prep_digits + 3 * W);
+    prep_dsums = align64(prep_dscales + 4 * groups);
+    prep_bytes = align64(prep_dsums + 4 * groups);
     size_t at = 0;
     norm = at;
     at = align64(at + 4 * T * W);
@@ -239,9 +243,18 @@ class CpuKernel final : public Kernel {
     const Scheme s = m.m.params.scheme;
     const int g = is_4bit(s) ? m.m.params.group_size : 0;
     if (s == Scheme::kW4A16 && rows == 1) {
-      auto* sums = reinterpret_cast<float*>(base + scratch_.prep_sums);
-      k_.group_sums(x, m.m.cols, rows, m.m.cols, g, sums);
-      a.group_sums = sums;
+      auto* digits = reinterpret_cast<int8_t*>(base + scratch_.prep_digits);
+      auto* dscales = reinterpret_cast<float*>(base + scratch_.prep_dscales);
+      auto* dsums = reinterpret_cast<int32_t*>(base + scratch_.prep_dsums);
+      k_.make_digits(x, m.m.cols, digits, dscales, dsums);
+      a.digits = digits;
+      a.digit_scale = dscales;
+      a.digit_sums = dsums;
+      if (!m.m.params.symmetric) {
+        auto* sums = reinterpret_cast<float*>(base + scratch_.prep_sums);
+        k_.group_sums(x, m.m.cols, rows, m.m.cols, g, sums);
+        a.group_sums = sums;
+      }
     } else if (quantizes_activations(s)) {
       auto* q = reinterpret_cast<int8_t*>(base + scratch_.prep_q);
       auto* scales = reinterpret_cast<float*>(base + scratch_.prep_scales);

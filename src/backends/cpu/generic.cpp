@@ -9,6 +9,7 @@ namespace {
 struct Generic {
   static constexpr int N = 16;
   static constexpr int kDecodeRT = 2;
+  static constexpr int kDigitRT = 1;
   static constexpr int kPrefillNT = 4;
   static constexpr int kW8Bias = 0;
   struct F {
@@ -65,6 +66,11 @@ struct Generic {
   static I slli(const I& a) {
     I r;
     for (int i = 0; i < N; ++i) r.v[i] = a.v[i] << s;
+    return r;
+  }
+  static I addv(const I& a, const I& b) {
+    I r;
+    for (int i = 0; i < N; ++i) r.v[i] = a.v[i] + b.v[i];
     return r;
   }
   static I subv(const I& a, const I& b) {

@@ -28,7 +28,14 @@ struct Activations {
   const float* x = nullptr;  // [n][x_stride]
   int64_t x_stride = 0;
   int n = 0;
-  const float* group_sums = nullptr;  // 4-bit A16: [n][cols / g] sums of x over each group
+  const float* group_sums = nullptr;  // 4-bit A16 asymmetric: [n][cols / g] sums of x over each group
+  // 4-bit A16, one token (decoding): x as 21-bit fixed point per block of 32 elements,
+  //   x[k] ~ scale[k / 32] * X[k],  X = 16384 d1 + 128 d2 + d3  with int8 digits d1, d2, d3,
+  // |x - scale X| <= 2.4e-7 * max |x| of the block (make_digits); the products with the
+  // nibbles are then exact integer sums.
+  const int8_t* digits = nullptr;       // [3][cols]: the planes d1, d2, d3
+  const float* digit_scale = nullptr;   // [cols / 32]
+  const int32_t* digit_sums = nullptr;  // [cols / 32]: sum of X over the block
   // A8: per row, int8 values (k padded with zeros to a multiple of 4), scale, and for the 4-bit
   // schemes the per-group integer sums of the int8 values.
   const int8_t* q = nullptr;
@@ -71,6 +78,7 @@ struct KernelTable {
   // Per row t < n: int8 values, scale and (group > 0) per-group sums, as quant/ref_matmul.h.
   void (*quantize_rows)(const float* x, int64_t x_stride, int n, int64_t cols, int group, int8_t* q, int64_t q_stride,
                         float* scales, int32_t* group_sums) = nullptr;
+  void (*make_digits)(const float* x, int64_t cols, int8_t* digits, float* scales, int32_t* sums) = nullptr;
   void (*group_sums)(const float* x, int64_t x_stride, int n, int64_t cols, int group, float* sums) = nullptr;
   void (*rmsnorm)(float* y, const float* x, const float* w, int64_t n, float eps) = nullptr;
   void (*swiglu)(float* y, const float* gate, const float* up, int64_t n) = nullptr;

@@ -11,8 +11,9 @@
 //   lo_nibbles(I), hi_nibbles(I)   v & 0x0f0f0f0f, (v >> 4) & 0x0f0f0f0f
 //   dot_u4(acc, w, x4) acc[i] += sum_j u8(w[4i+j]) * s8(x4[j])      (w: nibbles 0..15)
 //   dot_s8(acc, w, x4) acc[i] += sum_j s8(w[4i+j]) * s8(x4[j]) + kW8Bias * sum_j s8(w[4i+j])
-//   zeroi subi(I, int32) subv(I, I) slli<s>(I) cvt(I)
-//   kDecodeRT, kPrefillNT   tiles per decode block, tokens per prefill block
+//   zeroi subi(I, int32) addv(I, I) subv(I, I) slli<s>(I) cvt(I)
+//   kDecodeRT, kDigitRT, kPrefillNT   tiles per decode block (float, digit kernels), tokens
+//                                     per prefill block
 #pragma once
 
 #include <algorithm>
@@ -73,8 +74,9 @@ constexpr int kNibbleK[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 
 inline uint64_t w4_group_bytes(const QuantParams& p) { return (p.symmetric ? 32u : 64u) + 8u * static_cast<uint64_t>(p.group_size); }
 
-// Decode (one token): RT tiles at once. Per group, acc = sum_k u[k] x[k] with the nibbles u as
-// 0..15, then y += d * acc + o * sum_group(x), o = -8 d (symmetric) or the group's min.
+// Decode (one token): RT tiles at once, from the activation digits (kernels.h). Per block of 32
+// elements the three integer sums of u * d_i give D = sum (u - 8) X exactly (symmetric; the
+// asymmetric sum keeps u and adds m * sum x per group), and y += d * scale_block * D.
 template <class S, int RT>
 inline void w4_decode(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile) {
   using F = typename S::F;
@@ -85,34 +87,48 @@ inline void w4_decode(const PackedMatrix& w, const Activations& a, const Epilogu
   const int64_t groups = w.cols / g;
   const uint64_t gb = w4_group_bytes(w.params);
   const int hdr = sym ? 32 : 64;
+  const int8_t* d1 = a.digits;
+  const int8_t* d2 = d1 + w.cols;
+  const int8_t* d3 = d2 + w.cols;
   F y[RT][V];
   for (int r = 0; r < RT; ++r)
     for (int v = 0; v < V; ++v) y[r][v] = S::zero();
   const uint8_t* base = w.data + tile * w.tile_bytes;
-  const float* x = a.x;
   for (int64_t b = 0; b < groups; ++b) {
     F acc[RT][V];
     for (int r = 0; r < RT; ++r)
       for (int v = 0; v < V; ++v) acc[r][v] = S::zero();
-    for (int c = 0; c < g / 8; ++c) {
-      const float* xk = x + b * g + c * 8;
-      for (int r = 0; r < RT; ++r) {
-        const uint8_t* chunk = base + r * w.tile_bytes + b * gb + hdr + c * 64;
-        for (int v = 0; v < V; ++v) {
-          const I q = S::loadi(chunk + v * S::N * 4);
-          static_for<8>([&](auto j) {
-            acc[r][v] = S::fma(S::nib(S::template srli<4 * j>(q)), S::set1(xk[kNibbleK[j]]), acc[r][v]);
-          });
-        }
+    for (int blk = 0; blk < g / 32; ++blk) {
+      I i1[RT][V], i2[RT][V], i3[RT][V];
+      for (int r = 0; r < RT; ++r)
+        for (int v = 0; v < V; ++v) i1[r][v] = i2[r][v] = i3[r][v] = S::zeroi();
+      for (int c = 0; c < 4; ++c) {
+        const int64_t k0 = b * g + blk * 32 + c * 8;
+        const int32_t x1l = load_i32(d1 + k0), x1h = load_i32(d1 + k0 + 4), x2l = load_i32(d2 + k0),
+                      x2h = load_i32(d2 + k0 + 4), x3l = load_i32(d3 + k0), x3h = load_i32(d3 + k0 + 4);
+        for (int r = 0; r < RT; ++r)
+          for (int v = 0; v < V; ++v) {
+            const I q = S::loadi(base + r * w.tile_bytes + b * gb + hdr + (blk * 4 + c) * 64 + v * S::N * 4);
+            const I lo = S::lo_nibbles(q), hi = S::hi_nibbles(q);
+            i1[r][v] = S::dot_u4(S::dot_u4(i1[r][v], lo, x1l), hi, x1h);
+            i2[r][v] = S::dot_u4(S::dot_u4(i2[r][v], lo, x2l), hi, x2h);
+            i3[r][v] = S::dot_u4(S::dot_u4(i3[r][v], lo, x3l), hi, x3h);
+          }
       }
+      const int64_t kb = (b * g + blk * 32) / 32;
+      const F sc = S::set1(a.digit_scale[kb]);
+      const int32_t bias = sym ? 8 * a.digit_sums[kb] : 0;
+      for (int r = 0; r < RT; ++r)
+        for (int v = 0; v < V; ++v) {
+          const I dsum = S::addv(S::addv(S::template slli<14>(i1[r][v]), S::template slli<7>(i2[r][v])), i3[r][v]);
+          acc[r][v] = S::fma(S::cvt(S::subi(dsum, bias)), sc, acc[r][v]);
+        }
     }
-    const F xs = S::set1(a.group_sums[b]);
     for (int r = 0; r < RT; ++r) {
       const uint8_t* grp = base + r * w.tile_bytes + b * gb;
       for (int v = 0; v < V; ++v) {
-        const F d = S::from_f16(grp + v * S::N * 2);
-        const F o = sym ? S::mul(d, S::set1(-8.0f)) : S::from_f16(grp + 32 + v * S::N * 2);
-        y[r][v] = S::fma(o, xs, S::fma(acc[r][v], d, y[r][v]));
+        y[r][v] = S::fma(acc[r][v], S::from_f16(grp + v * S::N * 2), y[r][v]);
+        if (!sym) y[r][v] = S::fma(S::from_f16(grp + 32 + v * S::N * 2), S::set1(a.group_sums[b]), y[r][v]);
       }
     }
   }
@@ -314,7 +330,7 @@ inline void over_tokens(int n, Block&& block) {
 template <class S>
 void matmul_w4a16(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
   if (a.n == 1) {
-    over_tiles<S::kDecodeRT>(tb, te, [&](auto rt, int64_t t) { w4_decode<S, rt.value>(w, a, e, t); });
+    over_tiles<S::kDigitRT>(tb, te, [&](auto rt, int64_t t) { w4_decode<S, rt.value>(w, a, e, t); });
     return;
   }
   for (int64_t t = tb; t < te; ++t)
@@ -382,6 +398,43 @@ inline void quantize_rows(const float* x, int64_t x_stride, int n, int64_t cols,
         for (int i = 0; i < group; ++i) s += qt[b * group + i];
         group_sums[t * (cols / group) + b] = s;
       }
+  }
+}
+
+// The digits of kernels.h for one row of x (cols a multiple of 32).
+inline void make_digits(const float* x, int64_t cols, int8_t* digits, float* scales, int32_t* sums) {
+  int8_t* d1 = digits;
+  int8_t* d2 = d1 + cols;
+  int8_t* d3 = d2 + cols;
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    const float* xb = x + b * 32;
+    float absmax = 0.0f;
+    bool finite = true;
+    for (int i = 0; i < 32; ++i) {
+      finite &= std::isfinite(xb[i]);
+      absmax = std::max(absmax, std::fabs(xb[i]));
+    }
+    int32_t sum = 0;
+    if (!finite || absmax == 0.0f) {
+      for (int i = 0; i < 32; ++i) d1[b * 32 + i] = d2[b * 32 + i] = d3[b * 32 + i] = 0;
+      scales[b] = finite ? 0.0f : std::nanf("");
+    } else {
+      const float inv = 127.0f / absmax;
+      for (int i = 0; i < 32; ++i) {
+        // r - q and the scalings by 128 are exact: X / 16384 is r rounded to 2^-14.
+        const float r0 = xb[i] * inv;
+        const float q1 = std::clamp(std::round(r0), -127.0f, 127.0f);
+        const float r1 = (r0 - q1) * 128.0f;
+        const float q2 = std::clamp(std::round(r1), -127.0f, 127.0f);
+        const float q3 = std::clamp(std::round((r1 - q2) * 128.0f), -127.0f, 127.0f);
+        d1[b * 32 + i] = static_cast<int8_t>(q1);
+        d2[b * 32 + i] = static_cast<int8_t>(q2);
+        d3[b * 32 + i] = static_cast<int8_t>(q3);
+        sum += static_cast<int32_t>(q1) * 16384 + static_cast<int32_t>(q2) * 128 + static_cast<int32_t>(q3);
+      }
+      scales[b] = absmax / 127.0f / 16384.0f;
+    }
+    sums[b] = sum;
   }
 }
 
@@ -567,6 +620,7 @@ void fill_table(KernelTable& t) {
   t.matmul[static_cast<int>(Scheme::kW8A8)] = &matmul_w8a8<S>;
   t.matmul[static_cast<int>(Scheme::kW4A8)] = &matmul_w4a8<S>;
   t.quantize_rows = &quantize_rows;
+  t.make_digits = &make_digits;
   t.group_sums = &group_sums<S>;
   t.rmsnorm = &rmsnorm<S>;
   t.swiglu = &swiglu;

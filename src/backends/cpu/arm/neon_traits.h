@@ -13,6 +13,7 @@ namespace {
 struct Neon {
   static constexpr int N = 4;
   static constexpr int kDecodeRT = 2;
+  static constexpr int kDigitRT = 1;
   static constexpr int kPrefillNT = 4;
   static constexpr int kW8Bias = 0;
   using F = float32x4_t;
@@ -34,6 +35,7 @@ struct Neon {
   }
   template <int s>
   static I slli(I a) { return vshlq_n_u32(a, s); }
+  static I addv(I a, I b) { return vaddq_u32(a, b); }
   static I subv(I a, I b) { return vsubq_u32(a, b); }
   static I subi(I a, int32_t b) { return vsubq_u32(a, vdupq_n_u32(static_cast<uint32_t>(b))); }
   static F cvt(I a) { return vcvtq_f32_s32(vreinterpretq_s32_u32(a)); }

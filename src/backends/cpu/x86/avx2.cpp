@@ -11,6 +11,7 @@ namespace {
 struct Avx2 {
   static constexpr int N = 8;
   static constexpr int kDecodeRT = 2;
+  static constexpr int kDigitRT = 1;
   static constexpr int kPrefillNT = 3;
   static constexpr int kW8Bias = 0;  // |w| times sign(x, w): no bias to remove
   using F = __m256;
@@ -33,6 +34,7 @@ struct Avx2 {
   static I srli(I a) { return _mm256_srli_epi32(a, s); }
   template <int s>
   static I slli(I a) { return _mm256_slli_epi32(a, s); }
+  static I addv(I a, I b) { return _mm256_add_epi32(a, b); }
   static I subv(I a, I b) { return _mm256_sub_epi32(a, b); }
   static I subi(I a, int32_t b) { return _mm256_sub_epi32(a, _mm256_set1_epi32(b)); }
   static F cvt(I a) { return _mm256_cvtepi32_ps(a); }

@@ -13,6 +13,7 @@ namespace {
 struct Avx512 {
   static constexpr int N = 16;
   static constexpr int kDecodeRT = 4;
+  static constexpr int kDigitRT = 4;
   static constexpr int kPrefillNT = 12;
   static constexpr int kW8Bias = 128;  // vpdpbusd multiplies u8 by s8: x + 128 by w
   using F = __m512;
@@ -31,6 +32,7 @@ struct Avx512 {
   static I srli(I a) { return _mm512_srli_epi32(a, s); }
   template <int s>
   static I slli(I a) { return _mm512_slli_epi32(a, s); }
+  static I addv(I a, I b) { return _mm512_add_epi32(a, b); }
   static I subv(I a, I b) { return _mm512_sub_epi32(a, b); }
   static I subi(I a, int32_t b) { return _mm512_sub_epi32(a, _mm512_set1_epi32(b)); }
   static F cvt(I a) { return _mm512_cvtepi32_ps(a); }
