@@ -32,6 +32,7 @@ struct Fixture {
   std::vector<int8_t> q, digits;
   std::vector<int32_t> qsums, dsums;
   std::vector<float> dscales;
+  std::vector<uint16_t> tiles;
 };
 
 Fixture make(const QuantParams& p, int64_t rows, int64_t cols, int n, bool from_memory) {
@@ -57,6 +58,7 @@ Fixture make(const QuantParams& p, int64_t rows, int64_t cols, int n, bool from_
   f.q.resize(static_cast<size_t>(n * (cols + 4)));
   f.qsums.resize(static_cast<size_t>(n * cols / 32 + 1));
   f.digits.resize(static_cast<size_t>(3 * cols));
+  f.tiles.resize(static_cast<size_t>(4 * ((n + 15) / 16 * 16) * cols));
   f.dscales.resize(static_cast<size_t>(cols / 32 + 1));
   f.dsums.resize(static_cast<size_t>(cols / 32 + 1));
   return f;
@@ -93,6 +95,10 @@ void run(benchmark::State& state, const cpu::KernelTable* t, QuantParams p, int6
         t->group_sums(f.x.data(), cols, n, cols, g, f.sums.data());
         a.group_sums = f.sums.data();
       }
+    }
+    if (p.scheme == Scheme::kW4A16 && t->make_bf16_tiles && n >= t->bf16_tiles_min_rows) {
+      t->make_bf16_tiles(f.x.data(), cols, n, cols, f.tiles.data());
+      a.bf16_tiles = f.tiles.data();
     }
     if (quantizes_activations(p.scheme)) {
       const int64_t stride = (cols + 3) / 4 * 4;

@@ -781,6 +781,20 @@ TEST(TokenizeCli, BadInputExits2WithOneLine) {
   }
 }
 
+// kiln run streams a byte-level tokenizer's pieces through Utf8Stream: whatever bytes a random
+// model samples, stdout is valid UTF-8.
+TEST(TokenizeCli, RunStreamsValidUtf8WithByteLevel) {
+  const std::string tok = test::temp_dir() + "/tiny_bytelevel.json";
+  test::write_file(tok, tiny_byte_level().dump());
+  for (int seed : {1, 2, 3}) {
+    auto r = test::run_kiln("run " + test::shell_quote(test::data_path("hf-tiny/qwen2")) + " --tokenizer " +
+                            test::shell_quote(tok) + " -p 'abc cab' -n 48 --temp 1.5 --seed " + std::to_string(seed));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(is_valid_utf8(r.out));
+    EXPECT_FALSE(r.out.empty());
+  }
+}
+
 TEST(TokenizeCli, BenchTokenizer) {
   const std::string f = test::temp_dir() + "/bench.txt";
   std::string text;

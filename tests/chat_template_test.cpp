@@ -1,5 +1,7 @@
 // Chat templates rendered byte for byte as Hugging Face's apply_chat_template renders them
 // (reference cases from tests/gen/make_chat_templates.py), and the engine's errors and limits.
+#include "tokenizer/chat_template.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,7 +13,6 @@
 #include <set>
 
 #include "test_util.h"
-#include "tokenizer/chat_template.h"
 
 namespace kiln {
 namespace {
@@ -28,8 +29,8 @@ OJson load_json(const std::string& path) {
 
 std::tm parse_now(const std::string& iso) {
   std::tm tm{};
-  EXPECT_EQ(std::sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-                        &tm.tm_min, &tm.tm_sec),
+  EXPECT_EQ(std::sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+                        &tm.tm_sec),
             6);
   tm.tm_year -= 1900;
   tm.tm_mon -= 1;
@@ -73,8 +74,10 @@ Tally run_cases(const std::string& dir) {
     if (c.contains("expected")) {
       const std::string want = c["expected"].get<std::string>();
       ok = out.is_ok() && out.value() == want;
-      if (!out.is_ok()) ADD_FAILURE() << "error: " << out.status().message();
-      else EXPECT_EQ(out.value(), want);
+      if (!out.is_ok())
+        ADD_FAILURE() << "error: " << out.status().message();
+      else
+        EXPECT_EQ(out.value(), want);
     } else {
       const OJson& err = c["error"];
       ok = !out.is_ok();
@@ -116,7 +119,8 @@ TEST(ChatTemplate, MatchesTransformersOnEveryTemplateLlamaCppShips) {
   for (const auto& e : fs::directory_iterator(root)) {
     if (!e.is_directory()) continue;
     Tally t = run_cases(e.path().string());
-    if (t.failed) std::printf("  %-48s %d/%d cases match\n", e.path().filename().string().c_str(), t.passed, t.passed + t.failed);
+    if (t.failed)
+      std::printf("  %-48s %d/%d cases match\n", e.path().filename().string().c_str(), t.passed, t.passed + t.failed);
     ++templates;
     passed += t.passed;
     failed += t.failed;
@@ -259,9 +263,11 @@ TEST(ChatTemplate, CliPrintsExactlyThePrompt) {
   // Errors: exit 2, one line on stderr; raise_exception's message is on it.
   std::string gemma = test::temp_dir() + "/gemma-model";
   fs::create_directories(gemma);
-  test::write_file(gemma + "/chat_template.jinja", test::read_file(test::data_path("chat-templates/gemma-2/template.jinja")));
+  test::write_file(gemma + "/chat_template.jinja",
+                   test::read_file(test::data_path("chat-templates/gemma-2/template.jinja")));
   test::write_file(gemma + "/tokenizer_config.json", R"({"bos_token": "<bos>", "eos_token": "<eos>"})");
-  std::string bad = write_messages("bad.json", R"([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])");
+  std::string bad =
+      write_messages("bad.json", R"([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])");
   auto r = test::run_kiln("template " + test::shell_quote(gemma) + " --messages " + test::shell_quote(bad));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("Conversation roles must alternate"), std::string::npos) << r.err;
@@ -305,8 +311,9 @@ std::string tiny_gguf(const std::string& chat_template) {
 
 TEST(ChatTemplate, CliReadsTheTemplateInsideAGguf) {
   std::string path = test::temp_dir() + "/chat.gguf";
-  test::write_file(path, tiny_gguf("{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content | trim }}{% endfor %}"
-                                   "{% if add_generation_prompt %}<assistant>{% endif %}{{ eos_token }}"));
+  test::write_file(path,
+                   tiny_gguf("{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content | trim }}{% endfor %}"
+                             "{% if add_generation_prompt %}<assistant>{% endif %}{{ eos_token }}"));
   std::string msgs = write_messages("g.json", R"([{"role": "user", "content": "  hi  "}])");
   auto r = test::run_kiln("template " + test::shell_quote(path) + " --messages " + test::shell_quote(msgs) +
                           " --add-generation-prompt");

@@ -175,6 +175,12 @@ void run_matmul(const cpu::KernelTable& t, const MatmulCase& c, const std::vecto
       a.digit_sums = dsums.data();
     }
   }
+  std::vector<uint16_t> bf16_tiles;
+  if (c.p.scheme == Scheme::kW4A16 && t.make_bf16_tiles && c.n >= t.bf16_tiles_min_rows) {
+    bf16_tiles.resize(static_cast<size_t>(4 * ((c.n + 15) / 16 * 16) * c.cols));
+    t.make_bf16_tiles(x, c.cols, c.n, c.cols, bf16_tiles.data());
+    a.bf16_tiles = bf16_tiles.data();
+  }
   if (quantizes_activations(c.p.scheme)) {
     const int64_t stride = (c.cols + 3) / 4 * 4;
     q.resize(static_cast<size_t>(stride * c.n));
@@ -269,7 +275,7 @@ TEST(CpuMatmul, EveryTableEverySchemeManyShapes) {
                                                           : std::vector<int64_t>{1, 5, 64, 131, 256};
       for (int64_t r : {1, 7, 16, 33, 100})
         for (int64_t k : cols)
-          for (int n : {1, 2, 5, 13, 17}) {
+          for (int n : {1, 2, 5, 13, 17, 40}) {
             if (r * k * n > 400000) continue;
             check_matmul(*t, {p, r, k, n}, rng);
             ++cases;
@@ -531,7 +537,7 @@ TEST(CpuModel, DecodeAllocatesNothing) {
 // The targets this machine can run.
 std::vector<std::string> runnable_targets() {
   std::vector<std::string> out = {"generic"};
-  for (const char* t : {"x86-avx2", "x86-avx512", "arm64-dotprod", "arm64-i8mm"}) {
+  for (const char* t : {"x86-avx2", "x86-avx512", "x86-amx", "arm64-dotprod", "arm64-i8mm"}) {
     auto r = resolve_target(t);
     if (r && (r->cpu_features & ~host_cpu_features()) == 0) out.push_back(t);
   }
@@ -546,9 +552,11 @@ TEST(CpuModel, TargetsRecordTheirKernelsFeatures) {
   ASSERT_TRUE(n);
   EXPECT_EQ(n->cpu_features, cpu_kernel_features(host_cpu_features()));
   EXPECT_EQ(n->cpu_features & ~host_cpu_features(), 0u);
-  auto a = resolve_target("arm64-i8mm");
+  auto a = resolve_target("arm64-dotprod");
   ASSERT_TRUE(a);
-  EXPECT_NE(a->cpu_features & kCpuNeon, 0u);
+  EXPECT_EQ(a->cpu_features, kCpuNeon | kCpuDotprod);
+  // Every table of this build records what its own fill_ function says it uses.
+  for (const cpu::KernelTable* t : tables()) EXPECT_EQ(cpu_kernel_features(t->features), t->features) << t->name;
   EXPECT_FALSE(resolve_target("x86-sse2"));
 }
 

@@ -50,9 +50,12 @@ int run_template(const TemplateCmd& c) {
     if (v.is_discarded())
       return fail_one_line(invalid_argument("--set " + name + ": '" + value +
                                             "' is not JSON (a string needs quotes: " + name + "='\"text\"')"));
-    if (name == "tools") req.tools = std::move(v);
-    else if (name == "documents") req.documents = std::move(v);
-    else req.kwargs[name] = std::move(v);
+    if (name == "tools")
+      req.tools = std::move(v);
+    else if (name == "documents")
+      req.documents = std::move(v);
+    else
+      req.kwargs[name] = std::move(v);
   }
   auto model = load_model_chat_template(c.model, !req.tools.is_null());
   if (!model) return fail_one_line(model.status());
@@ -74,7 +77,8 @@ void add_template_command(CLI::App& app, int& exit_code) {
   cmd->add_option("model", c->model, "an HF model folder (tokenizer_config.json) or a .gguf")->required();
   cmd->add_option("--messages", c->messages, "JSON file: an array of {role, content} messages")->required();
   cmd->add_flag("--add-generation-prompt", c->add_generation_prompt, "end with the assistant turn's header");
-  cmd->add_option("--set", c->sets, "NAME=JSON: an extra template variable (e.g. enable_thinking=false)");
+  cmd->add_option("--set", c->sets, "NAME=JSON: an extra template variable (e.g. enable_thinking=false); repeat it")
+      ->allow_extra_args(false);
   cmd->callback([c, &exit_code] { exit_code = run_template(*c); });
 }
 

@@ -11,8 +11,9 @@ namespace kiln {
 
 Result<KilnTarget> resolve_target(const std::string& name) {
   // Each target names the most its kernels may use; the file records what the cpu back end's
-  // best kernel table within that needs, and the runtime runs that table (or refuses the file
-  // on a CPU without those features).
+  // best kernel table within that needs (the same on any machine that compiles it), and the
+  // runtime runs that table, or refuses the file on a CPU without those features. arm64-i8mm
+  // runs the dotprod kernels until smmla kernels exist, and so records neon,dotprod.
   struct Named {
     const char* name;
     uint64_t features;
@@ -21,6 +22,8 @@ Result<KilnTarget> resolve_target(const std::string& name) {
       {"generic", 0},
       {"x86-avx2", kCpuAvx2 | kCpuFma | kCpuF16c},
       {"x86-avx512", kCpuAvx2 | kCpuFma | kCpuF16c | kCpuAvx512f | kCpuAvx512bw | kCpuAvx512vl | kCpuAvx512vnni},
+      {"x86-amx", kCpuAvx2 | kCpuFma | kCpuF16c | kCpuAvx512f | kCpuAvx512bw | kCpuAvx512vl | kCpuAvx512vnni |
+                      kCpuAvx512bf16 | kCpuAmxTile | kCpuAmxBf16},
       {"arm64-dotprod", kCpuNeon | kCpuDotprod},
       {"arm64-i8mm", kCpuNeon | kCpuDotprod | kCpuI8mm},
   };
@@ -37,19 +40,9 @@ Result<KilnTarget> resolve_target(const std::string& name) {
         found = true;
       }
     if (!found)
-      return invalid_argument("unknown target '" + name + "' (native, generic, x86-avx2, x86-avx512, arm64-dotprod, arm64-i8mm)");
+      return invalid_argument("unknown target '" + name + "' (native, generic, x86-avx2, x86-avx512, x86-amx, arm64-dotprod, arm64-i8mm)");
   }
-  // A target for another architecture records its features as they are: kernels of this build
-  // for the host cannot say what that machine's build will pick.
-  const bool other_arch =
-#if defined(__x86_64__)
-      (wanted & (kCpuNeon | kCpuDotprod | kCpuI8mm | kCpuArmFp16)) != 0;
-#elif defined(__aarch64__)
-      (wanted & (kCpuAvx2 | kCpuFma | kCpuF16c | kCpuAvx512f)) != 0;
-#else
-      wanted != 0;
-#endif
-  t.cpu_features = other_arch ? wanted : cpu_kernel_features(wanted);
+  t.cpu_features = cpu_kernel_features(wanted);
   t.cpu_feature_names = cpu_feature_names(t.cpu_features);
   return t;
 }

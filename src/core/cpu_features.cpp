@@ -3,6 +3,10 @@
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
 #endif
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
@@ -17,6 +21,7 @@ constexpr struct {
     {kCpuAvx2, "avx2"},       {kCpuFma, "fma"},         {kCpuF16c, "f16c"},
     {kCpuAvx512f, "avx512f"}, {kCpuAvx512bw, "avx512bw"}, {kCpuAvx512vl, "avx512vl"},
     {kCpuAvx512vnni, "avx512vnni"}, {kCpuAvx512bf16, "avx512bf16"}, {kCpuAvxVnni, "avxvnni"},
+    {kCpuAmxTile, "amx_tile"}, {kCpuAmxBf16, "amx_bf16"}, {kCpuAmxInt8, "amx_int8"},
     {kCpuNeon, "neon"},       {kCpuDotprod, "dotprod"}, {kCpuI8mm, "i8mm"},
     {kCpuArmFp16, "fp16"},
 };
@@ -35,6 +40,20 @@ uint64_t host_cpu_features() {
   if (__builtin_cpu_supports("avx512vl")) f |= kCpuAvx512vl;
   if (__builtin_cpu_supports("avx512vnni")) f |= kCpuAvx512vnni;
   if (__builtin_cpu_supports("avx512bf16")) f |= kCpuAvx512bf16;
+  // AMX: CPUID leaf 7 EDX bits 24 (tile), 22 (bf16), 25 (int8), and Linux's permission to use
+  // the tile state (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA), asked for once.
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 24))) {
+#if defined(__linux__)
+    static const bool permitted = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+#else
+    const bool permitted = false;
+#endif
+    if (permitted) {
+      f |= kCpuAmxTile;
+      if (d & (1u << 22)) f |= kCpuAmxBf16;
+      if (d & (1u << 25)) f |= kCpuAmxInt8;
+    }
+  }
 #elif defined(__aarch64__)
   f |= kCpuNeon;
 #if defined(__linux__)

@@ -16,6 +16,9 @@ enum CpuFeature : uint64_t {
   kCpuAvx512vnni = 1ull << 6,
   kCpuAvx512bf16 = 1ull << 7,
   kCpuAvxVnni = 1ull << 8,
+  kCpuAmxTile = 1ull << 9,  // reported only where the OS lets this process use the tiles
+  kCpuAmxBf16 = 1ull << 10,
+  kCpuAmxInt8 = 1ull << 11,
   kCpuNeon = 1ull << 16,
   kCpuDotprod = 1ull << 17,
   kCpuI8mm = 1ull << 18,

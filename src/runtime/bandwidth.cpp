@@ -71,59 +71,84 @@ uint64_t last_level_cache_bytes() {
   return best;
 }
 
-Result<BandwidthResult> measure_read_bandwidth(const BandwidthOptions& o) {
-  if (o.threads < 1 || o.threads > 1024) return invalid_argument("bandwidth probe: threads must be 1..1024");
-  if (o.passes < 1) return invalid_argument("bandwidth probe: at least one pass");
-  BandwidthResult r;
-  r.threads = o.threads;
-  r.llc_bytes = last_level_cache_bytes();
-  uint64_t bytes = o.bytes;
-  if (bytes == 0) {
-    bytes = std::max<uint64_t>(1ull << 30, 4 * r.llc_bytes);
-    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-    if (pages > 0 && page > 0) bytes = std::min<uint64_t>(bytes, static_cast<uint64_t>(pages) * page / 4);
-  }
-  const uint64_t line = 64 * static_cast<uint64_t>(o.threads);
-  bytes = std::max<uint64_t>(line, bytes / line * line);
-  r.bytes = bytes;
+uint64_t default_probe_bytes() {
+  uint64_t bytes = std::max<uint64_t>(1ull << 30, 4 * last_level_cache_bytes());
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) bytes = std::min<uint64_t>(bytes, static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 4);
+  return bytes;
+}
 
+Result<std::unique_ptr<BandwidthProbe>> BandwidthProbe::create(uint64_t bytes, int threads) {
+  if (threads < 1 || threads > 1024) return invalid_argument("bandwidth probe: threads must be 1..1024");
+  if (bytes == 0) bytes = default_probe_bytes();
+  const uint64_t unit = 64 * static_cast<uint64_t>(threads);
+  bytes = std::max<uint64_t>(unit, bytes / unit * unit);
   void* map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (map == MAP_FAILED) return io_error("bandwidth probe: cannot map " + std::to_string(bytes >> 20) + " MiB: " + std::strerror(errno));
-  auto* words = static_cast<uint64_t*>(map);
-  const size_t n_words = bytes / 8;
-  const size_t per_thread = n_words / static_cast<size_t>(o.threads);
-
-  std::atomic<uint64_t> sink{0};
-  std::vector<double> seconds;
-  std::barrier sync(o.threads);
-  auto worker = [&](int t) {
-    uint64_t* p = words + per_thread * static_cast<size_t>(t);
-    // Each thread writes its own share first (real pages, placed near the thread that reads them).
-    for (size_t i = 0; i < per_thread; ++i) p[i] = i * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(t);
-    for (int pass = 0; pass <= o.passes; ++pass) {
-      sync.arrive_and_wait();
-      const auto t0 = std::chrono::steady_clock::now();
-      const uint64_t s = sum_words(p, per_thread);
-      sink.fetch_add(s, std::memory_order_relaxed);
-      sync.arrive_and_wait();
-      if (t == 0 && pass > 0) seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
+  if (map == MAP_FAILED)
+    return io_error("bandwidth probe: cannot map " + std::to_string(bytes >> 20) + " MiB: " + std::strerror(errno));
+  std::unique_ptr<BandwidthProbe> p(new BandwidthProbe());
+  p->words_ = static_cast<uint64_t*>(map);
+  p->bytes_ = bytes;
+  p->threads_ = threads;
+  // Each thread writes its own share (real pages, placed near the thread that will read them).
+  const size_t per = bytes / 8 / static_cast<size_t>(threads);
+  auto fill = [&](int t) {
+    uint64_t* w = p->words_ + per * static_cast<size_t>(t);
+    for (size_t i = 0; i < per; ++i) w[i] = i * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(t);
   };
   std::vector<std::thread> pool;
-  for (int t = 1; t < o.threads; ++t) pool.emplace_back(worker, t);
+  for (int t = 1; t < threads; ++t) pool.emplace_back(fill, t);
+  fill(0);
+  for (auto& th : pool) th.join();
+  return p;
+}
+
+BandwidthProbe::~BandwidthProbe() {
+  if (words_ != nullptr) ::munmap(words_, bytes_);
+}
+
+double BandwidthProbe::pass_gbs() {
+  const size_t per = bytes_ / 8 / static_cast<size_t>(threads_);
+  std::atomic<uint64_t> sink{0};
+  std::barrier start(threads_), done(threads_);
+  double seconds = 0;
+  auto worker = [&](int t) {
+    start.arrive_and_wait();
+    const auto t0 = std::chrono::steady_clock::now();
+    sink.fetch_add(sum_words(words_ + per * static_cast<size_t>(t), per), std::memory_order_relaxed);
+    done.arrive_and_wait();
+    if (t == 0) seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads_; ++t) pool.emplace_back(worker, t);
   worker(0);
   for (auto& th : pool) th.join();
-  ::munmap(map, bytes);
+  sink_ += sink.load();  // keeps the sums alive
+  return seconds > 0 ? static_cast<double>(bytes_) / seconds / 1e9 : 0.0;
+}
 
-  for (double s : seconds) r.pass_gbs.push_back(s > 0 ? static_cast<double>(bytes) / s / 1e9 : 0.0);
-  std::vector<double> sorted = r.pass_gbs;
-  std::sort(sorted.begin(), sorted.end());
-  r.min_gbs = sorted.front();
-  r.max_gbs = sorted.back();
-  const size_t m = sorted.size();
-  r.median_gbs = m % 2 ? sorted[m / 2] : 0.5 * (sorted[m / 2 - 1] + sorted[m / 2]);
-  if (sink.load() == 0x5eed) r.median_gbs += 0;  // keeps the sums alive
+BandwidthResult summarize_bandwidth(std::vector<double> passes, uint64_t bytes, int threads) {
+  BandwidthResult r;
+  r.pass_gbs = passes;
+  r.bytes = bytes;
+  r.threads = threads;
+  r.llc_bytes = last_level_cache_bytes();
+  if (passes.empty()) return r;
+  std::sort(passes.begin(), passes.end());
+  const size_t m = passes.size();
+  r.min_gbs = passes.front();
+  r.max_gbs = passes.back();
+  r.median_gbs = m % 2 ? passes[m / 2] : 0.5 * (passes[m / 2 - 1] + passes[m / 2]);
   return r;
+}
+
+Result<BandwidthResult> measure_read_bandwidth(const BandwidthOptions& o) {
+  if (o.passes < 1) return invalid_argument("bandwidth probe: at least one pass");
+  KILN_ASSIGN_OR_RETURN(auto probe, BandwidthProbe::create(o.bytes, o.threads));
+  probe->pass_gbs();  // warm-up: TLB, caches, frequency
+  std::vector<double> passes;
+  for (int i = 0; i < o.passes; ++i) passes.push_back(probe->pass_gbs());
+  return summarize_bandwidth(std::move(passes), probe->bytes(), probe->threads());
 }
 
 }  // namespace kiln

@@ -4,19 +4,46 @@
 //
 // `threads` threads each read their share of one buffer much larger than the last-level cache,
 // summing it in 64-bit words; a pass is timed from a barrier before the first read to a barrier
-// after the last; the first pass (page faults, warm-up) is not counted; the result is the median
-// of the others. The buffer is mapped for the probe and unmapped before it returns.
+// after the last. measure_read_bandwidth() makes a probe, runs one untimed pass (warm-up), then
+// `passes` timed ones, and reports their median.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/status.h"
 
 namespace kiln {
 
+// The size of the largest cache level of CPU 0 (Linux sysfs); 0 when unknown.
+uint64_t last_level_cache_bytes();
+// max(1 GiB, 4 x the last-level cache), at most a quarter of the RAM.
+uint64_t default_probe_bytes();
+
+// A mapped, filled buffer and the passes over it; the buffer is unmapped with the probe.
+class BandwidthProbe {
+ public:
+  // bytes 0: default_probe_bytes(). Rounded down to a multiple of 64 x threads.
+  static Result<std::unique_ptr<BandwidthProbe>> create(uint64_t bytes, int threads);
+  ~BandwidthProbe();
+  BandwidthProbe(const BandwidthProbe&) = delete;
+  BandwidthProbe& operator=(const BandwidthProbe&) = delete;
+
+  double pass_gbs();  // one timed pass, 1e9 bytes per second
+  uint64_t bytes() const { return bytes_; }
+  int threads() const { return threads_; }
+
+ private:
+  BandwidthProbe() = default;
+  uint64_t* words_ = nullptr;
+  uint64_t bytes_ = 0;
+  int threads_ = 1;
+  uint64_t sink_ = 0;
+};
+
 struct BandwidthOptions {
-  uint64_t bytes = 0;  // 0: max(1 GiB, 4 x the last-level cache), at most a quarter of the RAM
+  uint64_t bytes = 0;  // 0: default_probe_bytes()
   int threads = 1;
   int passes = 7;      // timed passes, after one untimed
 };
@@ -31,8 +58,8 @@ struct BandwidthResult {
   uint64_t llc_bytes = 0;  // the last-level cache size found (0: unknown)
 };
 
-// The size of the largest cache level of CPU 0 (Linux sysfs); 0 when unknown.
-uint64_t last_level_cache_bytes();
+// Median, minimum and maximum of `passes` (must not be empty) into a result.
+BandwidthResult summarize_bandwidth(std::vector<double> passes, uint64_t bytes, int threads);
 
 Result<BandwidthResult> measure_read_bandwidth(const BandwidthOptions& options);
 

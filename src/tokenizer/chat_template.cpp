@@ -28,7 +28,8 @@ Status in_template(const Status& s) {
 // then copy a reasoning field to both "thinking" and "reasoning_content".
 Result<OJson> normalize_messages(const OJson& messages) {
   if (!messages.is_array()) return invalid_argument("messages must be a JSON array of message objects");
-  if (messages.empty()) return invalid_argument("Cannot apply chat template to an empty conversation. Provide at least one message.");
+  if (messages.empty())
+    return invalid_argument("Cannot apply chat template to an empty conversation. Provide at least one message.");
   OJson out = OJson::array();
   for (const OJson& m : messages) {
     if (!m.is_object()) return invalid_argument("Chat messages should be dicts (JSON objects), but got " + m.dump());
@@ -84,7 +85,8 @@ Result<ModelChatTemplate> from_gguf(const std::string& path) {
     const GgufValue* id = g.find(key);
     if (id == nullptr || id->as_int() == nullptr || arr == nullptr) continue;
     int64_t i = *id->as_int();
-    if (i >= 0 && static_cast<size_t>(i) < arr->strings.size()) out.special_tokens.emplace_back(name, arr->strings[static_cast<size_t>(i)]);
+    if (i >= 0 && static_cast<size_t>(i) < arr->strings.size())
+      out.special_tokens.emplace_back(name, arr->strings[static_cast<size_t>(i)]);
   }
   return out;
 }
@@ -103,7 +105,8 @@ Result<ChatTemplate> ChatTemplate::parse(std::string_view source) {
 Result<std::string> ChatTemplate::render(const ChatRequest& req) const {
   using jinja::Value;
   KILN_ASSIGN_OR_RETURN(OJson messages, normalize_messages(req.messages));
-  if (!req.kwargs.is_null() && !req.kwargs.is_object()) return invalid_argument("template kwargs must be a JSON object");
+  if (!req.kwargs.is_null() && !req.kwargs.is_object())
+    return invalid_argument("template kwargs must be a JSON object");
   jinja::Frame globals;
   jinja::add_globals(globals);
   jinja::Frame root{&globals, {}};

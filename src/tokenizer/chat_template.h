@@ -28,8 +28,8 @@ struct Template;
 // What apply_chat_template passes to the template besides the template itself.
 struct ChatRequest {
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();  // [{"role": ..., "content": ...}, ...]
-  nlohmann::ordered_json tools;      // null: None
-  nlohmann::ordered_json documents;  // null: None
+  nlohmann::ordered_json tools;                                       // null: None
+  nlohmann::ordered_json documents;                                   // null: None
   bool add_generation_prompt = false;
   // Extra template variables, apply_chat_template(**kwargs): {"enable_thinking": false, ...}.
   // They override special tokens of the same name.

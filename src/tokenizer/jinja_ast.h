@@ -11,26 +11,26 @@
 namespace kiln::jinja {
 
 enum class ExprKind : uint8_t {
-  kLiteral,   // literal
-  kName,      // name
-  kList,      // args
-  kTuple,     // args
-  kDict,      // args: key, value, key, value, ...
-  kGetAttr,   // args[0].name
-  kGetItem,   // args[0][args[1]]
-  kSlice,     // args[0][args[1]:args[2]:args[3]] (each bound may be null)
-  kCall,      // args[0](args[1..], kwargs)
-  kFilter,    // args[0] | name(args[1..], kwargs); args[0] null in filter blocks
-  kTest,      // args[0] is name(args[1..], kwargs)
-  kNot,       // not args[0]
-  kNeg,       // -args[0]
-  kPos,       // +args[0]
-  kBinary,    // args[0] op args[1]
-  kAnd,       // args[0] and args[1]
-  kOr,        // args[0] or args[1]
-  kConcat,    // args[0] ~ args[1] ~ ...
-  kCompare,   // args[0] cmp[0] args[1] cmp[1] args[2] ...
-  kCond,      // args[0] if args[1] else args[2] (args[2] may be null)
+  kLiteral,  // literal
+  kName,     // name
+  kList,     // args
+  kTuple,    // args
+  kDict,     // args: key, value, key, value, ...
+  kGetAttr,  // args[0].name
+  kGetItem,  // args[0][args[1]]
+  kSlice,    // args[0][args[1]:args[2]:args[3]] (each bound may be null)
+  kCall,     // args[0](args[1..], kwargs)
+  kFilter,   // args[0] | name(args[1..], kwargs); args[0] null in filter blocks
+  kTest,     // args[0] is name(args[1..], kwargs)
+  kNot,      // not args[0]
+  kNeg,      // -args[0]
+  kPos,      // +args[0]
+  kBinary,   // args[0] op args[1]
+  kAnd,      // args[0] and args[1]
+  kOr,       // args[0] or args[1]
+  kConcat,   // args[0] ~ args[1] ~ ...
+  kCompare,  // args[0] cmp[0] args[1] cmp[1] args[2] ...
+  kCond,     // args[0] if args[1] else args[2] (args[2] may be null)
 };
 
 enum class BinOp : uint8_t { kAdd, kSub, kMul, kDiv, kFloorDiv, kMod, kPow };
@@ -55,7 +55,19 @@ struct Expr {
 };
 
 enum class StmtKind : uint8_t {
-  kText, kOutput, kIf, kFor, kSet, kSetBlock, kMacro, kCallBlock, kFilterBlock, kWith, kBreak, kContinue, kScope,
+  kText,
+  kOutput,
+  kIf,
+  kFor,
+  kSet,
+  kSetBlock,
+  kMacro,
+  kCallBlock,
+  kFilterBlock,
+  kWith,
+  kBreak,
+  kContinue,
+  kScope,
 };
 
 struct Stmt;
@@ -77,18 +89,18 @@ struct Stmt {
   StmtKind kind = StmtKind::kText;
   int line = 0;
   int col = 0;
-  std::string text;                      // kText
-  ExprPtr expr;                          // kOutput, kSet, kFor (iterable), kCallBlock (the call)
+  std::string text;                                // kText
+  ExprPtr expr;                                    // kOutput, kSet, kFor (iterable), kCallBlock (the call)
   std::vector<std::pair<ExprPtr, Body>> branches;  // kIf: condition and body, in order
-  Body body;                             // kFor, kSetBlock, kFilterBlock, kWith, kScope
-  Body else_body;                        // kIf, kFor
-  std::vector<std::string> targets;      // kFor, kSet, kSetBlock, kWith: the names bound
-  bool unpack = false;                   // the target was a tuple
-  std::string ns_attr;                   // kSet / kSetBlock to targets[0].ns_attr
-  ExprPtr cond;                          // kFor: the `if` filter
-  std::vector<ExprPtr> values;           // kWith: one per target
-  std::vector<ExprPtr> filters;          // kFilterBlock, kSetBlock: kFilter nodes with null input
-  std::unique_ptr<MacroStmt> macro;      // kMacro; kCallBlock: the caller
+  Body body;                                       // kFor, kSetBlock, kFilterBlock, kWith, kScope
+  Body else_body;                                  // kIf, kFor
+  std::vector<std::string> targets;                // kFor, kSet, kSetBlock, kWith: the names bound
+  bool unpack = false;                             // the target was a tuple
+  std::string ns_attr;                             // kSet / kSetBlock to targets[0].ns_attr
+  ExprPtr cond;                                    // kFor: the `if` filter
+  std::vector<ExprPtr> values;                     // kWith: one per target
+  std::vector<ExprPtr> filters;                    // kFilterBlock, kSetBlock: kFilter nodes with null input
+  std::unique_ptr<MacroStmt> macro;                // kMacro; kCallBlock: the caller
 };
 
 struct Template {

@@ -101,8 +101,8 @@ Result<std::optional<int64_t>> slice_bound(const Value& v) {
 }
 
 bool is_sequence_like(const Value& v) {
-  return v.is_list() && (v.list_kind() == ListKind::kList || v.list_kind() == ListKind::kTuple ||
-                         v.list_kind() == ListKind::kRange);
+  return v.is_list() &&
+         (v.list_kind() == ListKind::kList || v.list_kind() == ListKind::kTuple || v.list_kind() == ListKind::kRange);
 }
 
 double py_float_mod(double a, double b) {
@@ -201,7 +201,8 @@ Status Interpreter::exec(const Stmt& s, Frame& f) {
     return locate(s.line, s.col, invalid_argument("the template recurses too deeply"));
   KILN_RETURN_IF_ERROR(locate(s.line, s.col, step()));
   switch (s.kind) {
-    case StmtKind::kText: return write(s.text);
+    case StmtKind::kText:
+      return write(s.text);
     case StmtKind::kOutput: {
       KILN_ASSIGN_OR_RETURN(Value v, eval(*s.expr, f));
       if (v.is_string()) return write(v.str());
@@ -215,9 +216,11 @@ Status Interpreter::exec(const Stmt& s, Frame& f) {
         if (c.truthy()) return exec_body(body, f);
       }
       return exec_body(s.else_body, f);
-    case StmtKind::kFor: return exec_for(s, f);
+    case StmtKind::kFor:
+      return exec_for(s, f);
     case StmtKind::kSet:
-    case StmtKind::kSetBlock: return exec_set(s, f);
+    case StmtKind::kSetBlock:
+      return exec_set(s, f);
     case StmtKind::kMacro: {
       auto fn = std::make_shared<Callable>();
       fn->type = Callable::Type::kMacro;
@@ -227,7 +230,8 @@ Status Interpreter::exec(const Stmt& s, Frame& f) {
       f.set(s.macro->name, Value::callable(std::move(fn)));
       return Status::ok();
     }
-    case StmtKind::kCallBlock: return exec_call_block(s, f);
+    case StmtKind::kCallBlock:
+      return exec_call_block(s, f);
     case StmtKind::kFilterBlock: {
       Frame inner{&f, {}};
       KILN_ASSIGN_OR_RETURN(std::string body, capture(s.body, inner));
@@ -249,8 +253,12 @@ Status Interpreter::exec(const Stmt& s, Frame& f) {
       Frame inner{&f, {}};
       return exec_body(s.body, inner);
     }
-    case StmtKind::kBreak: flow_ = Flow::kBreak; return Status::ok();
-    case StmtKind::kContinue: flow_ = Flow::kContinue; return Status::ok();
+    case StmtKind::kBreak:
+      flow_ = Flow::kBreak;
+      return Status::ok();
+    case StmtKind::kContinue:
+      flow_ = Flow::kContinue;
+      return Status::ok();
   }
   return Status::ok();
 }
@@ -265,7 +273,8 @@ Status Interpreter::assign(const Stmt& s, Frame& f, Value v) {
     if (s.ns_attr[0] == '_')
       return locate(s.line, s.col,
                     invalid_argument("Chat templates cannot store underscore-prefixed attributes on a namespace, but "
-                                     "got '" + s.ns_attr + "'. Please rename the attribute."));
+                                     "got '" +
+                                     s.ns_attr + "'. Please rename the attribute."));
     if (v.pins_frame())
       return locate(s.line, s.col,
                     unsupported("kiln's template engine does not store a namespace, loop, iterator or macro in a "
@@ -438,9 +447,12 @@ Result<Value> Interpreter::call(const Value& fn, CallArgs args) {
   if (!fn.is_callable()) return invalid_argument("'" + fn.type_name() + "' object is not callable");
   const Callable& c = fn.fn();
   switch (c.type) {
-    case Callable::Type::kMacro: return call_macro(c, std::move(args));
-    case Callable::Type::kBuiltin: return call_global(*this, c.name, args);
-    case Callable::Type::kMethod: return call_method(*this, c.self, c.name, args);
+    case Callable::Type::kMacro:
+      return call_macro(c, std::move(args));
+    case Callable::Type::kBuiltin:
+      return call_global(*this, c.name, args);
+    case Callable::Type::kMethod:
+      return call_method(*this, c.self, c.name, args);
   }
   return invalid_argument("not callable");
 }
@@ -510,7 +522,8 @@ Result<Value> Interpreter::getitem(const Value& obj, const Value& key) {
 
 Result<ValueList> Interpreter::iterate(const Value& v) {
   switch (v.kind()) {
-    case Kind::kUndefined: return ValueList{};
+    case Kind::kUndefined:
+      return ValueList{};
     case Kind::kList:
       KILN_RETURN_IF_ERROR(step(v.items().size()));
       return v.items();
@@ -541,13 +554,15 @@ Result<ValueList> Interpreter::iterate(const Value& v) {
       it.pos = it.items.size();
       return rest;
     }
-    default: return invalid_argument("'" + v.type_name() + "' object is not iterable");
+    default:
+      return invalid_argument("'" + v.type_name() + "' object is not iterable");
   }
 }
 
 Result<bool> Interpreter::contains(const Value& container, const Value& item) {
   switch (container.kind()) {
-    case Kind::kUndefined: return false;
+    case Kind::kUndefined:
+      return false;
     case Kind::kString:
       if (!item.is_string())
         return invalid_argument("'in <string>' requires string as left operand, not " + item.type_name());
@@ -568,7 +583,8 @@ Result<bool> Interpreter::contains(const Value& container, const Value& item) {
       }
       return false;
     }
-    default: return invalid_argument("argument of type '" + container.type_name() + "' is not iterable");
+    default:
+      return invalid_argument("argument of type '" + container.type_name() + "' is not iterable");
   }
 }
 
@@ -598,8 +614,7 @@ Result<Value> Interpreter::binary(BinOp op, const Value& a, const Value& b) {
         items.insert(items.end(), b.items().begin(), b.items().end());
         return Value::list(std::move(items), a.list_kind());
       }
-      if (a.is_string())
-        return invalid_argument("can only concatenate str (not \"" + b.type_name() + "\") to str");
+      if (a.is_string()) return invalid_argument("can only concatenate str (not \"" + b.type_name() + "\") to str");
       if (a.is_list() && (a.list_kind() == ListKind::kList || a.list_kind() == ListKind::kTuple))
         return invalid_argument("can only concatenate " + a.type_name() + " (not \"" + b.type_name() + "\") to " +
                                 a.type_name());
@@ -629,7 +644,7 @@ Result<Value> Interpreter::binary(BinOp op, const Value& a, const Value& b) {
         count = &b;
       }
       if (seq == nullptr || !(seq->is_string() || (seq->is_list() && (seq->list_kind() == ListKind::kList ||
-                                                                        seq->list_kind() == ListKind::kTuple))))
+                                                                      seq->list_kind() == ListKind::kTuple))))
         return type_error_operands("*", a, b);
       int64_t n = std::max<int64_t>(count->as_int(), 0);
       size_t unit = seq->is_string() ? seq->str().size() : seq->items().size();
@@ -692,8 +707,7 @@ Result<Value> Interpreter::binary(BinOp op, const Value& a, const Value& b) {
         }
         return Value::integer(r);
       }
-      if (a.as_double() == 0 && b.as_double() < 0)
-        return invalid_argument("0.0 cannot be raised to a negative power");
+      if (a.as_double() == 0 && b.as_double() < 0) return invalid_argument("0.0 cannot be raised to a negative power");
       double r = std::pow(a.as_double(), b.as_double());
       if (std::isnan(r) && !std::isnan(a.as_double()) && !std::isnan(b.as_double()))
         return unsupported("a negative number raised to a fractional power is complex");
@@ -718,7 +732,8 @@ Result<CallArgs> Interpreter::eval_args(const Expr& e, size_t first, Frame& f) {
 
 Result<Value> Interpreter::eval(const Expr& e, Frame& f) {
   DepthGuard g(eval_depth_);
-  if (eval_depth_ > limits_.max_eval_depth) return locate(e.line, e.col, invalid_argument("the template recurses too deeply"));
+  if (eval_depth_ > limits_.max_eval_depth)
+    return locate(e.line, e.col, invalid_argument("the template recurses too deeply"));
   KILN_RETURN_IF_ERROR(locate(e.line, e.col, step()));
   auto r = eval_inner(e, f);
   if (!r.is_ok()) return locate(e.line, e.col, r.status());
@@ -747,7 +762,8 @@ Result<Value> Interpreter::eval_slice(const Expr& e, Frame& f) {
   }
   if (is_sequence_like(obj)) {
     const ValueList& items = obj.items();
-    std::vector<size_t> pos = slice_positions(static_cast<int64_t>(items.size()), bounds[0], bounds[1], step_v, &lo, &hi);
+    std::vector<size_t> pos =
+        slice_positions(static_cast<int64_t>(items.size()), bounds[0], bounds[1], step_v, &lo, &hi);
     KILN_RETURN_IF_ERROR(step(pos.size()));
     ValueList r;
     r.reserve(pos.size());
@@ -768,10 +784,20 @@ Result<Value> Interpreter::eval_compare(const Expr& e, Frame& f) {
     KILN_ASSIGN_OR_RETURN(Value right, eval(*e.args[i + 1], f));
     bool r = false;
     switch (e.cmp[i]) {
-      case CmpOp::kEq: r = py_equal(left, right, &work_); break;
-      case CmpOp::kNe: r = !py_equal(left, right, &work_); break;
-      case CmpOp::kLt: { KILN_ASSIGN_OR_RETURN(r, py_less(left, right, &work_)); break; }
-      case CmpOp::kGt: { KILN_ASSIGN_OR_RETURN(r, py_less(right, left, &work_)); break; }
+      case CmpOp::kEq:
+        r = py_equal(left, right, &work_);
+        break;
+      case CmpOp::kNe:
+        r = !py_equal(left, right, &work_);
+        break;
+      case CmpOp::kLt: {
+        KILN_ASSIGN_OR_RETURN(r, py_less(left, right, &work_));
+        break;
+      }
+      case CmpOp::kGt: {
+        KILN_ASSIGN_OR_RETURN(r, py_less(right, left, &work_));
+        break;
+      }
       case CmpOp::kLe:
       case CmpOp::kGe: {
         const Value& x = e.cmp[i] == CmpOp::kLe ? left : right;
@@ -784,7 +810,10 @@ Result<Value> Interpreter::eval_compare(const Expr& e, Frame& f) {
         }
         break;
       }
-      case CmpOp::kIn: { KILN_ASSIGN_OR_RETURN(r, contains(right, left)); break; }
+      case CmpOp::kIn: {
+        KILN_ASSIGN_OR_RETURN(r, contains(right, left));
+        break;
+      }
       case CmpOp::kNotIn: {
         KILN_ASSIGN_OR_RETURN(bool in, contains(right, left));
         r = !in;
@@ -799,7 +828,8 @@ Result<Value> Interpreter::eval_compare(const Expr& e, Frame& f) {
 
 Result<Value> Interpreter::eval_inner(const Expr& e, Frame& f) {
   switch (e.kind) {
-    case ExprKind::kLiteral: return e.literal;
+    case ExprKind::kLiteral:
+      return e.literal;
     case ExprKind::kName: {
       const Value* v = f.find(e.name);
       if (v) return *v;
@@ -835,7 +865,8 @@ Result<Value> Interpreter::eval_inner(const Expr& e, Frame& f) {
       KILN_ASSIGN_OR_RETURN(Value key, eval(*e.args[1], f));
       return getitem(obj, key);
     }
-    case ExprKind::kSlice: return eval_slice(e, f);
+    case ExprKind::kSlice:
+      return eval_slice(e, f);
     case ExprKind::kCall: {
       KILN_ASSIGN_OR_RETURN(Value fn, eval(*e.args[0], f));
       KILN_ASSIGN_OR_RETURN(CallArgs args, eval_args(e, 1, f));
@@ -845,8 +876,8 @@ Result<Value> Interpreter::eval_inner(const Expr& e, Frame& f) {
       if (!e.deferred_error.empty()) return unsupported(e.deferred_error);
       Value input;
       if (e.args[0]) {
- KILN_ASSIGN_OR_RETURN(input, eval(*e.args[0], f));
- }
+        KILN_ASSIGN_OR_RETURN(input, eval(*e.args[0], f));
+      }
       KILN_ASSIGN_OR_RETURN(CallArgs args, eval_args(e, 1, f));
       return call_filter(*this, e.name, input, args);
     }
@@ -894,11 +925,13 @@ Result<Value> Interpreter::eval_inner(const Expr& e, Frame& f) {
         KILN_ASSIGN_OR_RETURN(Value v, eval(*a, f));
         KILN_ASSIGN_OR_RETURN(std::string s, text(v));
         out += s;
-        if (out.size() > limits_.max_output_bytes) return invalid_argument("a string would be larger than the output limit");
+        if (out.size() > limits_.max_output_bytes)
+          return invalid_argument("a string would be larger than the output limit");
       }
       return make_string(std::move(out));
     }
-    case ExprKind::kCompare: return eval_compare(e, f);
+    case ExprKind::kCompare:
+      return eval_compare(e, f);
     case ExprKind::kCond: {
       KILN_ASSIGN_OR_RETURN(Value c, eval(*e.args[1], f));
       if (c.truthy()) return eval(*e.args[0], f);

@@ -17,8 +17,8 @@
 namespace kiln::jinja {
 
 struct Limits {
-  size_t max_output_bytes = size_t{64} << 20;  // the rendered text, and any one string built
-  uint64_t max_steps = 20'000'000;             // expression and statement evaluations, items copied
+  size_t max_output_bytes = size_t{64} << 20;    // the rendered text, and any one string built
+  uint64_t max_steps = 20'000'000;               // expression and statement evaluations, items copied
   uint64_t max_alloc_bytes = uint64_t{1} << 30;  // bytes of strings and items made, in all
   int max_call_depth = 40;                       // nested macro calls
   int max_eval_depth = 400;                      // nested evaluation (expressions, blocks, calls)

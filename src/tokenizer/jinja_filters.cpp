@@ -16,21 +16,21 @@ namespace {
 
 const std::set<std::string_view>& filter_names() {
   static const std::set<std::string_view> k = {
-      "abs",     "attr",   "batch",      "capitalize", "center",  "count",     "d",       "default", "dictsort",
-      "e",       "escape", "first",      "float",      "forceescape", "format", "indent", "int",     "items",
-      "join",    "last",   "length",     "list",       "lower",   "map",       "max",     "min",     "reject",
-      "rejectattr", "replace", "reverse", "round",     "safe",    "select",    "selectattr", "sort", "string",
-      "sum",     "title",  "tojson",     "trim",       "unique",  "upper",     "wordcount"};
+      "abs",        "attr",    "batch",   "capitalize", "center",      "count",  "d",          "default", "dictsort",
+      "e",          "escape",  "first",   "float",      "forceescape", "format", "indent",     "int",     "items",
+      "join",       "last",    "length",  "list",       "lower",       "map",    "max",        "min",     "reject",
+      "rejectattr", "replace", "reverse", "round",      "safe",        "select", "selectattr", "sort",    "string",
+      "sum",        "title",   "tojson",  "trim",       "unique",      "upper",  "wordcount"};
   return k;
 }
 
 const std::set<std::string_view>& test_names() {
   static const std::set<std::string_view> k = {
-      "boolean", "callable", "defined", "divisibleby", "eq",      "equalto", "escaped", "even",     "false",
-      "filter",  "float",    "ge",      "greaterthan", "gt",      "in",      "integer", "iterable", "le",
-      "lessthan", "lower",   "lt",      "mapping",     "ne",      "none",    "number",  "odd",      "sameas",
-      "sequence", "string",  "test",    "true",        "undefined", "upper", "==",      "!=",       ">",
-      ">=",      "<",        "<="};
+      "boolean",  "callable", "defined",  "divisibleby", "eq",          "equalto", "escaped", "even",
+      "false",    "filter",   "float",    "ge",          "greaterthan", "gt",      "in",      "integer",
+      "iterable", "le",       "lessthan", "lower",       "lt",          "mapping", "ne",      "none",
+      "number",   "odd",      "sameas",   "sequence",    "string",      "test",    "true",    "undefined",
+      "upper",    "==",       "!=",       ">",           ">=",          "<",       "<="};
   return k;
 }
 
@@ -69,8 +69,10 @@ Result<AttrGetter> make_getter(const Value* attribute, bool lower) {
   const std::string dot = ".";
   for (const std::string& part : py_split(attribute->str(), &dot, -1)) {
     bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (digits && part.size() < 18) g.parts.push_back(Value::integer(std::strtoll(part.c_str(), nullptr, 10)));
-    else g.parts.push_back(Value::string(part));
+    if (digits && part.size() < 18)
+      g.parts.push_back(Value::integer(std::strtoll(part.c_str(), nullptr, 10)));
+    else
+      g.parts.push_back(Value::string(part));
   }
   return g;
 }
@@ -84,28 +86,19 @@ Value generator(ValueList items, const char* type = "generator") {
 
 Result<size_t> length_of(const Value& v) {
   switch (v.kind()) {
-    case Kind::kUndefined: return size_t{0};
-    case Kind::kString: return count_code_points(v.str());
-    case Kind::kList: return v.items().size();
-    case Kind::kDict: return v.object().items.size();
-    case Kind::kLoop: return v.loop_state().items->items.size();
-    default: return invalid_argument("object of type '" + v.type_name() + "' has no len()");
+    case Kind::kUndefined:
+      return size_t{0};
+    case Kind::kString:
+      return count_code_points(v.str());
+    case Kind::kList:
+      return v.items().size();
+    case Kind::kDict:
+      return v.object().items.size();
+    case Kind::kLoop:
+      return v.loop_state().items->items.size();
+    default:
+      return invalid_argument("object of type '" + v.type_name() + "' has no len()");
   }
-}
-
-// A stable sort by key, erroring (like Python) when keys do not compare.
-Status sort_by_keys(std::vector<std::pair<Value, Value>>& kv, bool reverse, uint64_t* work) {
-  Status st;
-  std::stable_sort(kv.begin(), kv.end(), [&](const auto& a, const auto& b) {
-    if (!st.is_ok()) return false;
-    auto r = reverse ? py_less(b.first, a.first, work) : py_less(a.first, b.first, work);
-    if (!r.is_ok()) {
-      st = r.status();
-      return false;
-    }
-    return r.value();
-  });
-  return st;
 }
 
 Result<Value> parse_int_text(const std::string& text, int64_t base, bool* ok) {
@@ -114,9 +107,12 @@ Result<Value> parse_int_text(const std::string& text, int64_t base, bool* ok) {
   size_t i = 0;
   bool neg = false;
   if (i < s.size() && (s[i] == '+' || s[i] == '-')) neg = s[i++] == '-';
-  if (base == 16 && s.compare(i, 2, "0x") == 0) i += 2;
-  else if (base == 8 && s.compare(i, 2, "0o") == 0) i += 2;
-  else if (base == 2 && s.compare(i, 2, "0b") == 0) i += 2;
+  if (base == 16 && s.compare(i, 2, "0x") == 0)
+    i += 2;
+  else if (base == 8 && s.compare(i, 2, "0o") == 0)
+    i += 2;
+  else if (base == 2 && s.compare(i, 2, "0b") == 0)
+    i += 2;
   if (i >= s.size()) return Value();
   unsigned __int128 v = 0;
   bool prev_digit = false;
@@ -204,9 +200,12 @@ Result<Value> tojson(Interpreter& in, const Value& v, const CallArgs& args) {
   st.sort_keys = bool_arg(b.get(3), false);
   if (const Value* ind = b.get(1); ind && !ind->is_none()) {
     st.indent_set = true;
-    if (ind->is_string()) st.indent = ind->str();
-    else if (ind->is_int() || ind->is_bool()) st.indent = std::string(static_cast<size_t>(std::clamp<int64_t>(ind->as_int(), 0, 1024)), ' ');
-    else return invalid_argument("tojson: indent must be an integer or a string");
+    if (ind->is_string())
+      st.indent = ind->str();
+    else if (ind->is_int() || ind->is_bool())
+      st.indent = std::string(static_cast<size_t>(std::clamp<int64_t>(ind->as_int(), 0, 1024)), ' ');
+    else
+      return invalid_argument("tojson: indent must be an integer or a string");
     st.item_sep = ",";
   }
   if (const Value* sep = b.get(2); sep && !sep->is_none()) {
@@ -244,8 +243,8 @@ Result<Value> select_items(Interpreter& in, const Value& v, const CallArgs& args
   for (Value& item : items) {
     Value probe = item;
     if (with_attr) {
- KILN_ASSIGN_OR_RETURN(probe, getter(in, item));
- }
+      KILN_ASSIGN_OR_RETURN(probe, getter(in, item));
+    }
     bool r;
     if (test.empty()) {
       r = probe.truthy();
@@ -266,9 +265,12 @@ Result<Value> map_items(Interpreter& in, const Value& v, const CallArgs& args) {
     const Value* attribute = nullptr;
     const Value* fallback = nullptr;
     for (const auto& [k, val] : args.kw) {
-      if (k == "attribute") attribute = &val;
-      else if (k == "default") fallback = &val;
-      else return invalid_argument("map: unexpected keyword argument '" + k + "'");
+      if (k == "attribute")
+        attribute = &val;
+      else if (k == "default")
+        fallback = &val;
+      else
+        return invalid_argument("map: unexpected keyword argument '" + k + "'");
     }
     if (attribute == nullptr) return invalid_argument("map requires a filter name or attribute=...");
     KILN_ASSIGN_OR_RETURN(AttrGetter g, make_getter(attribute, false));
@@ -301,7 +303,8 @@ Result<Value> min_max(Interpreter& in, const Value& v, const CallArgs& args, boo
   KILN_ASSIGN_OR_RETURN(Value best_key, g(in, items[0]));
   for (size_t i = 1; i < items.size(); ++i) {
     KILN_ASSIGN_OR_RETURN(Value key, g(in, items[i]));
-    KILN_ASSIGN_OR_RETURN(bool better, want_max ? py_less(best_key, key, in.work()) : py_less(key, best_key, in.work()));
+    KILN_ASSIGN_OR_RETURN(bool better,
+                          want_max ? py_less(best_key, key, in.work()) : py_less(key, best_key, in.work()));
     if (better) {
       best = i;
       best_key = key;
@@ -392,8 +395,9 @@ Result<Value> round_value(const Value& v, const CallArgs& args) {
 bool is_supported_filter(std::string_view name) { return filter_names().count(name) != 0; }
 bool is_supported_test(std::string_view name) { return test_names().count(name) != 0; }
 bool is_jinja_only_filter(std::string_view name) {
-  static const std::set<std::string_view> k = {"filesizeformat", "groupby", "pprint",   "random",   "slice", "striptags",
-                                               "truncate",       "urlencode", "urlize", "wordwrap", "xmlattr"};
+  static const std::set<std::string_view> k = {"filesizeformat", "groupby",   "pprint",   "random",
+                                               "slice",          "striptags", "truncate", "urlencode",
+                                               "urlize",         "wordwrap",  "xmlattr"};
   return k.count(name) != 0;
 }
 bool is_jinja_only_test(std::string_view) { return false; }
@@ -435,16 +439,18 @@ Result<Value> call_filter(Interpreter& in, const std::string& name, const Value&
   if (name == "upper" || name == "lower" || name == "capitalize" || name == "title") {
     KILN_RETURN_IF_ERROR(no_args());
     KILN_ASSIGN_OR_RETURN(std::string s, soft_str(in, v));
-    std::string r = name == "upper" ? py_upper(s) : name == "lower" ? py_lower(s)
-                    : name == "capitalize" ? py_capitalize(s) : jinja_title(s);
+    std::string r = name == "upper"        ? py_upper(s)
+                    : name == "lower"      ? py_lower(s)
+                    : name == "capitalize" ? py_capitalize(s)
+                                           : jinja_title(s);
     return in.make_string(std::move(r), v.is_markup());
   }
   if (name == "join") {
     KILN_ASSIGN_OR_RETURN(Bound b, bind(args, "join", {"d", "attribute"}));
     std::string sep;
     if (b.has(0)) {
- KILN_ASSIGN_OR_RETURN(sep, soft_str(in, *b.get(0)));
- }
+      KILN_ASSIGN_OR_RETURN(sep, soft_str(in, *b.get(0)));
+    }
     KILN_ASSIGN_OR_RETURN(AttrGetter g, make_getter(b.get(1), false));
     KILN_ASSIGN_OR_RETURN(ValueList items, in.iterate(v));
     std::string out;
@@ -452,11 +458,12 @@ Result<Value> call_filter(Interpreter& in, const std::string& name, const Value&
       if (i) out += sep;
       Value item = items[i];
       if (b.has(1)) {
- KILN_ASSIGN_OR_RETURN(item, g(in, items[i]));
- }
+        KILN_ASSIGN_OR_RETURN(item, g(in, items[i]));
+      }
       KILN_ASSIGN_OR_RETURN(std::string s, soft_str(in, item));
       out += s;
-      if (out.size() > in.limits().max_output_bytes) return invalid_argument("join: the text is larger than the output limit");
+      if (out.size() > in.limits().max_output_bytes)
+        return invalid_argument("join: the text is larger than the output limit");
     }
     return in.make_string(std::move(out));
   }
@@ -558,7 +565,7 @@ Result<Value> call_filter(Interpreter& in, const std::string& name, const Value&
     if (v.is_undefined()) return generator({}, "reversed");
     KILN_ASSIGN_OR_RETURN(ValueList items, in.iterate(v));
     std::reverse(items.begin(), items.end());
-    const char* type = v.is_dict() ? "dict_reversekeyiterator"
+    const char* type = v.is_dict()                                        ? "dict_reversekeyiterator"
                        : v.is_list() && v.list_kind() == ListKind::kTuple ? "reversed"
                        : v.is_list() && v.list_kind() == ListKind::kRange ? "range_iterator"
                                                                           : "list_reverseiterator";
@@ -575,7 +582,7 @@ Result<Value> call_filter(Interpreter& in, const std::string& name, const Value&
       kv.emplace_back(std::move(key), std::move(item));
     }
     KILN_RETURN_IF_ERROR(in.step(kv.size() * 8));
-    KILN_RETURN_IF_ERROR(sort_by_keys(kv, bool_arg(b.get(0), false), in.work()));
+    KILN_RETURN_IF_ERROR(sort_by_key(kv, bool_arg(b.get(0), false), in.work()));
     ValueList out;
     for (auto& p : kv) out.push_back(std::move(p.second));
     return Value::list(std::move(out));
@@ -593,7 +600,7 @@ Result<Value> call_filter(Interpreter& in, const std::string& name, const Value&
       kv.emplace_back(std::move(key), Value::list({p.first, p.second}, ListKind::kTuple));
     }
     KILN_RETURN_IF_ERROR(in.step(kv.size() * 8));
-    KILN_RETURN_IF_ERROR(sort_by_keys(kv, bool_arg(b.get(2), false), in.work()));
+    KILN_RETURN_IF_ERROR(sort_by_key(kv, bool_arg(b.get(2), false), in.work()));
     ValueList out;
     for (auto& p : kv) out.push_back(std::move(p.second));
     return Value::list(std::move(out));
@@ -652,9 +659,12 @@ Result<Value> call_filter(Interpreter& in, const std::string& name, const Value&
     KILN_ASSIGN_OR_RETURN(Bound b, bind(args, "indent", {"width", "first", "blank"}));
     std::string ind = "    ";
     if (const Value* w = b.get(0)) {
-      if (w->is_string()) ind = w->str();
-      else if (w->is_int() || w->is_bool()) ind = std::string(static_cast<size_t>(std::clamp<int64_t>(w->as_int(), 0, 1024)), ' ');
-      else return invalid_argument("indent: width must be an integer or a string");
+      if (w->is_string())
+        ind = w->str();
+      else if (w->is_int() || w->is_bool())
+        ind = std::string(static_cast<size_t>(std::clamp<int64_t>(w->as_int(), 0, 1024)), ' ');
+      else
+        return invalid_argument("indent: width must be an integer or a string");
     }
     KILN_ASSIGN_OR_RETURN(std::string s, soft_str(in, v));
     if (ind.size() * (s.size() + 1) > in.limits().max_output_bytes)
@@ -724,9 +734,9 @@ Result<bool> call_test(Interpreter& in, const std::string& name, const Value& v,
     if (args.pos.size() + args.kw.size() != 1) return invalid_argument("the '" + name + "' test takes one argument");
     return args.pos.empty() ? args.kw[0].second : args.pos[0];
   };
-  static const std::set<std::string_view> kOneArg = {
-      "divisibleby", "sameas", "in", "eq", "equalto", "ne", "lt", "le", "gt", "ge",
-      "lessthan", "greaterthan", "==", "!=", "<", "<=", ">", ">="};
+  static const std::set<std::string_view> kOneArg = {"divisibleby", "sameas", "in", "eq", "equalto",  "ne",
+                                                     "lt",          "le",     "gt", "ge", "lessthan", "greaterthan",
+                                                     "==",          "!=",     "<",  "<=", ">",        ">="};
   if (kOneArg.count(name) == 0 && (!args.pos.empty() || !args.kw.empty()))
     return invalid_argument("the '" + name + "' test takes no arguments");
   if (name == "defined") return !v.is_undefined();

@@ -7,9 +7,7 @@
 
 namespace kiln::jinja {
 
-std::string where(int line, int col) {
-  return "line " + std::to_string(line) + ", column " + std::to_string(col);
-}
+std::string where(int line, int col) { return "line " + std::to_string(line) + ", column " + std::to_string(col); }
 
 namespace {
 
@@ -71,9 +69,7 @@ size_t scan_digits(std::string_view s, size_t i) {
 Result<std::string> unescape(std::string_view raw, int line, int col) {
   std::string out;
   size_t i = 0;
-  auto fail = [&](const std::string& m) -> Status {
-    return corrupt(where(line, col) + ": " + m);
-  };
+  auto fail = [&](const std::string& m) -> Status { return corrupt(where(line, col) + ": " + m); };
   while (i < raw.size()) {
     char c = raw[i];
     if (c != '\\') {
@@ -85,17 +81,38 @@ Result<std::string> unescape(std::string_view raw, int line, int col) {
     char e = raw[i + 1];
     i += 2;
     switch (e) {
-      case '\n': break;
-      case '\\': out += '\\'; break;
-      case '\'': out += '\''; break;
-      case '"': out += '"'; break;
-      case 'a': out += '\a'; break;
-      case 'b': out += '\b'; break;
-      case 'f': out += '\f'; break;
-      case 'n': out += '\n'; break;
-      case 'r': out += '\r'; break;
-      case 't': out += '\t'; break;
-      case 'v': out += '\v'; break;
+      case '\n':
+        break;
+      case '\\':
+        out += '\\';
+        break;
+      case '\'':
+        out += '\'';
+        break;
+      case '"':
+        out += '"';
+        break;
+      case 'a':
+        out += '\a';
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
+      case 'n':
+        out += '\n';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'v':
+        out += '\v';
+        break;
       case 'x':
       case 'u':
       case 'U': {
@@ -112,7 +129,8 @@ Result<std::string> unescape(std::string_view raw, int line, int col) {
         append_utf8(out, v);
         break;
       }
-      case 'N': return fail("\\N{...} escapes are not supported in string literals");
+      case 'N':
+        return fail("\\N{...} escapes are not supported in string literals");
       default:
         if (e >= '0' && e <= '7') {
           uint32_t v = static_cast<uint32_t>(e - '0');
@@ -122,14 +140,19 @@ Result<std::string> unescape(std::string_view raw, int line, int col) {
         } else if (static_cast<unsigned char>(e) >= 0x80) {
           // Jinja backslash-escapes non-ASCII text before decoding, so "\é" comes out as "\xe9".
           size_t start = i - 1;
-          size_t len = (static_cast<unsigned char>(e) & 0xe0) == 0xc0 ? 2 : (static_cast<unsigned char>(e) & 0xf0) == 0xe0 ? 3 : 4;
+          size_t len = (static_cast<unsigned char>(e) & 0xe0) == 0xc0   ? 2
+                       : (static_cast<unsigned char>(e) & 0xf0) == 0xe0 ? 3
+                                                                        : 4;
           std::u32string u = to_u32(raw.substr(start, len));
           i = start + len;
           char buf[16];
           char32_t cp = u.empty() ? 0 : u[0];
-          if (cp < 0x100) std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(cp));
-          else if (cp < 0x10000) std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
-          else std::snprintf(buf, sizeof buf, "\\U%08x", static_cast<unsigned>(cp));
+          if (cp < 0x100)
+            std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(cp));
+          else if (cp < 0x10000)
+            std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
+          else
+            std::snprintf(buf, sizeof buf, "\\U%08x", static_cast<unsigned>(cp));
           out += buf;
         } else {
           out += '\\';
@@ -219,9 +242,11 @@ class Lexer {
     size_t q = s_.find("#}", content);
     if (q == std::string::npos) return fail(tag, "missing end of comment tag '#}'");
     size_t end = q + 2;
-    if (q > content && s_[q - 1] == '-') end = skip_space(end);
-    else if (q > content && s_[q - 1] == '+') {}
-    else if (end < s_.size() && s_[end] == '\n') ++end;
+    if (q > content && s_[q - 1] == '-')
+      end = skip_space(end);
+    else if (q > content && s_[q - 1] == '+') {
+    } else if (end < s_.size() && s_[end] == '\n')
+      ++end;
     line_starting = end > 0 && s_[end - 1] == '\n';
     return end;
   }
@@ -239,9 +264,12 @@ class Lexer {
       if (s_.compare(i, 6, "endraw") == 0) {
         size_t j = skip_space(i + 6);
         size_t end = std::string::npos;
-        if (s_.compare(j, 3, "+%}") == 0) end = j + 3;
-        else if (s_.compare(j, 3, "-%}") == 0) end = skip_space(j + 3);
-        else if (s_.compare(j, 2, "%}") == 0) end = (j + 2 < s_.size() && s_[j + 2] == '\n') ? j + 3 : j + 2;
+        if (s_.compare(j, 3, "+%}") == 0)
+          end = j + 3;
+        else if (s_.compare(j, 3, "-%}") == 0)
+          end = skip_space(j + 3);
+        else if (s_.compare(j, 2, "%}") == 0)
+          end = (j + 2 < s_.size() && s_[j + 2] == '\n') ? j + 3 : j + 2;
         if (end != std::string::npos) {
           std::string_view text = std::string_view(s_).substr(begin_end, p - begin_end);
           emit_data(strip_text(text, sign, true, line_starting), begin_end);
@@ -274,9 +302,12 @@ class Lexer {
           }
         } else {
           size_t end = std::string::npos;
-          if (s_.compare(i, 3, "+%}") == 0) end = i + 3;
-          else if (s_.compare(i, 3, "-%}") == 0) end = skip_space(i + 3);
-          else if (s_.compare(i, 2, "%}") == 0) end = (i + 2 < s_.size() && s_[i + 2] == '\n') ? i + 3 : i + 2;
+          if (s_.compare(i, 3, "+%}") == 0)
+            end = i + 3;
+          else if (s_.compare(i, 3, "-%}") == 0)
+            end = skip_space(i + 3);
+          else if (s_.compare(i, 2, "%}") == 0)
+            end = (i + 2 < s_.size() && s_[i + 2] == '\n') ? i + 3 : i + 2;
           if (end != std::string::npos) {
             push(Tok::kBlockEnd, "%}", i);
             line_starting = s_[end - 1] == '\n';
@@ -331,7 +362,8 @@ class Lexer {
         balance.push_back(c == '(' ? ')' : c == '[' ? ']' : '}');
       } else if (c == ')' || c == ']' || c == '}') {
         if (balance.empty()) return fail(i, std::string("unexpected '") + c + "'");
-        if (balance.back() != c) return fail(i, std::string("unexpected '") + c + "', expected '" + balance.back() + "'");
+        if (balance.back() != c)
+          return fail(i, std::string("unexpected '") + c + "', expected '" + balance.back() + "'");
         balance.pop_back();
       }
       push(Tok::kOp, std::string(1, c), i);
@@ -393,17 +425,22 @@ class Lexer {
     if (p == 'b' || p == 'o' || p == 'x') {
       base = p == 'b' ? 2 : p == 'o' ? 8 : 16;
       j = i + 2;
-      if (base == 2) take(is_bin);
-      else if (base == 8) take(is_oct);
-      else take(is_hex);
+      if (base == 2)
+        take(is_bin);
+      else if (base == 8)
+        take(is_oct);
+      else
+        take(is_hex);
       if (digits.empty()) {
         base = 10;
         j = i;
       }
     }
     if (base == 10) {
-      if (s_[i] == '0') take([](char c) { return c == '0'; });
-      else take(is_digit);
+      if (s_[i] == '0')
+        take([](char c) { return c == '0'; });
+      else
+        take(is_digit);
     }
     unsigned __int128 v = 0;
     for (char c : digits) {
@@ -429,7 +466,9 @@ class Lexer {
         cache_line_start_ = k + 1;
       }
     cache_off_ = offset;
-    return {cache_line_, static_cast<int>(count_code_points(std::string_view(s_).substr(cache_line_start_, offset - cache_line_start_))) + 1};
+    return {cache_line_, static_cast<int>(count_code_points(
+                             std::string_view(s_).substr(cache_line_start_, offset - cache_line_start_))) +
+                             1};
   }
 
   Token make(Tok type, std::string text, size_t offset) {

@@ -16,17 +16,19 @@ namespace {
 constexpr int64_t kMaxRange = 100000;  // Jinja's sandbox refuses larger ranges
 
 const std::set<std::string_view> kStrMethods = {
-    "capitalize", "casefold", "center", "count", "encode", "endswith", "expandtabs", "find", "format",
-    "format_map", "index", "isalnum", "isalpha", "isascii", "isdecimal", "isdigit", "isidentifier", "islower",
-    "isnumeric", "isprintable", "isspace", "istitle", "isupper", "join", "ljust", "lower", "lstrip", "maketrans",
-    "partition", "removeprefix", "removesuffix", "replace", "rfind", "rindex", "rjust", "rpartition", "rsplit",
-    "rstrip", "split", "splitlines", "startswith", "strip", "swapcase", "title", "translate", "upper", "zfill"};
-const std::set<std::string_view> kDictMethods = {"clear", "copy", "fromkeys", "get", "items", "keys",
-                                                 "pop", "popitem", "setdefault", "update", "values"};
+    "capitalize",   "casefold",   "center",    "count",       "encode",    "endswith",     "expandtabs",   "find",
+    "format",       "format_map", "index",     "isalnum",     "isalpha",   "isascii",      "isdecimal",    "isdigit",
+    "isidentifier", "islower",    "isnumeric", "isprintable", "isspace",   "istitle",      "isupper",      "join",
+    "ljust",        "lower",      "lstrip",    "maketrans",   "partition", "removeprefix", "removesuffix", "replace",
+    "rfind",        "rindex",     "rjust",     "rpartition",  "rsplit",    "rstrip",       "split",        "splitlines",
+    "startswith",   "strip",      "swapcase",  "title",       "translate", "upper",        "zfill"};
+const std::set<std::string_view> kDictMethods = {"clear", "copy",    "fromkeys",   "get",    "items", "keys",
+                                                 "pop",   "popitem", "setdefault", "update", "values"};
 const std::set<std::string_view> kDictUnsafe = {"clear", "pop", "popitem", "setdefault", "update"};
-const std::set<std::string_view> kListMethods = {"append", "clear", "copy", "count", "extend", "index",
-                                                 "insert", "pop", "remove", "reverse", "sort"};
-const std::set<std::string_view> kListUnsafe = {"append", "clear", "extend", "insert", "pop", "remove", "reverse", "sort"};
+const std::set<std::string_view> kListMethods = {"append", "clear", "copy",   "count",   "extend", "index",
+                                                 "insert", "pop",   "remove", "reverse", "sort"};
+const std::set<std::string_view> kListUnsafe = {"append", "clear",  "extend",  "insert",
+                                                "pop",    "remove", "reverse", "sort"};
 
 Status unsafe(const std::string& name, const Value& self) {
   return invalid_argument("access to attribute '" + name + "' of '" + self.type_name() + "' object is unsafe.");
@@ -108,12 +110,15 @@ Result<Value> str_format(Interpreter& in, const std::string& f, const CallArgs& 
     const Value* v = nullptr;
     if (field.empty()) {
       used_auto = true;
-      if (auto_idx >= args.pos.size()) return invalid_argument("Replacement index " + std::to_string(auto_idx) + " out of range for positional args tuple");
+      if (auto_idx >= args.pos.size())
+        return invalid_argument("Replacement index " + std::to_string(auto_idx) +
+                                " out of range for positional args tuple");
       v = &args.pos[auto_idx++];
     } else if (field.find_first_not_of("0123456789") == std::string::npos) {
       used_manual = true;
       size_t k = static_cast<size_t>(std::strtoull(field.c_str(), nullptr, 10));
-      if (field.size() > 9 || k >= args.pos.size()) return invalid_argument("Replacement index " + field + " out of range for positional args tuple");
+      if (field.size() > 9 || k >= args.pos.size())
+        return invalid_argument("Replacement index " + field + " out of range for positional args tuple");
       v = &args.pos[k];
     } else {
       for (const auto& kv : args.kw)
@@ -123,7 +128,8 @@ Result<Value> str_format(Interpreter& in, const std::string& f, const CallArgs& 
     if (used_auto && used_manual) return invalid_argument("cannot switch between automatic and manual field numbering");
     KILN_ASSIGN_OR_RETURN(std::string text, conv == 'r' ? in.repr(*v) : in.text(*v));
     out += text;
-    if (out.size() > in.limits().max_output_bytes) return invalid_argument("format: the text is larger than the output limit");
+    if (out.size() > in.limits().max_output_bytes)
+      return invalid_argument("format: the text is larger than the output limit");
   }
   return in.make_string(std::move(out));
 }
@@ -169,8 +175,7 @@ Result<Value> str_method(Interpreter& in, const Value& self, const std::string& 
     return Value::list(std::move(items));
   }
   if (name == "startswith" || name == "endswith") {
-    if (args.pos.size() != 1 || !args.kw.empty())
-      return not_supported("str", name + " with start/end positions");
+    if (args.pos.size() != 1 || !args.kw.empty()) return not_supported("str", name + " with start/end positions");
     const Value& p = args.pos[0];
     auto test = [&](const std::string& x) {
       if (x.size() > s.size()) return false;
@@ -200,8 +205,11 @@ Result<Value> str_method(Interpreter& in, const Value& self, const std::string& 
   if (name == "upper" || name == "lower" || name == "casefold" || name == "title" || name == "capitalize" ||
       name == "swapcase") {
     if (!args.pos.empty() || !args.kw.empty()) return invalid_argument(name + "() takes no arguments");
-    std::string r = name == "upper" ? py_upper(s) : (name == "lower" || name == "casefold") ? py_lower(s)
-                    : name == "title" ? py_title(s) : name == "capitalize" ? py_capitalize(s) : py_swapcase(s);
+    std::string r = name == "upper"                           ? py_upper(s)
+                    : (name == "lower" || name == "casefold") ? py_lower(s)
+                    : name == "title"                         ? py_title(s)
+                    : name == "capitalize"                    ? py_capitalize(s)
+                                                              : py_swapcase(s);
     return in.make_string(std::move(r));
   }
   if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
@@ -223,7 +231,8 @@ Result<Value> str_method(Interpreter& in, const Value& self, const std::string& 
                                 items[i].type_name() + " found");
       if (i) out += s;
       out += items[i].str();
-      if (out.size() > in.limits().max_output_bytes) return invalid_argument("join: the text is larger than the output limit");
+      if (out.size() > in.limits().max_output_bytes)
+        return invalid_argument("join: the text is larger than the output limit");
     }
     return in.make_string(std::move(out));
   }
@@ -244,7 +253,8 @@ Result<Value> str_method(Interpreter& in, const Value& self, const std::string& 
     if (args.pos.size() != 1 || !args.pos[0].is_string()) return invalid_argument(name + "() argument must be str");
     const std::string& x = args.pos[0].str();
     if (name == "removeprefix" && s.compare(0, x.size(), x) == 0) return in.make_string(s.substr(x.size()));
-    if (name == "removesuffix" && !x.empty() && s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0)
+    if (name == "removesuffix" && !x.empty() && s.size() >= x.size() &&
+        s.compare(s.size() - x.size(), x.size(), x) == 0)
       return in.make_string(s.substr(0, s.size() - x.size()));
     return self;
   }
@@ -364,25 +374,34 @@ std::string strftime_text(const std::tm& tm, const std::string& fmt, long micros
 
 bool has_method(const Value& obj, const std::string& name) {
   switch (obj.kind()) {
-    case Kind::kString: return kStrMethods.count(name) != 0;
-    case Kind::kDict: return kDictMethods.count(name) != 0;
+    case Kind::kString:
+      return kStrMethods.count(name) != 0;
+    case Kind::kDict:
+      return kDictMethods.count(name) != 0;
     case Kind::kList:
       switch (obj.list_kind()) {
-        case ListKind::kList: return kListMethods.count(name) != 0;
+        case ListKind::kList:
+          return kListMethods.count(name) != 0;
         case ListKind::kTuple:
-        case ListKind::kRange: return name == "count" || name == "index";
-        default: return false;
+        case ListKind::kRange:
+          return name == "count" || name == "index";
+        default:
+          return false;
       }
-    default: return false;
+    default:
+      return false;
   }
 }
 
 Result<Value> call_method(Interpreter& in, const Value& self, const std::string& name, const CallArgs& args) {
   KILN_RETURN_IF_ERROR(in.step());
   switch (self.kind()) {
-    case Kind::kString: return str_method(in, self, name, args);
-    case Kind::kDict: return dict_method(in, self, name, args);
-    case Kind::kList: return list_method(in, self, name, args);
+    case Kind::kString:
+      return str_method(in, self, name, args);
+    case Kind::kDict:
+      return dict_method(in, self, name, args);
+    case Kind::kList:
+      return list_method(in, self, name, args);
     case Kind::kLoop: {
       if (name == "cycle") {
         if (!args.kw.empty()) return invalid_argument("cycle() takes no keyword arguments");
@@ -391,7 +410,8 @@ Result<Value> call_method(Interpreter& in, const Value& self, const std::string&
       }
       return not_supported("loop", name);
     }
-    default: return not_supported(self.type_name(), name);
+    default:
+      return not_supported(self.type_name(), name);
   }
 }
 
@@ -422,7 +442,8 @@ Value loop_attribute(const Value& loop, const std::string& name) {
 }
 
 void add_globals(Frame& globals) {
-  for (const char* name : {"range", "dict", "namespace", "raise_exception", "strftime_now", "lipsum", "cycler", "joiner"}) {
+  for (const char* name :
+       {"range", "dict", "namespace", "raise_exception", "strftime_now", "lipsum", "cycler", "joiner"}) {
     auto fn = std::make_shared<Callable>();
     fn->type = Callable::Type::kBuiltin;
     fn->name = name;
@@ -474,7 +495,9 @@ Result<Value> call_global(Interpreter& in, const std::string& name, const CallAr
         KILN_ASSIGN_OR_RETURN(ValueList pairs, in.iterate(src));
         for (const Value& p : pairs) {
           KILN_ASSIGN_OR_RETURN(ValueList two, in.iterate(p));
-          if (two.size() != 2) return invalid_argument("dictionary update sequence element has length " + std::to_string(two.size()) + "; 2 is required");
+          if (two.size() != 2)
+            return invalid_argument("dictionary update sequence element has length " + std::to_string(two.size()) +
+                                    "; 2 is required");
           kv.emplace_back(two[0], two[1]);
         }
       }
@@ -487,7 +510,8 @@ Result<Value> call_global(Interpreter& in, const std::string& name, const CallAr
         return invalid_argument("Chat templates cannot store underscore-prefixed attributes on a namespace, but got '" +
                                 k.str() + "'. Please rename the attribute.");
       if (v.pins_frame())
-        return unsupported("kiln's template engine does not store a namespace, loop, iterator or macro in a namespace attribute");
+        return unsupported(
+            "kiln's template engine does not store a namespace, loop, iterator or macro in a namespace attribute");
       if (!k.hashable()) return invalid_argument("unhashable type: '" + k.type_name() + "'");
       ns->set(k, v);
     }
@@ -599,20 +623,23 @@ Result<Value> percent_format(Interpreter& in, const Value& fmt, const Value& arg
       case 'X':
       case 'o': {
         int64_t n;
-        if (v->is_int() || v->is_bool()) n = v->as_int();
+        if (v->is_int() || v->is_bool())
+          n = v->as_int();
         else if (v->is_float() && (conv == 'd' || conv == 'i' || conv == 'u') && std::isfinite(v->as_double()) &&
                  std::fabs(v->as_double()) < 9.2e18)
           n = static_cast<int64_t>(v->as_double());
         else
-          return invalid_argument(std::string("%") + conv + " format: a real number is required, not " + v->type_name());
+          return invalid_argument(std::string("%") + conv + " format: a real number is required, not " +
+                                  v->type_name());
         std::string spec = "%" + flags + (has_width ? std::to_string(width) : "") +
-                           (has_prec ? "." + std::to_string(prec) : "") + "ll" + (conv == 'u' || conv == 'i' ? 'd' : conv);
+                           (has_prec ? "." + std::to_string(prec) : "") + "ll" +
+                           (conv == 'u' || conv == 'i' ? 'd' : conv);
         char buf[128];
         int len = std::snprintf(buf, sizeof buf, spec.c_str(), static_cast<long long>(n));
         piece.assign(buf, static_cast<size_t>(std::max(0, std::min<int>(len, sizeof buf - 1))));
         if (len >= static_cast<int>(sizeof buf)) {
- KILN_ASSIGN_OR_RETURN(piece, pad_text(std::to_string(n), width, left));
- }
+          KILN_ASSIGN_OR_RETURN(piece, pad_text(std::to_string(n), width, left));
+        }
         if (conv == 'o' && flags.find('#') != std::string::npos) {
           size_t z = piece.find('0');
           if (z != std::string::npos) piece.insert(z + 1, "o");
@@ -634,19 +661,25 @@ Result<Value> percent_format(Interpreter& in, const Value& fmt, const Value& arg
         break;
       }
       case 'c': {
-        if (v->is_string() && count_code_points(v->str()) == 1) piece = v->str();
-        else if (v->is_int() && v->as_int() >= 0 && v->as_int() <= 0x10ffff && !(v->as_int() >= 0xd800 && v->as_int() <= 0xdfff))
+        if (v->is_string() && count_code_points(v->str()) == 1)
+          piece = v->str();
+        else if (v->is_int() && v->as_int() >= 0 && v->as_int() <= 0x10ffff &&
+                 !(v->as_int() >= 0xd800 && v->as_int() <= 0xdfff))
           append_utf8(piece, static_cast<char32_t>(v->as_int()));
-        else return invalid_argument("%c requires an int or a unicode character");
+        else
+          return invalid_argument("%c requires an int or a unicode character");
         KILN_ASSIGN_OR_RETURN(piece, pad_text(piece, width, left));
         break;
       }
-      default: return invalid_argument(std::string("unsupported format character '") + conv + "'");
+      default:
+        return invalid_argument(std::string("unsupported format character '") + conv + "'");
     }
     out += piece;
-    if (out.size() > in.limits().max_output_bytes) return invalid_argument("format: the text is larger than the output limit");
+    if (out.size() > in.limits().max_output_bytes)
+      return invalid_argument("format: the text is larger than the output limit");
   }
-  if (mapping == nullptr && next < pos.size()) return invalid_argument("not all arguments converted during string formatting");
+  if (mapping == nullptr && next < pos.size())
+    return invalid_argument("not all arguments converted during string formatting");
   return in.make_string(std::move(out));
 }
 

@@ -21,17 +21,27 @@ bool one_of(const std::string& s, std::initializer_list<const char*> names) {
 
 std::string describe(const Token& t) {
   switch (t.type) {
-    case Tok::kData: return "template text";
-    case Tok::kVarBegin: return "'{{'";
-    case Tok::kVarEnd: return "'}}'";
-    case Tok::kBlockBegin: return "'{%'";
-    case Tok::kBlockEnd: return "'%}'";
-    case Tok::kName: return "'" + t.text + "'";
-    case Tok::kString: return "a string";
+    case Tok::kData:
+      return "template text";
+    case Tok::kVarBegin:
+      return "'{{'";
+    case Tok::kVarEnd:
+      return "'}}'";
+    case Tok::kBlockBegin:
+      return "'{%'";
+    case Tok::kBlockEnd:
+      return "'%}'";
+    case Tok::kName:
+      return "'" + t.text + "'";
+    case Tok::kString:
+      return "a string";
     case Tok::kInt:
-    case Tok::kFloat: return "'" + t.text + "'";
-    case Tok::kOp: return "'" + t.text + "'";
-    case Tok::kEof: return "the end of the template";
+    case Tok::kFloat:
+      return "'" + t.text + "'";
+    case Tok::kOp:
+      return "'" + t.text + "'";
+    case Tok::kEof:
+      return "the end of the template";
   }
   return "a token";
 }
@@ -78,9 +88,7 @@ class Parser {
 
   Status fail_at(const Token& t, const std::string& msg) const { return corrupt(where(t.line, t.col) + ": " + msg); }
   Status fail(const std::string& msg) const { return fail_at(cur(), msg); }
-  Status unexpected(const std::string& wanted) const {
-    return fail("expected " + wanted + ", got " + describe(cur()));
-  }
+  Status unexpected(const std::string& wanted) const { return fail("expected " + wanted + ", got " + describe(cur())); }
 
   Status expect_op(const char* op) {
     if (!at_op(op)) return unexpected(std::string("'") + op + "'");
@@ -99,7 +107,8 @@ class Parser {
     return n;
   }
   Status nest() const {
-    if (depth_ > kMaxNesting) return fail("the template nests too deeply (more than " + std::to_string(kMaxNesting) + " levels)");
+    if (depth_ > kMaxNesting)
+      return fail("the template nests too deeply (more than " + std::to_string(kMaxNesting) + " levels)");
     return Status::ok();
   }
 
@@ -157,7 +166,8 @@ class Parser {
             return fail("unexpected end of template: the '" + opener + "' on line " + std::to_string(opener_line) +
                         " is not closed (expected " + list_names(ends) + ")");
           return body;
-        default: return fail("unexpected " + describe(t));
+        default:
+          return fail("unexpected " + describe(t));
       }
     }
   }
@@ -472,8 +482,10 @@ class Parser {
       if (at_tuple_end(extra_end)) break;
       KILN_ASSIGN_OR_RETURN(ExprPtr e, parse_expression(with_condexpr));
       items.push_back(std::move(e));
-      if (at_op(",")) is_tuple = true;
-      else break;
+      if (at_op(","))
+        is_tuple = true;
+      else
+        break;
     }
     if (!is_tuple) {
       if (!items.empty()) return std::move(items[0]);
@@ -564,8 +576,12 @@ class Parser {
       CmpOp op;
       if (cur().type == Tok::kOp && one_of(cur().text, {"==", "!=", "<", "<=", ">", ">="})) {
         const std::string& o = cur().text;
-        op = o == "==" ? CmpOp::kEq : o == "!=" ? CmpOp::kNe : o == "<" ? CmpOp::kLt : o == "<=" ? CmpOp::kLe
-             : o == ">" ? CmpOp::kGt : CmpOp::kGe;
+        op = o == "=="   ? CmpOp::kEq
+             : o == "!=" ? CmpOp::kNe
+             : o == "<"  ? CmpOp::kLt
+             : o == "<=" ? CmpOp::kLe
+             : o == ">"  ? CmpOp::kGt
+                         : CmpOp::kGe;
         advance();
       } else if (at_name("in")) {
         op = CmpOp::kIn;
@@ -627,7 +643,10 @@ class Parser {
     KILN_ASSIGN_OR_RETURN(ExprPtr left, parse_pow());
     while (at_op("*") || at_op("/") || at_op("//") || at_op("%")) {
       const Token at = cur();
-      BinOp op = at.text == "*" ? BinOp::kMul : at.text == "/" ? BinOp::kDiv : at.text == "//" ? BinOp::kFloorDiv : BinOp::kMod;
+      BinOp op = at.text == "*"    ? BinOp::kMul
+                 : at.text == "/"  ? BinOp::kDiv
+                 : at.text == "//" ? BinOp::kFloorDiv
+                                   : BinOp::kMod;
       advance();
       KILN_ASSIGN_OR_RETURN(ExprPtr right, parse_pow());
       left = binary(op, std::move(left), std::move(right), at);
@@ -661,8 +680,8 @@ class Parser {
     }
     KILN_ASSIGN_OR_RETURN(e, parse_postfix(std::move(e)));
     if (with_filter) {
- KILN_ASSIGN_OR_RETURN(e, parse_filter_expr(std::move(e)));
- }
+      KILN_ASSIGN_OR_RETURN(e, parse_filter_expr(std::move(e)));
+    }
     return e;
   }
 
@@ -672,9 +691,12 @@ class Parser {
       case Tok::kName: {
         advance();
         ExprPtr e = node(ExprKind::kLiteral, t);
-        if (t.text == "true" || t.text == "True") e->literal = Value::boolean(true);
-        else if (t.text == "false" || t.text == "False") e->literal = Value::boolean(false);
-        else if (t.text == "none" || t.text == "None") e->literal = Value::none();
+        if (t.text == "true" || t.text == "True")
+          e->literal = Value::boolean(true);
+        else if (t.text == "false" || t.text == "False")
+          e->literal = Value::boolean(false);
+        else if (t.text == "none" || t.text == "None")
+          e->literal = Value::none();
         else {
           e->kind = ExprKind::kName;
           e->name = t.text;
@@ -743,7 +765,8 @@ class Parser {
           return e;
         }
         break;
-      default: break;
+      default:
+        break;
     }
     return fail("unexpected " + describe(t));
   }
@@ -836,13 +859,13 @@ class Parser {
       slice->args[1] = std::move(e);
     }
     if (!at_op(":") && !at_op("]") && !at_op(",")) {
- KILN_ASSIGN_OR_RETURN(slice->args[2], parse_expression(true));
- }
+      KILN_ASSIGN_OR_RETURN(slice->args[2], parse_expression(true));
+    }
     if (at_op(":")) {
       advance();
       if (!at_op("]") && !at_op(",")) {
- KILN_ASSIGN_OR_RETURN(slice->args[3], parse_expression(true));
- }
+        KILN_ASSIGN_OR_RETURN(slice->args[3], parse_expression(true));
+      }
     }
     return slice;
   }
@@ -855,7 +878,8 @@ class Parser {
         KILN_RETURN_IF_ERROR(expect_op(","));
         if (at_op(")")) break;
       }
-      if (at_op("*") || at_op("**")) return fail("*args and **kwargs in calls are not supported by kiln's template engine");
+      if (at_op("*") || at_op("**"))
+        return fail("*args and **kwargs in calls are not supported by kiln's template engine");
       if (cur().type == Tok::kName && look().type == Tok::kOp && look().text == "=") {
         std::string key = cur().text;
         advance();

@@ -209,8 +209,10 @@ std::string py_capitalize(std::string_view s) {
   bool first = true;
   while (i < s.size()) {
     char32_t c = next_cp(s, i);
-    if (first) append_upper(out, c);
-    else append_lower(out, c);
+    if (first)
+      append_upper(out, c);
+    else
+      append_lower(out, c);
     first = false;
   }
   return out;
@@ -223,8 +225,10 @@ std::string py_title(std::string_view s) {
   bool prev_cased = false;
   while (i < s.size()) {
     char32_t c = next_cp(s, i);
-    if (prev_cased) append_lower(out, c);
-    else append_upper(out, c);
+    if (prev_cased)
+      append_lower(out, c);
+    else
+      append_upper(out, c);
     prev_cased = is_cased(c);
   }
   return out;
@@ -235,9 +239,12 @@ std::string py_swapcase(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
     char32_t c = next_cp(s, i);
-    if (simple_lower(c) != c) append_lower(out, c);
-    else if (simple_upper(c) != c || c == 0xdf) append_upper(out, c);
-    else append_utf8(out, c);
+    if (simple_lower(c) != c)
+      append_lower(out, c);
+    else if (simple_upper(c) != c || c == 0xdf)
+      append_upper(out, c);
+    else
+      append_utf8(out, c);
   }
   return out;
 }
@@ -399,9 +406,12 @@ std::string py_repr_str(std::string_view s) {
     } else if (c == '\r') {
       out += "\\r";
     } else if (!py_isprintable(c)) {
-      if (c < 0x100) append_hex(out, "\\x", c, 2);
-      else if (c < 0x10000) append_hex(out, "\\u", c, 4);
-      else append_hex(out, "\\U", c, 8);
+      if (c < 0x100)
+        append_hex(out, "\\x", c, 2);
+      else if (c < 0x10000)
+        append_hex(out, "\\u", c, 4);
+      else
+        append_hex(out, "\\U", c, 8);
     } else {
       append_utf8(out, c);
     }
@@ -460,14 +470,29 @@ void json_quote(std::string& out, std::string_view s, bool ensure_ascii) {
     size_t start = i;
     char32_t c = next_cp(s, i);
     switch (c) {
-      case '"': out += "\\\""; continue;
-      case '\\': out += "\\\\"; continue;
-      case '\n': out += "\\n"; continue;
-      case '\r': out += "\\r"; continue;
-      case '\t': out += "\\t"; continue;
-      case '\b': out += "\\b"; continue;
-      case '\f': out += "\\f"; continue;
-      default: break;
+      case '"':
+        out += "\\\"";
+        continue;
+      case '\\':
+        out += "\\\\";
+        continue;
+      case '\n':
+        out += "\\n";
+        continue;
+      case '\r':
+        out += "\\r";
+        continue;
+      case '\t':
+        out += "\\t";
+        continue;
+      case '\b':
+        out += "\\b";
+        continue;
+      case '\f':
+        out += "\\f";
+        continue;
+      default:
+        break;
     }
     if (c < 0x20) {
       append_hex(out, "\\u", c, 4);
@@ -491,12 +516,23 @@ std::string html_escape(std::string_view s) {
   out.reserve(s.size());
   for (char ch : s) {
     switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += ch;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += ch;
     }
   }
   return out;

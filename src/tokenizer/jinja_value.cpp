@@ -51,11 +51,17 @@ Status unprintable(const Value& v) {
 Status append_repr(const Value& v, std::string& out, size_t max) {
   if (out.size() > max) return invalid_argument("the text of a value is larger than the output limit");
   switch (v.kind()) {
-    case Kind::kUndefined: out += "Undefined"; return Status::ok();
-    case Kind::kNone: out += "None"; return Status::ok();
+    case Kind::kUndefined:
+      out += "Undefined";
+      return Status::ok();
+    case Kind::kNone:
+      out += "None";
+      return Status::ok();
     case Kind::kBool:
     case Kind::kInt:
-    case Kind::kFloat: out += py_number_text(v); return Status::ok();
+    case Kind::kFloat:
+      out += py_number_text(v);
+      return Status::ok();
     case Kind::kString:
       if (v.is_markup()) {
         out += "Markup(" + py_repr_str(v.str()) + ")";
@@ -82,15 +88,22 @@ Status append_repr(const Value& v, std::string& out, size_t max) {
           if (a.r_step != 1) out += ", " + std::to_string(a.r_step);
           out += ')';
           return Status::ok();
-        case ListKind::kDictKeys: out += "dict_keys(["; break;
-        case ListKind::kDictValues: out += "dict_values(["; break;
-        case ListKind::kDictItems: out += "dict_items(["; break;
+        case ListKind::kDictKeys:
+          out += "dict_keys([";
+          break;
+        case ListKind::kDictValues:
+          out += "dict_values([";
+          break;
+        case ListKind::kDictItems:
+          out += "dict_items([";
+          break;
       }
       KILN_RETURN_IF_ERROR(append_seq(a.items, out, max));
       out += "])";
       return Status::ok();
     }
-    case Kind::kDict: return append_dict_items(v.object(), out, max);
+    case Kind::kDict:
+      return append_dict_items(v.object(), out, max);
     case Kind::kNamespace:
       out += "<Namespace ";
       KILN_RETURN_IF_ERROR(append_dict_items(v.ns(), out, max));
@@ -98,24 +111,34 @@ Status append_repr(const Value& v, std::string& out, size_t max) {
       return Status::ok();
     case Kind::kCallable:
     case Kind::kIterator:
-    case Kind::kLoop: return unprintable(v);
+    case Kind::kLoop:
+      return unprintable(v);
   }
   return Status::ok();
 }
 
 Status json_key(const Value& k, std::string& out, const JsonStyle& style) {
   switch (k.kind()) {
-    case Kind::kString: json_quote(out, k.str(), style.ensure_ascii); return Status::ok();
-    case Kind::kNone: out += "\"null\""; return Status::ok();
-    case Kind::kBool: out += k.as_bool() ? "\"true\"" : "\"false\""; return Status::ok();
-    case Kind::kInt: out += '"' + std::to_string(k.as_int()) + '"'; return Status::ok();
+    case Kind::kString:
+      json_quote(out, k.str(), style.ensure_ascii);
+      return Status::ok();
+    case Kind::kNone:
+      out += "\"null\"";
+      return Status::ok();
+    case Kind::kBool:
+      out += k.as_bool() ? "\"true\"" : "\"false\"";
+      return Status::ok();
+    case Kind::kInt:
+      out += '"' + std::to_string(k.as_int()) + '"';
+      return Status::ok();
     case Kind::kFloat: {
       double d = k.as_double();
       std::string t = std::isnan(d) ? "NaN" : std::isinf(d) ? (d < 0 ? "-Infinity" : "Infinity") : py_float_repr(d);
       out += '"' + t + '"';
       return Status::ok();
     }
-    default: return invalid_argument("tojson: keys must be str, int, float, bool or None, not " + k.type_name());
+    default:
+      return invalid_argument("tojson: keys must be str, int, float, bool or None, not " + k.type_name());
   }
 }
 
@@ -126,17 +149,28 @@ Status json_value(const Value& v, const JsonStyle& style, std::string& out, size
     for (int i = 0; i < lvl; ++i) out += style.indent;
   };
   switch (v.kind()) {
-    case Kind::kNone: out += "null"; return Status::ok();
-    case Kind::kBool: out += v.as_bool() ? "true" : "false"; return Status::ok();
-    case Kind::kInt: out += std::to_string(v.as_int()); return Status::ok();
+    case Kind::kNone:
+      out += "null";
+      return Status::ok();
+    case Kind::kBool:
+      out += v.as_bool() ? "true" : "false";
+      return Status::ok();
+    case Kind::kInt:
+      out += std::to_string(v.as_int());
+      return Status::ok();
     case Kind::kFloat: {
       double d = v.as_double();
-      if (std::isnan(d)) out += "NaN";
-      else if (std::isinf(d)) out += d < 0 ? "-Infinity" : "Infinity";
-      else out += py_float_repr(d);
+      if (std::isnan(d))
+        out += "NaN";
+      else if (std::isinf(d))
+        out += d < 0 ? "-Infinity" : "Infinity";
+      else
+        out += py_float_repr(d);
       return Status::ok();
     }
-    case Kind::kString: json_quote(out, v.str(), style.ensure_ascii); return Status::ok();
+    case Kind::kString:
+      json_quote(out, v.str(), style.ensure_ascii);
+      return Status::ok();
     case Kind::kList: {
       const Array& a = v.array();
       if (a.kind != ListKind::kList && a.kind != ListKind::kTuple) return not_serializable(v);
@@ -160,34 +194,22 @@ Status json_value(const Value& v, const JsonStyle& style, std::string& out, size
         out += "{}";
         return Status::ok();
       }
-      std::vector<const std::pair<Value, Value>*> order;
-      order.reserve(o.items.size());
-      for (const auto& kv : o.items) order.push_back(&kv);
-      if (style.sort_keys) {
-        Status st;
-        std::stable_sort(order.begin(), order.end(), [&](const auto* x, const auto* y) {
-          auto r = py_less(x->first, y->first);
-          if (!r.is_ok()) {
-            st = r.status();
-            return false;
-          }
-          return r.value();
-        });
-        KILN_RETURN_IF_ERROR(st);
-      }
+      std::vector<std::pair<Value, Value>> order = o.items;
+      if (style.sort_keys) KILN_RETURN_IF_ERROR(sort_by_key(order, false, nullptr));
       out += '{';
       for (size_t i = 0; i < order.size(); ++i) {
         if (i) out += style.item_sep;
         if (style.indent_set) newline(level + 1);
-        KILN_RETURN_IF_ERROR(json_key(order[i]->first, out, style));
+        KILN_RETURN_IF_ERROR(json_key(order[i].first, out, style));
         out += style.key_sep;
-        KILN_RETURN_IF_ERROR(json_value(order[i]->second, style, out, max_bytes, level + 1));
+        KILN_RETURN_IF_ERROR(json_value(order[i].second, style, out, max_bytes, level + 1));
       }
       if (style.indent_set) newline(level);
       out += '}';
       return Status::ok();
     }
-    default: return not_serializable(v);
+    default:
+      return not_serializable(v);
   }
 }
 
@@ -195,17 +217,22 @@ template <typename J>
 Result<Value> json_to_value(const J& j, int depth) {
   if (depth > kMaxDepth) return invalid_argument("JSON nests deeper than " + std::to_string(kMaxDepth) + " levels");
   switch (j.type()) {
-    case nlohmann::json::value_t::null: return Value::none();
-    case nlohmann::json::value_t::boolean: return Value::boolean(j.template get<bool>());
-    case nlohmann::json::value_t::number_integer: return Value::integer(j.template get<int64_t>());
+    case nlohmann::json::value_t::null:
+      return Value::none();
+    case nlohmann::json::value_t::boolean:
+      return Value::boolean(j.template get<bool>());
+    case nlohmann::json::value_t::number_integer:
+      return Value::integer(j.template get<int64_t>());
     case nlohmann::json::value_t::number_unsigned: {
       auto u = j.template get<uint64_t>();
       if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
         return invalid_argument("JSON integer " + std::to_string(u) + " is beyond 64 bits");
       return Value::integer(static_cast<int64_t>(u));
     }
-    case nlohmann::json::value_t::number_float: return Value::number(j.template get<double>());
-    case nlohmann::json::value_t::string: return Value::string(j.template get<std::string>());
+    case nlohmann::json::value_t::number_float:
+      return Value::number(j.template get<double>());
+    case nlohmann::json::value_t::string:
+      return Value::string(j.template get<std::string>());
     case nlohmann::json::value_t::array: {
       ValueList items;
       items.reserve(j.size());
@@ -224,7 +251,8 @@ Result<Value> json_to_value(const J& j, int depth) {
       }
       return make_dict(std::move(kv));
     }
-    default: return invalid_argument("JSON value of an unsupported type (binary)");
+    default:
+      return invalid_argument("JSON value of an unsupported type (binary)");
   }
 }
 
@@ -331,52 +359,77 @@ const std::string& Value::undefined_hint() const {
 
 int Value::depth() const {
   switch (kind_) {
-    case Kind::kList: return array().depth;
-    case Kind::kDict: return object().depth;
+    case Kind::kList:
+      return array().depth;
+    case Kind::kDict:
+      return object().depth;
     case Kind::kIterator: {
       int d = 0;
       for (const Value& e : iter().items) d = std::max(d, e.depth());
       return d + 1;
     }
-    default: return 1;
+    default:
+      return 1;
   }
 }
 
 bool Value::pins_frame() const {
   switch (kind_) {
-    case Kind::kList: return array().pins_frame;
-    case Kind::kDict: return object().pins_frame;
+    case Kind::kList:
+      return array().pins_frame;
+    case Kind::kDict:
+      return object().pins_frame;
     case Kind::kNamespace:
     case Kind::kLoop:
-    case Kind::kIterator: return true;
-    case Kind::kCallable: return fn().closure != nullptr || fn().type == Callable::Type::kMethod;
-    default: return false;
+    case Kind::kIterator:
+      return true;
+    case Kind::kCallable:
+      return fn().closure != nullptr || fn().type == Callable::Type::kMethod;
+    default:
+      return false;
   }
 }
 
 std::string Value::type_name() const {
   switch (kind_) {
-    case Kind::kUndefined: return "Undefined";
-    case Kind::kNone: return "NoneType";
-    case Kind::kBool: return "bool";
-    case Kind::kInt: return "int";
-    case Kind::kFloat: return "float";
-    case Kind::kString: return markup_ ? "Markup" : "str";
+    case Kind::kUndefined:
+      return "Undefined";
+    case Kind::kNone:
+      return "NoneType";
+    case Kind::kBool:
+      return "bool";
+    case Kind::kInt:
+      return "int";
+    case Kind::kFloat:
+      return "float";
+    case Kind::kString:
+      return markup_ ? "Markup" : "str";
     case Kind::kList:
       switch (list_kind()) {
-        case ListKind::kList: return "list";
-        case ListKind::kTuple: return "tuple";
-        case ListKind::kRange: return "range";
-        case ListKind::kDictKeys: return "dict_keys";
-        case ListKind::kDictValues: return "dict_values";
-        case ListKind::kDictItems: return "dict_items";
+        case ListKind::kList:
+          return "list";
+        case ListKind::kTuple:
+          return "tuple";
+        case ListKind::kRange:
+          return "range";
+        case ListKind::kDictKeys:
+          return "dict_keys";
+        case ListKind::kDictValues:
+          return "dict_values";
+        case ListKind::kDictItems:
+          return "dict_items";
       }
       return "list";
-    case Kind::kDict: return "dict";
-    case Kind::kNamespace: return "Namespace";
-    case Kind::kCallable: return fn().type == Callable::Type::kMacro ? "Macro" : "builtin_function_or_method";
-    case Kind::kIterator: return iter().type_name;
-    case Kind::kLoop: return "LoopContext";
+    case Kind::kDict:
+      return "dict";
+    case Kind::kNamespace:
+      return "Namespace";
+    case Kind::kCallable:
+      return fn().type == Callable::Type::kMacro ? "Macro" : "builtin_function_or_method";
+    case Kind::kIterator:
+      return iter().type_name;
+    case Kind::kLoop:
+      return "LoopContext";
   }
   return "object";
 }
@@ -384,14 +437,22 @@ std::string Value::type_name() const {
 bool Value::truthy() const {
   switch (kind_) {
     case Kind::kUndefined:
-    case Kind::kNone: return false;
-    case Kind::kBool: return b_;
-    case Kind::kInt: return i_ != 0;
-    case Kind::kFloat: return d_ != 0;
-    case Kind::kString: return !str().empty();
-    case Kind::kList: return !items().empty();
-    case Kind::kDict: return !object().items.empty();
-    default: return true;
+    case Kind::kNone:
+      return false;
+    case Kind::kBool:
+      return b_;
+    case Kind::kInt:
+      return i_ != 0;
+    case Kind::kFloat:
+      return d_ != 0;
+    case Kind::kString:
+      return !str().empty();
+    case Kind::kList:
+      return !items().empty();
+    case Kind::kDict:
+      return !object().items.empty();
+    default:
+      return true;
   }
 }
 
@@ -401,13 +462,15 @@ bool Value::hashable() const {
     case Kind::kBool:
     case Kind::kInt:
     case Kind::kFloat:
-    case Kind::kString: return true;
+    case Kind::kString:
+      return true;
     case Kind::kList:
       if (list_kind() != ListKind::kTuple) return false;
       for (const Value& e : items())
         if (!e.hashable()) return false;
       return true;
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -459,8 +522,10 @@ bool py_equal(const Value& a, const Value& b, uint64_t* work) {
   if (a.identity() != nullptr && a.identity() == b.identity() && a.kind() != Kind::kUndefined) return true;
   switch (a.kind()) {
     case Kind::kUndefined:
-    case Kind::kNone: return true;
-    case Kind::kString: return a.str() == b.str();
+    case Kind::kNone:
+      return true;
+    case Kind::kString:
+      return a.str() == b.str();
     case Kind::kList: {
       auto family = [](ListKind k) { return k == ListKind::kList ? 0 : k == ListKind::kTuple ? 1 : 2; };
       if (family(a.list_kind()) != family(b.list_kind())) return false;
@@ -481,7 +546,8 @@ bool py_equal(const Value& a, const Value& b, uint64_t* work) {
       }
       return true;
     }
-    default: return a.identity() == b.identity();
+    default:
+      return a.identity() == b.identity();
   }
 }
 
@@ -502,18 +568,48 @@ Result<bool> py_less(const Value& a, const Value& b, uint64_t* work) {
     }
     return x.size() < y.size();
   }
-  return invalid_argument("'<' not supported between instances of '" + a.type_name() + "' and '" + b.type_name() +
-                          "'");
+  return invalid_argument("'<' not supported between instances of '" + a.type_name() + "' and '" + b.type_name() + "'");
+}
+
+Status sort_by_key(std::vector<std::pair<Value, Value>>& kv, bool reverse, uint64_t* work) {
+  const size_t n = kv.size();
+  std::vector<std::pair<Value, Value>> buf(n);
+  Status st;
+  auto less = [&](const Value& a, const Value& b) {
+    if (!st.is_ok()) return false;
+    auto r = reverse ? py_less(b, a, work) : py_less(a, b, work);
+    if (!r.is_ok()) {
+      st = r.status();
+      return false;
+    }
+    return r.value();
+  };
+  for (size_t width = 1; width < n; width *= 2) {
+    for (size_t lo = 0; lo < n; lo += 2 * width) {
+      size_t mid = std::min(lo + width, n), hi = std::min(lo + 2 * width, n);
+      size_t i = lo, j = mid, k = lo;
+      while (i < mid && j < hi) buf[k++] = less(kv[j].first, kv[i].first) ? std::move(kv[j++]) : std::move(kv[i++]);
+      while (i < mid) buf[k++] = std::move(kv[i++]);
+      while (j < hi) buf[k++] = std::move(kv[j++]);
+    }
+    kv.swap(buf);
+    KILN_RETURN_IF_ERROR(st);
+  }
+  return st;
 }
 
 Result<std::string> to_str(const Value& v, size_t max) {
   switch (v.kind()) {
-    case Kind::kUndefined: return std::string();
-    case Kind::kString: return v.str();
-    case Kind::kNone: return std::string("None");
+    case Kind::kUndefined:
+      return std::string();
+    case Kind::kString:
+      return v.str();
+    case Kind::kNone:
+      return std::string("None");
     case Kind::kBool:
     case Kind::kInt:
-    case Kind::kFloat: return py_number_text(v);
+    case Kind::kFloat:
+      return py_number_text(v);
     default: {
       std::string out;
       KILN_RETURN_IF_ERROR(append_repr(v, out, max));

@@ -4,8 +4,8 @@
 // the loop object. Values are immutable and cheap to copy (shared), except namespaces.
 #pragma once
 
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -29,7 +29,18 @@ struct IterState;
 struct LoopState;
 
 enum class Kind : uint8_t {
-  kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kNamespace, kCallable, kIterator, kLoop,
+  kUndefined,
+  kNone,
+  kBool,
+  kInt,
+  kFloat,
+  kString,
+  kList,
+  kDict,
+  kNamespace,
+  kCallable,
+  kIterator,
+  kLoop,
 };
 
 // What a kList value prints as and allows.
@@ -162,6 +173,11 @@ inline const ValueList& Value::items() const { return array().items; }
 bool py_equal(const Value& a, const Value& b, uint64_t* work = nullptr);
 // Python's < for numbers, strings, and lists/tuples of them; an error for other types.
 Result<bool> py_less(const Value& a, const Value& b, uint64_t* work = nullptr);
+
+// Sorts pairs by their first value with Python's <, stably (also with reverse, as sorted()
+// does). A merge sort: sound even when a comparison fails, and it uses no temporary-buffer
+// allocation (std::stable_sort's nothrow new trips allocation hooks).
+Status sort_by_key(std::vector<std::pair<Value, Value>>& kv, bool reverse, uint64_t* work);
 
 // str(x): what {{ x }} prints. Iterators, callables and the loop object have no stable text
 // (Python prints a memory address) and are an error.

@@ -144,9 +144,10 @@ bool normalize(std::string_view in, NormalForm form, std::string& out) {
   out.clear();
   out.reserve(n + n / 8);
   out.append(in.substr(0, slow_from));
-  // From slow_from on: runs of non-trivial segments go through utf8proc together; segments
-  // of one stable code point are copied.
-  size_t run = kNpos;  // start of the pending run of non-trivial segments
+  // From slow_from on: runs of non-trivial segments go through utf8proc together; the text
+  // between them (segments of one stable code point) is copied in one piece.
+  size_t copied = slow_from;  // in[copied, ...) is not in `out` yet
+  size_t run = kNpos;         // start of the pending run of non-trivial segments
   seg = slow_from;
   trivial = false;
   auto close_segment = [&](size_t end) {
@@ -155,9 +156,10 @@ bool normalize(std::string_view in, NormalForm form, std::string& out) {
       if (run != kNpos) {
         normalize_slow(in.substr(run, seg - run), form, out);
         run = kNpos;
+        copied = seg;
       }
-      out.append(in.substr(seg, end - seg));
     } else if (run == kNpos) {
+      out.append(in.substr(copied, seg - copied));
       run = seg;
     }
   };
@@ -175,7 +177,11 @@ bool normalize(std::string_view in, NormalForm form, std::string& out) {
     }
   }
   close_segment(n);
-  if (run != kNpos) normalize_slow(in.substr(run), form, out);
+  if (run != kNpos) {
+    normalize_slow(in.substr(run), form, out);
+  } else {
+    out.append(in.substr(copied));
+  }
   return true;
 }
 

@@ -18,9 +18,12 @@ namespace {
 
 bool is_matrix(const Node& n, const WeightDesc& w) { return n.op != OpCode::kEmbed && w.shape.size() == 2; }
 
+// The widest value any node reads: bounds the normalised rows, the up projection (which the down
+// projection reads) and every matmul's input. The logits, which nothing reads, do not count.
 int64_t widest(const Graph& g) {
   int64_t w = 1;
-  for (const Value& v : g.values) w = std::max(w, v.width);
+  for (const Node& n : g.nodes)
+    for (int v : n.inputs) w = std::max(w, g.values[static_cast<size_t>(v)].width);
   return w;
 }
 
@@ -37,7 +40,7 @@ struct ScratchLayout {
   size_t norm = 0, tmp = 0, rope = 0, prep[3] = {}, total = 0;
   // One activation preparation: group sums (f32), int8 values, scales, int group sums.
   size_t prep_sums = 0, prep_q = 0, prep_scales = 0, prep_qsums = 0, prep_digits = 0, prep_dscales = 0, prep_dsums = 0,
-         prep_bytes = 0;
+         prep_tiles = 0, prep_bytes = 0;
   ScratchLayout(int64_t w, int t, int64_t head_dim) {
     const auto T = static_cast<size_t>(t), W = static_cast<size_t>(w);
     const size_t groups = W / 32 + 1;
@@ -48,7 +51,8 @@ struct ScratchLayout {
     prep_digits = align64(prep_qsums + 4 * T * groups);
     prep_dscales = align64(prep_digits + 3 * W);
     prep_dsums = align64(prep_dscales + 4 * groups);
-    prep_bytes = align64(prep_dsums + 4 * groups);
+    prep_tiles = align64(prep_dsums + 4 * groups);
+    prep_bytes = align64(prep_tiles + 4 * ((T + 15) / 16 * 16) * W);
     size_t at = 0;
     norm = at;
     at = align64(at + 4 * T * W);
@@ -250,6 +254,10 @@ class CpuKernel final : public Kernel {
       a.digits = digits;
       a.digit_scale = dscales;
       a.digit_sums = dsums;
+    } else if (s == Scheme::kW4A16 && k_.make_bf16_tiles && rows >= k_.bf16_tiles_min_rows) {
+      auto* tiles = reinterpret_cast<uint16_t*>(base + scratch_.prep_tiles);
+      k_.make_bf16_tiles(x, m.m.cols, rows, m.m.cols, tiles);
+      a.bf16_tiles = tiles;
       if (!m.m.params.symmetric) {
         auto* sums = reinterpret_cast<float*>(base + scratch_.prep_sums);
         k_.group_sums(x, m.m.cols, rows, m.m.cols, g, sums);
@@ -430,7 +438,7 @@ class CpuKernel final : public Kernel {
 
 }  // namespace
 
-uint64_t cpu_kernel_features(uint64_t features) { return cpu::select_kernels(features).features; }
+uint64_t cpu_kernel_features(uint64_t features) { return cpu::target_kernel_features(features); }
 const char* cpu_kernel_name(uint64_t features) { return cpu::select_kernels(features).name; }
 
 bool CpuBackend::supports(const Node& node, const Graph& graph) const {

@@ -3,14 +3,20 @@
 // 16-row interleaved tiles (layouts.h), work split over the session's thread pool by output rows
 // (matmuls) or by heads (attention).
 //
-// Numerics, against the reference back end:
-//  - f32, f16, bf16, w8a16, w4a16 ("A16"): activations stay f32 and are never quantized; each
-//    weight is widened to f32 exactly and multiplied in f32 with FMA. Decoding (one token) sums a
-//    4-bit group as d * sum(u x) + o * sum(x) (u the nibble 0..15, o = -8 d or the group's min);
-//    prefill sums the dequantized weights. Both differ from the reference only by the order and
-//    contraction of f32 roundings (relative error of a dot product ~ 1e-6 of sum |w x|).
-//  - w8a8, w4a8: each activation row is quantized to int8 exactly as quant/ref_matmul.h does;
-//    the integer sums are exact; only the final f32 scaling differs in rounding order.
+// Numerics, against the reference back end (tests/cpu_backend_test.cpp checks each kernel to
+// |y - y_ref| <= 1e-5 * sum_k |w_k x_k|):
+//  - A16 schemes (f32, f16, bf16, w8a16, w4a16): activations are never quantized to int8.
+//    f32/f16/bf16/w8a16 widen each weight to f32 exactly and multiply in f32 with FMA.
+//    w4a16, one token (decoding): x is written per block of 32 as 21-bit fixed point, three int8
+//    digits (|error| <= 2.4e-7 of the block's max |x|, well below bf16's 2^-9 or fp16's 2^-11
+//    relative), and the nibbles times the digits are summed exactly in int32 (VNNI vpdpbusd,
+//    SDOT); the group's f16 scale is applied in f32.
+//    w4a16, many tokens: each weight column is dequantized to f32 exactly and multiplied in f32
+//    with FMA; on AMX machines x is split into two bf16 parts (hi + lo, |error| <= 2^-17 |x|)
+//    and multiplied by the exact bf16 nibbles on the tile units, summing in f32.
+//  - A8 schemes (w8a8, w4a8): each activation row is quantized to int8 exactly as
+//    quant/ref_matmul.h does; the integer sums are exact; only the final f32 scaling differs in
+//    rounding order.
 //  - softmax and SiLU use a polynomial exp (relative error ~2 ulp); attention's softmax is
 //    computed online (flash-style), not in two passes.
 // With the same kernels the result does not depend on the number of threads: each output row
@@ -39,8 +45,8 @@ class CpuBackend final : public Backend {
   Status unpack(const WeightDesc& w, std::span<const uint8_t> packed, std::vector<uint8_t>& ref) const override;
 };
 
-// The CPU features the cpu back end's kernels can use on a target with `features`: the
-// features of the best kernel table they allow (what a .kiln for them records).
+// The CPU features the cpu back end's kernels need on a target with `features`: those of the
+// best kernel table (of any architecture) they allow, what a .kiln for them records.
 uint64_t cpu_kernel_features(uint64_t features);
 // The name of that kernel table ("avx512", "avx2", "dotprod", "neon", "generic").
 const char* cpu_kernel_name(uint64_t features);

@@ -9,7 +9,7 @@ namespace {
 struct Tables {
   KernelTable generic;
 #if defined(__x86_64__)
-  KernelTable avx2, avx512;
+  KernelTable avx2, avx512, amx;
 #elif defined(__aarch64__)
   KernelTable neon, dotprod;
 #endif
@@ -18,6 +18,7 @@ struct Tables {
 #if defined(__x86_64__)
     fill_avx2(avx2);
     fill_avx512(avx512);
+    fill_amx(amx);
 #elif defined(__aarch64__)
     fill_neon(neon);
     fill_dotprod(dotprod);
@@ -27,6 +28,7 @@ struct Tables {
   int list(const KernelTable** out) const {
     int n = 0;
 #if defined(__x86_64__)
+    out[n++] = &amx;
     out[n++] = &avx512;
     out[n++] = &avx2;
 #elif defined(__aarch64__)
@@ -46,6 +48,18 @@ const Tables& tables() {
 }  // namespace
 
 const KernelTable& generic_kernels() { return tables().generic; }
+
+uint64_t target_kernel_features(uint64_t wanted) {
+  // The features of every table of every architecture, best first within each (the x86 and ARM
+  // sets share no bit); must agree with the fill_* functions, as a test checks.
+  constexpr uint64_t kAvx2 = kCpuAvx2 | kCpuFma | kCpuF16c;
+  constexpr uint64_t kAvx512 = kAvx2 | kCpuAvx512f | kCpuAvx512bw | kCpuAvx512vl | kCpuAvx512vnni;
+  constexpr uint64_t kAmx = kAvx512 | kCpuAvx512bf16 | kCpuAmxTile | kCpuAmxBf16;
+  constexpr uint64_t kAll[] = {kAmx, kAvx512, kAvx2, kCpuNeon | kCpuDotprod, kCpuNeon};
+  for (uint64_t f : kAll)
+    if ((f & ~wanted) == 0) return f;
+  return 0;
+}
 
 int available_kernel_tables(uint64_t cpu_features, const KernelTable** out, int max) {
   const KernelTable* all[8];

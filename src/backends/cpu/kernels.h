@@ -36,6 +36,10 @@ struct Activations {
   const int8_t* digits = nullptr;       // [3][cols]: the planes d1, d2, d3
   const float* digit_scale = nullptr;   // [cols / 32]
   const int32_t* digit_sums = nullptr;  // [cols / 32]: sum of X over the block
+  // 4-bit A16, many tokens, on tables with matrix units (AMX): x split into two bf16 parts,
+  // x = hi + lo + r with |r| <= 2^-17 |x|, laid out as the tiles the units multiply
+  // (make_bf16_tiles); null where the table has none.
+  const uint16_t* bf16_tiles = nullptr;
   // A8: per row, int8 values (k padded with zeros to a multiple of 4), scale, and for the 4-bit
   // schemes the per-group integer sums of the int8 values.
   const int8_t* q = nullptr;
@@ -78,6 +82,10 @@ struct KernelTable {
   // Per row t < n: int8 values, scale and (group > 0) per-group sums, as quant/ref_matmul.h.
   void (*quantize_rows)(const float* x, int64_t x_stride, int n, int64_t cols, int group, int8_t* q, int64_t q_stride,
                         float* scales, int32_t* group_sums) = nullptr;
+  // For tables with matrix units: the tiles of bf16_tiles above for n rows (null elsewhere), and
+  // the fewest rows worth them.
+  void (*make_bf16_tiles)(const float* x, int64_t x_stride, int n, int64_t cols, uint16_t* tiles) = nullptr;
+  int bf16_tiles_min_rows = 0;
   void (*make_digits)(const float* x, int64_t cols, int8_t* digits, float* scales, int32_t* sums) = nullptr;
   void (*group_sums)(const float* x, int64_t x_stride, int n, int64_t cols, int group, float* sums) = nullptr;
   void (*rmsnorm)(float* y, const float* x, const float* w, int64_t n, float eps) = nullptr;
@@ -91,6 +99,9 @@ struct KernelTable {
 // The instruction-set tables this build has (dispatch.cpp), and the best one usable with the
 // given CPU features.
 const KernelTable& generic_kernels();
+// The features of the best table of any architecture (built here or not) within `wanted`: what a
+// .kiln for a target with `wanted` records.
+uint64_t target_kernel_features(uint64_t wanted);
 const KernelTable& select_kernels(uint64_t cpu_features);
 // Every table this build has whose features are a subset of `cpu_features` (for tests).
 int available_kernel_tables(uint64_t cpu_features, const KernelTable** out, int max);
@@ -99,6 +110,7 @@ int available_kernel_tables(uint64_t cpu_features, const KernelTable** out, int 
 void fill_generic(KernelTable& t);
 void fill_avx2(KernelTable& t);
 void fill_avx512(KernelTable& t);
+void fill_amx(KernelTable& t);
 void fill_neon(KernelTable& t);
 void fill_dotprod(KernelTable& t);
 

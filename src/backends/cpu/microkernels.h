@@ -76,7 +76,8 @@ inline uint64_t w4_group_bytes(const QuantParams& p) { return (p.symmetric ? 32u
 
 // Decode (one token): RT tiles at once, from the activation digits (kernels.h). Per block of 32
 // elements the three integer sums of u * d_i give D = sum (u - 8) X exactly (symmetric; the
-// asymmetric sum keeps u and adds m * sum x per group), and y += d * scale_block * D.
+// asymmetric sum keeps u and adds m * sum X per group), and y += d * scale_block * D. Against
+// the f32 product this is off by at most sum |w| * 2.4e-7 * (the block's max |x|).
 template <class S, int RT>
 inline void w4_decode(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile) {
   using F = typename S::F;
@@ -124,11 +125,16 @@ inline void w4_decode(const PackedMatrix& w, const Activations& a, const Epilogu
           acc[r][v] = S::fma(S::cvt(S::subi(dsum, bias)), sc, acc[r][v]);
         }
     }
+    // The min term sums the same fixed-point x, so that sum (d u + m) x stays one consistent sum.
+    float xs = 0.0f;
+    if (!sym)
+      for (int blk = 0; blk < g / 32; ++blk)
+        xs += a.digit_scale[(b * g) / 32 + blk] * static_cast<float>(a.digit_sums[(b * g) / 32 + blk]);
     for (int r = 0; r < RT; ++r) {
       const uint8_t* grp = base + r * w.tile_bytes + b * gb;
       for (int v = 0; v < V; ++v) {
         y[r][v] = S::fma(acc[r][v], S::from_f16(grp + v * S::N * 2), y[r][v]);
-        if (!sym) y[r][v] = S::fma(S::from_f16(grp + 32 + v * S::N * 2), S::set1(a.group_sums[b]), y[r][v]);
+        if (!sym) y[r][v] = S::fma(S::from_f16(grp + 32 + v * S::N * 2), S::set1(xs), y[r][v]);
       }
     }
   }

@@ -1,0 +1,60 @@
+// The AVX-512 traits (F, BW, VL, VNNI) shared by avx512.cpp and amx.cpp: 16 lanes, one vector
+// per tile column; 4-bit columns through a 16-entry permute, int8 dot products with vpdpbusd.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace kiln::cpu {
+namespace {
+
+struct Avx512 {
+  static constexpr int N = 16;
+  static constexpr int kDecodeRT = 4;
+  static constexpr int kDigitRT = 4;
+  static constexpr int kPrefillNT = 12;
+  static constexpr int kW8Bias = 128;  // vpdpbusd multiplies u8 by s8: x + 128 by w
+  using F = __m512;
+  using I = __m512i;
+  static F zero() { return _mm512_setzero_ps(); }
+  static F set1(float x) { return _mm512_set1_ps(x); }
+  static F load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, F a) { _mm512_storeu_ps(p, a); }
+  static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  static float sum(F a) { return _mm512_reduce_add_ps(a); }
+  static I zeroi() { return _mm512_setzero_si512(); }
+  static I loadi(const uint8_t* p) { return _mm512_loadu_si512(p); }
+  template <int s>
+  static I srli(I a) { return _mm512_srli_epi32(a, s); }
+  template <int s>
+  static I slli(I a) { return _mm512_slli_epi32(a, s); }
+  static I addv(I a, I b) { return _mm512_add_epi32(a, b); }
+  static I subv(I a, I b) { return _mm512_sub_epi32(a, b); }
+  static I subi(I a, int32_t b) { return _mm512_sub_epi32(a, _mm512_set1_epi32(b)); }
+  static F cvt(I a) { return _mm512_cvtepi32_ps(a); }
+  // vpermps reads the low 4 bits of each index: the nibble, whatever lies above it.
+  static F nib(I a) {
+    const __m512 lut = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    return _mm512_permutexvar_ps(a, lut);
+  }
+  static I lo_nibbles(I a) { return _mm512_and_si512(a, _mm512_set1_epi8(0x0f)); }
+  static I hi_nibbles(I a) { return _mm512_and_si512(_mm512_srli_epi32(a, 4), _mm512_set1_epi8(0x0f)); }
+  static F from_f16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static F from_bf16(const uint8_t* p) {
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+  }
+  static F from_s8(const uint8_t* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
+  static I dot_u4(I acc, I w, int32_t x4) { return _mm512_dpbusd_epi32(acc, w, _mm512_set1_epi32(x4)); }
+  static I dot_s8(I acc, I w, int32_t x4) {
+    return _mm512_dpbusd_epi32(acc, _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(x4) ^ 0x80808080u)), w);
+  }
+};
+
+}  // namespace
+}  // namespace kiln::cpu
