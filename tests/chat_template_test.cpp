@@ -204,6 +204,9 @@ TEST(ChatTemplate, LimitsStopRunawayTemplates) {
   expect_error("{{ " + std::string(2000, '(') + "1" + std::string(2000, ')') + " }}", {"nests too deeply"});
   expect_error("{% set ns = namespace(x=1) %}{% for i in range(1000) %}{% set ns.x = [ns.x] %}{% endfor %}",
                {"nest deeper"});
+  std::string sum = "{{ 0";
+  for (int i = 0; i < 1500; ++i) sum += " + 1";
+  expect_error(sum + " }}", {"chains more than 1000"});
   expect_error("{{ range(1000000) | length }}", {"Range too big"});
   expect_error("{% set ns = namespace() %}{% set ns.self = ns %}", {"does not store a namespace"});
 }

@@ -454,21 +454,22 @@ class Lexer {
   }
 
   std::pair<int, int> line_col(size_t offset) {
-    // Positions only grow, so walk forward from the last one asked for.
+    // Positions mostly grow, so walk forward from the last one asked for.
     if (offset < cache_off_) {
       cache_off_ = 0;
       cache_line_ = 1;
-      cache_line_start_ = 0;
+      cache_col_ = 1;
     }
-    for (size_t k = cache_off_; k < offset && k < s_.size(); ++k)
+    for (size_t k = cache_off_; k < offset && k < s_.size(); ++k) {
       if (s_[k] == '\n') {
         ++cache_line_;
-        cache_line_start_ = k + 1;
+        cache_col_ = 1;
+      } else if ((static_cast<unsigned char>(s_[k]) & 0xc0) != 0x80) {
+        ++cache_col_;
       }
+    }
     cache_off_ = offset;
-    return {cache_line_, static_cast<int>(count_code_points(
-                             std::string_view(s_).substr(cache_line_start_, offset - cache_line_start_))) +
-                             1};
+    return {cache_line_, cache_col_};
   }
 
   Token make(Tok type, std::string text, size_t offset) {
@@ -493,7 +494,7 @@ class Lexer {
   std::vector<Token> toks_;
   size_t cache_off_ = 0;
   int cache_line_ = 1;
-  size_t cache_line_start_ = 0;
+  int cache_col_ = 1;
 };
 
 }  // namespace

@@ -12,6 +12,7 @@ namespace {
 // Parser recursion (nested expressions and blocks) stops here, so hostile input cannot
 // exhaust the stack.
 constexpr int kMaxNesting = 96;
+constexpr int kMaxChain = 1000;
 
 bool one_of(const std::string& s, std::initializer_list<const char*> names) {
   for (const char* n : names)
@@ -105,6 +106,12 @@ class Parser {
     std::string n = cur().text;
     advance();
     return n;
+  }
+  // Left-associative chains (a + b + c ..., x.a.b ..., x|f|g ...) nest the tree without
+  // recursing here; bound them too, since evaluating and freeing the tree recurse.
+  Status chain(int& n) const {
+    if (++n > kMaxChain) return fail("an expression chains more than " + std::to_string(kMaxChain) + " operations");
+    return Status::ok();
   }
   Status nest() const {
     if (depth_ > kMaxNesting)
@@ -508,7 +515,9 @@ class Parser {
       Soft soft(soft_, true);
       return parse_expression(true);
     }
+    int n = 0;
     while (at_name("if")) {
+      KILN_RETURN_IF_ERROR(chain(n));
       const Token at = cur();
       advance();
       KILN_ASSIGN_OR_RETURN(ExprPtr test, parse_or());
@@ -528,7 +537,9 @@ class Parser {
 
   Result<ExprPtr> parse_or() {
     KILN_ASSIGN_OR_RETURN(ExprPtr left, parse_and());
+    int n = 0;
     while (at_name("or")) {
+      KILN_RETURN_IF_ERROR(chain(n));
       const Token at = cur();
       advance();
       KILN_ASSIGN_OR_RETURN(ExprPtr right, parse_and());
@@ -542,7 +553,9 @@ class Parser {
 
   Result<ExprPtr> parse_and() {
     KILN_ASSIGN_OR_RETURN(ExprPtr left, parse_not());
+    int n = 0;
     while (at_name("and")) {
+      KILN_RETURN_IF_ERROR(chain(n));
       const Token at = cur();
       advance();
       KILN_ASSIGN_OR_RETURN(ExprPtr right, parse_not());
@@ -615,7 +628,9 @@ class Parser {
 
   Result<ExprPtr> parse_math1() {
     KILN_ASSIGN_OR_RETURN(ExprPtr left, parse_concat());
+    int n = 0;
     while (at_op("+") || at_op("-")) {
+      KILN_RETURN_IF_ERROR(chain(n));
       const Token at = cur();
       BinOp op = at.text == "+" ? BinOp::kAdd : BinOp::kSub;
       advance();
@@ -641,7 +656,9 @@ class Parser {
 
   Result<ExprPtr> parse_math2() {
     KILN_ASSIGN_OR_RETURN(ExprPtr left, parse_pow());
+    int n = 0;
     while (at_op("*") || at_op("/") || at_op("//") || at_op("%")) {
+      KILN_RETURN_IF_ERROR(chain(n));
       const Token at = cur();
       BinOp op = at.text == "*"    ? BinOp::kMul
                  : at.text == "/"  ? BinOp::kDiv
@@ -656,7 +673,9 @@ class Parser {
 
   Result<ExprPtr> parse_pow() {
     KILN_ASSIGN_OR_RETURN(ExprPtr left, parse_unary(true));
+    int n = 0;
     while (at_op("**")) {
+      KILN_RETURN_IF_ERROR(chain(n));
       const Token at = cur();
       advance();
       KILN_ASSIGN_OR_RETURN(ExprPtr right, parse_unary(true));
@@ -772,7 +791,9 @@ class Parser {
   }
 
   Result<ExprPtr> parse_postfix(ExprPtr e) {
+    int n = 0;
     while (true) {
+      KILN_RETURN_IF_ERROR(chain(n));
       if (at_op(".") || at_op("[")) {
         KILN_ASSIGN_OR_RETURN(e, parse_subscript(std::move(e)));
       } else if (at_op("(")) {
@@ -784,7 +805,9 @@ class Parser {
   }
 
   Result<ExprPtr> parse_filter_expr(ExprPtr e) {
+    int n = 0;
     while (true) {
+      KILN_RETURN_IF_ERROR(chain(n));
       if (at_op("|")) {
         KILN_ASSIGN_OR_RETURN(e, parse_filter(std::move(e), false));
       } else if (at_name("is")) {
@@ -905,7 +928,9 @@ class Parser {
   }
 
   Result<ExprPtr> parse_filter(ExprPtr input, bool start_inline) {
+    int n = 0;
     while (at_op("|") || start_inline) {
+      KILN_RETURN_IF_ERROR(chain(n));
       if (!start_inline) advance();
       start_inline = false;
       const Token at = cur();
