@@ -682,6 +682,17 @@ TEST(ByteLevel, LongInputsAndThreads) {
     EXPECT_EQ(q.decode(enc(q, s)), s);
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count(), 30.0);
   }
+  // The per-call word and pair caches change nothing: on, for every vector case; off, for the
+  // long text.
+  {
+    auto own = tokenizer_from_json(test::read_file(test::data_path("tokenizers/qwen3/tokenizer.json")), "qwen3");
+    ASSERT_TRUE(own);
+    auto& b = static_cast<ByteLevelBpeTokenizer&>(*own.value());
+    b.set_cache_min_bytes(0);
+    for (const json& c : v["cases"]) EXPECT_EQ(enc(b, c["text"].get<std::string>()), ids_of(c["ids"]));
+    b.set_cache_min_bytes(SIZE_MAX);
+    EXPECT_EQ(enc(b, text), ids);
+  }
   // encode is const and thread-safe: four threads agree with one.
   std::vector<std::string> texts;
   for (const json& c : v["cases"]) texts.push_back(c["text"].get<std::string>());

@@ -4,7 +4,7 @@
 // "this adjacent pair may become token X with priority P". The highest priority merges first;
 // among equal priorities the leftmost pair wins (as llama2.c's scan, llama.cpp's SPM session and
 // HF tokenizers' BPE all do). Stale queue entries are skipped when popped, so a text of n
-// symbols costs O(n log n).
+// symbols costs O(n log n); words of up to 32 symbols use a plain scan (O(n^2), faster there).
 #pragma once
 
 #include <cstdint>
@@ -62,6 +62,40 @@ void bpe_merge(std::vector<BpeSymbol>& syms, Rule&& rule, std::vector<BpeCandida
   };
   queue.clear();
   if (syms.size() < 2) return;
+
+  // Short words (most of them): a scan over the adjacent pairs instead of the queue. The same
+  // choice each step (the highest priority, then the leftmost), so the same result.
+  constexpr size_t kSmall = 32;
+  if (syms.size() <= kSmall) {
+    struct Pair {
+      bool ok;
+      BpeMerge m;
+    };
+    Pair pair[kSmall];  // pair[i]: symbol i with its right neighbour
+    auto eval = [&](int32_t l) {
+      Pair& p = pair[static_cast<size_t>(l)];
+      const int32_t r = syms[static_cast<size_t>(l)].next;
+      p.ok = r >= 0 && rule(syms[static_cast<size_t>(l)], syms[static_cast<size_t>(r)], &p.m) && p.m.priority == p.m.priority;
+    };
+    for (int32_t i = 0; i >= 0; i = syms[static_cast<size_t>(i)].next) eval(i);
+    for (;;) {
+      int32_t best = -1;
+      for (int32_t i = 0; i >= 0; i = syms[static_cast<size_t>(i)].next)
+        if (pair[static_cast<size_t>(i)].ok && (best < 0 || pair[static_cast<size_t>(i)].m.priority > pair[static_cast<size_t>(best)].m.priority))
+          best = i;
+      if (best < 0) return;
+      BpeSymbol& a = syms[static_cast<size_t>(best)];
+      BpeSymbol& b = syms[static_cast<size_t>(a.next)];
+      a.id = pair[static_cast<size_t>(best)].m.id;
+      a.len += b.len;
+      a.next = b.next;
+      if (b.next >= 0) syms[static_cast<size_t>(b.next)].prev = best;
+      b.id = kBpeAbsorbed;
+      b.next = b.prev = -1;
+      if (a.prev >= 0) eval(a.prev);
+      eval(best);
+    }
+  }
 
   auto consider = [&](int32_t l, int32_t r) {
     if (l < 0 || r < 0) return;

@@ -66,7 +66,26 @@ struct ByteLevelBpeTokenizer::Scratch {
   std::vector<Split> splits, kept;
   std::vector<BpeSymbol> syms;
   std::vector<BpeCandidate> queue;
+  // Words seen in this call and their ids (words repeat: most of a long text hits). The ids sit
+  // in `cached_ids` at [first, first + count).
+  std::unordered_map<std::string, std::pair<uint32_t, uint32_t>> word_cache;
+  std::vector<int> cached_ids;
+  // Pair lookups seen in this call, direct-mapped: the merge table is megabytes, and the same
+  // pairs (the bytes of common characters) come back again and again. id -1: no merge.
+  struct PairHit {
+    uint64_t key = ~0ull;
+    int32_t rank = 0;
+    int32_t id = -1;
+  };
+  static constexpr size_t kPairCache = 1 << 15;
+  std::vector<PairHit> pair_cache;
+  bool use_caches = false;  // worth their set-up only for longer texts
 };
+
+namespace {
+constexpr size_t kCacheWordBytes = 48;   // longer words are merged every time
+constexpr size_t kCacheWords = 1 << 16;  // entries per encode() call
+}  // namespace
 
 Result<std::unique_ptr<ByteLevelBpeTokenizer>> ByteLevelBpeTokenizer::create(ByteLevelSpec spec) {
   std::unique_ptr<ByteLevelBpeTokenizer> t(new ByteLevelBpeTokenizer());
@@ -79,7 +98,7 @@ ByteLevelBpeTokenizer::~ByteLevelBpeTokenizer() = default;
 
 const ByteLevelBpeTokenizer::PairSlot* ByteLevelBpeTokenizer::find_pair(int a, int b) const {
   const uint64_t key = static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32 | static_cast<uint32_t>(b);
-  uint64_t h = (key * 0x9E3779B97F4A7C15ull) >> 17;
+  uint64_t h = (key * 0x9E3779B97F4A7C15ull) >> pair_shift_;  // the product's high bits
   for (;; ++h) {
     const PairSlot& s = pairs_[h & pair_mask_];
     if (s.key == key) return &s;
@@ -174,7 +193,11 @@ Status ByteLevelBpeTokenizer::build() {
   // takes its rank (HF builds its merge map by inserting in order).
   if (s.merges.size() > static_cast<size_t>(INT32_MAX)) return corrupt(name + ": too many merges");
   size_t cap = 16;
-  while (cap < s.merges.size() * 2 + 16) cap <<= 1;
+  pair_shift_ = 60;
+  while (cap < s.merges.size() * 2 + 16) {
+    cap <<= 1;
+    --pair_shift_;
+  }
   pairs_.assign(cap, PairSlot{});
   pair_mask_ = cap - 1;
   std::string joined;
@@ -188,7 +211,7 @@ Status ByteLevelBpeTokenizer::build() {
       return corrupt(name + ": merge " + std::to_string(r) + " ('" + s.tokens[static_cast<size_t>(a)] + "' + '" +
                      s.tokens[static_cast<size_t>(b)] + "') makes '" + joined + "', which is not in the vocabulary");
     const uint64_t key = static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32 | static_cast<uint32_t>(b);
-    uint64_t h = (key * 0x9E3779B97F4A7C15ull) >> 17;
+    uint64_t h = (key * 0x9E3779B97F4A7C15ull) >> pair_shift_;
     for (;; ++h) {
       PairSlot& slot = pairs_[h & pair_mask_];
       if (slot.key == ~0ull || slot.key == key) {
@@ -334,6 +357,7 @@ Result<std::vector<int>> ByteLevelBpeTokenizer::encode(std::string_view text, co
   out.reserve(text.size() / 3 + 8);
   if (options.add_special) out.insert(out.end(), spec_.special_prefix.begin(), spec_.special_prefix.end());
   Scratch s;
+  s.use_caches = text.size() >= cache_min_bytes_;
   Status st;
   raw_added_.split(
       text, options.plain,
@@ -514,6 +538,16 @@ void ByteLevelBpeTokenizer::encode_word(std::string_view word, Scratch& s, std::
       return;
     }
   }
+  const bool cacheable = s.use_caches && word.size() <= kCacheWordBytes;
+  if (cacheable) {
+    auto it = s.word_cache.find(std::string(word));
+    if (it != s.word_cache.end()) {
+      const auto [first, count] = it->second;
+      out.insert(out.end(), s.cached_ids.begin() + first, s.cached_ids.begin() + first + count);
+      return;
+    }
+  }
+  const size_t out_before = out.size();
   auto& syms = s.syms;
   syms.clear();
   bool prev_unk = false;
@@ -549,17 +583,43 @@ void ByteLevelBpeTokenizer::encode_word(std::string_view word, Scratch& s, std::
   }
   if (syms.empty()) return;
   bpe_link(syms);
-  bpe_merge(
+  if (!s.use_caches) {
+    bpe_merge(
+        syms,
+        [this](const BpeSymbol& a, const BpeSymbol& b, BpeMerge* m) {
+          const PairSlot* p = find_pair(a.id, b.id);
+          if (p == nullptr) return false;
+          m->id = p->id;
+          m->priority = -static_cast<double>(p->rank);
+          return true;
+        },
+        s.queue);
+  } else {
+    if (s.pair_cache.empty()) s.pair_cache.resize(Scratch::kPairCache);
+    bpe_merge(
       syms,
-      [this](const BpeSymbol& a, const BpeSymbol& b, BpeMerge* m) {
-        const PairSlot* p = find_pair(a.id, b.id);
-        if (p == nullptr) return false;
-        m->id = p->id;
-        m->priority = -static_cast<double>(p->rank);
+      [this, &s](const BpeSymbol& a, const BpeSymbol& b, BpeMerge* m) {
+        const uint64_t key = static_cast<uint64_t>(static_cast<uint32_t>(a.id)) << 32 | static_cast<uint32_t>(b.id);
+        Scratch::PairHit& hit = s.pair_cache[((key * 0x9E3779B97F4A7C15ull) >> 40) & (Scratch::kPairCache - 1)];
+        if (hit.key != key) {
+          const PairSlot* p = find_pair(a.id, b.id);
+          hit.key = key;
+          hit.rank = p == nullptr ? 0 : p->rank;
+          hit.id = p == nullptr ? -1 : p->id;
+        }
+        if (hit.id < 0) return false;
+        m->id = hit.id;
+        m->priority = -static_cast<double>(hit.rank);
         return true;
       },
       s.queue);
+  }
   for (int32_t i = 0; i >= 0; i = syms[static_cast<size_t>(i)].next) out.push_back(syms[static_cast<size_t>(i)].id);
+  if (cacheable && s.word_cache.size() < kCacheWords) {
+    const auto first = static_cast<uint32_t>(s.cached_ids.size());
+    s.cached_ids.insert(s.cached_ids.end(), out.begin() + static_cast<std::ptrdiff_t>(out_before), out.end());
+    s.word_cache.emplace(std::string(word), std::pair<uint32_t, uint32_t>{first, static_cast<uint32_t>(out.size() - out_before)});
+  }
 }
 
 std::string ByteLevelBpeTokenizer::decode_piece(int /*prev*/, int id) const {

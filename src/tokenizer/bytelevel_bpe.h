@@ -112,6 +112,10 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   std::string piece(int id) const override;
 
   const ByteLevelSpec& spec() const { return spec_; }
+  // encode() keeps a per-call cache of words and merge pairs for texts of at least this many
+  // bytes (default 4096; results are the same either way). For tests and benchmarks; set it
+  // before sharing the tokenizer between threads.
+  void set_cache_min_bytes(size_t n) { cache_min_bytes_ = n; }
   // The bytes token `id` stands for (special tokens too).
   const std::string& token_bytes(int id) const { return bytes_[static_cast<size_t>(id)]; }
 
@@ -125,6 +129,7 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   std::string_view normalize(std::string_view text, std::string& buf, std::string& tmp) const;
 
   ByteLevelSpec spec_;
+  size_t cache_min_bytes_ = 4096;
   std::vector<std::string> bytes_;   // by id: what it decodes to
   std::vector<uint8_t> special_;     // by id
   std::unordered_map<std::string_view, int> by_bytes_;  // tokens BPE can reach, by their bytes
@@ -139,6 +144,7 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   };
   std::vector<PairSlot> pairs_;
   uint64_t pair_mask_ = 0;
+  int pair_shift_ = 60;  // 64 - log2(pairs_.size())
   const PairSlot* find_pair(int a, int b) const;
 
   std::vector<std::unique_ptr<Regex>> regexes_;  // by pre-tokenizer step (null where none)
