@@ -30,7 +30,7 @@ struct Fixture {
   std::vector<std::vector<uint8_t>> copies;  // packed weights
   std::vector<float> x, y, sums, scales;
   std::vector<int8_t> q, digits;
-  std::vector<int32_t> qsums, dsums;
+  std::vector<int32_t> qsums, dsums, psums;
   std::vector<float> dscales;
   std::vector<uint16_t> tiles;
 };
@@ -61,6 +61,7 @@ Fixture make(const QuantParams& p, int64_t rows, int64_t cols, int n, bool from_
   f.tiles.resize(static_cast<size_t>(4 * ((n + 15) / 16 * 16) * cols));
   f.dscales.resize(static_cast<size_t>(cols / 32 + 1));
   f.dsums.resize(static_cast<size_t>(cols / 32 + 1));
+  f.psums.resize(static_cast<size_t>(3 * (cols / 32 + 1)));
   return f;
 }
 
@@ -86,15 +87,12 @@ void run(benchmark::State& state, const cpu::KernelTable* t, QuantParams p, int6
     a.x = f.x.data();
     a.x_stride = cols;
     a.n = n;
-    if (g > 0 && !quantizes_activations(p.scheme) && n == 1) {
-      t->make_digits(f.x.data(), cols, f.digits.data(), f.dscales.data(), f.dsums.data());
+    if (n == 1 && (p.scheme == Scheme::kW4A16 || (p.scheme == Scheme::kW8A16 && cols % 32 == 0))) {
+      t->make_digits(f.x.data(), cols, f.digits.data(), f.dscales.data(), f.dsums.data(), f.psums.data());
       a.digits = f.digits.data();
       a.digit_scale = f.dscales.data();
       a.digit_sums = f.dsums.data();
-      if (!p.symmetric) {
-        t->group_sums(f.x.data(), cols, n, cols, g, f.sums.data());
-        a.group_sums = f.sums.data();
-      }
+      a.digit_plane_sums = f.psums.data();
     }
     if (p.scheme == Scheme::kW4A16 && t->make_bf16_tiles && n >= t->bf16_tiles_min_rows) {
       t->make_bf16_tiles(f.x.data(), cols, n, cols, f.tiles.data());

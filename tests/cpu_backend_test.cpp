@@ -163,17 +163,18 @@ void run_matmul(const cpu::KernelTable& t, const MatmulCase& c, const std::vecto
   std::vector<int32_t> qsums;
   std::vector<int8_t> digits(static_cast<size_t>(3 * c.cols));
   std::vector<float> dscales(static_cast<size_t>(c.cols / 32 + 1));
-  std::vector<int32_t> dsums(dscales.size());
+  std::vector<int32_t> dsums(dscales.size()), psums(3 * dscales.size());
   if (g > 0) {
     sums.resize(static_cast<size_t>(c.n * (c.cols / g)));
     t.group_sums(x, c.cols, c.n, c.cols, g, sums.data());
     a.group_sums = sums.data();
-    if (c.n == 1 && !quantizes_activations(c.p.scheme)) {
-      t.make_digits(x, c.cols, digits.data(), dscales.data(), dsums.data());
-      a.digits = digits.data();
-      a.digit_scale = dscales.data();
-      a.digit_sums = dsums.data();
-    }
+  }
+  if (c.n == 1 && (c.p.scheme == Scheme::kW4A16 || (c.p.scheme == Scheme::kW8A16 && c.cols % 32 == 0))) {
+    t.make_digits(x, c.cols, digits.data(), dscales.data(), dsums.data(), psums.data());
+    a.digits = digits.data();
+    a.digit_scale = dscales.data();
+    a.digit_sums = dsums.data();
+    a.digit_plane_sums = psums.data();
   }
   std::vector<uint16_t> bf16_tiles;
   if (c.p.scheme == Scheme::kW4A16 && t.make_bf16_tiles && c.n >= t.bf16_tiles_min_rows) {
@@ -272,7 +273,7 @@ TEST(CpuMatmul, EveryTableEverySchemeManyShapes) {
     for (const QuantParams& p : all_params()) {
       const int g = is_4bit(p.scheme) ? p.group_size : 1;
       const std::vector<int64_t> cols = is_4bit(p.scheme) ? std::vector<int64_t>{g, 3 * g, 8 * g}
-                                                          : std::vector<int64_t>{1, 5, 64, 131, 256};
+                                                          : std::vector<int64_t>{1, 5, 64, 131, 256, 512};
       for (int64_t r : {1, 7, 16, 33, 100})
         for (int64_t k : cols)
           for (int n : {1, 2, 5, 13, 17, 40}) {
@@ -402,7 +403,7 @@ TEST(CpuLayouts, CompilerPacksForTheCpuBackEnd) {
   for (const WeightDesc& w : g.weights) {
     // The tied embedding is read by the embedding and the classifier: one copy, packed.
     EXPECT_EQ(w.name.find('@'), std::string::npos) << w.name;
-    if (w.shape.size() == 2) EXPECT_EQ(w.layout, "r16") << w.name;
+    if (w.shape.size() == 2) EXPECT_EQ(w.layout, w.scheme == "w8a16" ? "r16k4" : "r16") << w.name << " " << w.scheme;
     else EXPECT_EQ(w.layout, "rowmajor") << w.name;
   }
 }
@@ -511,7 +512,7 @@ std::vector<float> logits_of(std::shared_ptr<const CompiledModel> m, int threads
 TEST(CpuModel, SameLogitsAtEveryThreadCount) {
   for (const char* scheme : {"w4a16", "w8a8", "f16"}) {
     auto m = compiled(scheme, ~0ull);
-    for (size_t chunk : {size_t{1}, size_t{7}}) {
+    for (size_t chunk : {size_t{1}, size_t{7}, size_t{18}}) {  // 18: the matrix-unit prefill too
       const auto one = logits_of(m, 1, chunk);
       for (int threads : {2, 3, 4, 8}) EXPECT_EQ(logits_of(m, threads, chunk), one) << scheme << " threads " << threads;
     }

@@ -77,13 +77,20 @@ std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-CommandResult run_kiln(const std::string& args) {
+CommandResult run_kiln(const std::string& args) { return run_kiln_with_input(args, std::nullopt); }
+
+CommandResult run_kiln_with_input(const std::string& args, const std::optional<std::string>& input) {
   static int counter = 0;
   const std::string base = temp_dir() + "/cmd" + std::to_string(counter++);
+  std::string in = "/dev/null";
+  if (input) {
+    in = base + ".in";
+    write_file(in, *input);
+  }
   // Cross builds run the tests under an emulator (qemu-aarch64); the kiln binary needs it too.
   const char* emulator = std::getenv("KILN_TEST_EMULATOR");
   const std::string prefix = emulator && *emulator ? std::string(emulator) + " " : "";
-  const std::string cmd = prefix + KILN_BINARY + " " + args + " >" + base + ".out 2>" + base + ".err </dev/null";
+  const std::string cmd = prefix + KILN_BINARY + " " + args + " >" + base + ".out 2>" + base + ".err <" + in;
   const int status = std::system(cmd.c_str());
   CommandResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,10 +21,26 @@ struct CommandResult {
 };
 // Runs the kiln binary with `args` (already shell-quoted where needed).
 CommandResult run_kiln(const std::string& args);
+// The same with `input` on stdin (none: /dev/null).
+CommandResult run_kiln_with_input(const std::string& args, const std::optional<std::string>& input);
 std::string shell_quote(const std::string& s);
 // True when the tests run under an emulator (KILN_TEST_EMULATOR), whose memory maps do not show
 // which file pages the program touched.
 bool under_emulator();
+
+// True in the sanitizer builds, whose shadow memory and quarantine make resident memory no measure
+// of the program's own.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+#else
+inline constexpr bool kSanitized = false;
+#endif
 
 // Counts operator new calls in this process (for the no-allocation-per-token tests).
 uint64_t allocation_count();

@@ -22,6 +22,7 @@ std::string default_model_path();
 
 // Each subcommand adds itself to the app; its callback stores the exit status in `exit_code`.
 void add_run_command(CLI::App& app, int& exit_code);
+void add_chat_command(CLI::App& app, int& exit_code);
 void add_compile_command(CLI::App& app, int& exit_code);
 void add_inspect_command(CLI::App& app, int& exit_code);
 void add_ppl_command(CLI::App& app, int& exit_code);

@@ -158,6 +158,25 @@ uint64_t peak_rss_bytes() {
   return static_cast<uint64_t>(ru.ru_maxrss) * 1024;  // KiB on Linux
 }
 
+// Resident memory now, by kind (Linux /proc/self/status; zeros elsewhere): where the peak went.
+struct RssNow {
+  uint64_t total = 0, anon = 0, file = 0;
+};
+RssNow rss_now() {
+  RssNow r;
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return r;
+  char line[256];
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    unsigned long long kb = 0;
+    if (std::sscanf(line, "VmRSS: %llu kB", &kb) == 1) r.total = kb * 1024;
+    else if (std::sscanf(line, "RssAnon: %llu kB", &kb) == 1) r.anon = kb * 1024;
+    else if (std::sscanf(line, "RssFile: %llu kB", &kb) == 1) r.file = kb * 1024;
+  }
+  std::fclose(f);
+  return r;
+}
+
 std::string mib(double b) {
   char s[32];
   std::snprintf(s, sizeof s, "%.1f MiB", b / (1024.0 * 1024.0));
@@ -345,6 +364,7 @@ int bench(BenchCmd c) {
     if (Status st = probe_pass(); !st) return fail(st);
   const Stats tg = stats_of(tg_tps);
   const uint64_t rss = peak_rss_bytes();
+  const RssNow rss_end = rss_now();
   BandwidthResult bw;
   const bool probe_in_helper = probe != nullptr;
   if (probe) {
@@ -417,6 +437,8 @@ int bench(BenchCmd c) {
     j["kv_cache_bytes"] = kv_cache;
     j["rss_budget_bytes"] = budget;
     j["rss_within_budget"] = rss <= budget;
+    j["rss_end"] = OJ{{"total_bytes", rss_end.total}, {"anon_bytes", rss_end.anon}, {"file_bytes", rss_end.file}};
+    j["session_reserved_bytes"] = s.reserved_bytes();
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
@@ -447,6 +469,11 @@ int bench(BenchCmd c) {
               rss <= budget ? "within"
               : opened->kind == "kiln" ? "OVER"
                                        : "over (a source model compiled in memory also holds its source's pages)");
+  if (rss_end.total > 0)
+    std::printf("           at the end: %s resident = %s file-backed (mapped weights, binary) + %s anonymous "
+                "(session %s: arena, scratch, KV cache; heap)\n",
+                mib(static_cast<double>(rss_end.total)).c_str(), mib(static_cast<double>(rss_end.file)).c_str(),
+                mib(static_cast<double>(rss_end.anon)).c_str(), mib(static_cast<double>(s.reserved_bytes())).c_str());
   return 0;
 }
 

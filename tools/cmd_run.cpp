@@ -2,11 +2,12 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
-#include <random>
 
+#include "runtime/chat_session.h"
 #include "runtime/generate.h"
 #include "runtime/program_session.h"
 #include "tools/cli_common.h"
+#include "tools/generation_flags.h"
 #include "tools/model_open.h"
 
 namespace kiln::cli {
@@ -14,60 +15,74 @@ namespace kiln::cli {
 namespace {
 
 struct RunOptions {
-  std::string model;
+  GenerationFlags g;
   std::string prompt;
-  std::string tokenizer;
-  int n_predict = 256;
-  int n_ctx = 0;
-  int threads = 1;
   bool echo = false;
-  bool verify = false;
-  bool seed_given = false;
-  uint64_t seed = 0;
-  SamplerParams sampler;
+  bool chat = false;
+  std::string system;
+  std::string chat_template;
 };
 
-int run(RunOptions o) {
-  if (o.model.empty()) o.model = default_model_path();
-  const auto t0 = std::chrono::steady_clock::now();
-  OpenOptions oo;
-  oo.tokenizer_path = o.tokenizer;
-  oo.quant = f32_overrides();
-  oo.verify = o.verify;
-  auto opened = open_model(o.model, oo);
-  if (!opened) return fail(opened.status());
-  const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  const ModelConfig& cfg = opened->model->config();
-  const Tokenizer& tok = *opened->tokenizer;
-  std::fprintf(stderr, "kiln: loaded %s (%s, %s, %d layers, dim %d, vocab %d) in %.1f ms\n", o.model.c_str(),
-               opened->kind.c_str(), std::string(arch_name(cfg.arch)).c_str(), cfg.n_layers, cfg.dim, cfg.vocab_size,
-               load_ms);
+void emit_stdout(std::string_view text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
 
-  auto prompt = tok.encode(o.prompt, /*add_bos=*/tok.bos_id() >= 0);
-  if (!prompt) return fail(prompt.status());
-  auto session = ProgramSession::create(opened->model, o.n_ctx, o.threads);
-  if (!session) return fail(session.status());
-
-  if (!o.seed_given) o.seed = std::random_device{}();
-  o.sampler.seed = o.seed;
-  Sampler sampler(o.sampler, cfg.vocab_size);
-  if (o.echo) {
-    std::fwrite(o.prompt.data(), 1, o.prompt.size(), stdout);
-    std::fflush(stdout);
-  }
-  auto stats = generate(**session, sampler, tok, *prompt, o.n_predict, [](std::string_view text) {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
-  });
-  if (!stats) return fail(stats.status());
-  const auto& s = *stats;
-  std::fprintf(stderr, "\nkiln: seed %llu\n", static_cast<unsigned long long>(o.seed));
+void report(const GenerationStats& s, uint64_t seed) {
+  std::fprintf(stderr, "\nkiln: seed %llu\n", static_cast<unsigned long long>(seed));
   std::fprintf(stderr, "kiln: prompt %d tokens in %.1f ms (%.1f tok/s)\n", s.prompt_tokens, s.prompt_seconds * 1e3,
                s.prompt_seconds > 0 ? s.prompt_tokens / s.prompt_seconds : 0.0);
   std::fprintf(stderr, "kiln: generated %d tokens in %.1f ms (%.1f tok/s)%s\n", s.generated_tokens,
                s.generate_seconds * 1e3, s.generate_seconds > 0 ? s.generated_tokens / s.generate_seconds : 0.0,
                s.stop == StopReason::kStopToken ? ", stopped at an end token"
                : s.stop == StopReason::kContextFull ? ", stopped: context full" : "");
+}
+
+int run(RunOptions o) {
+  GenerationFlags& g = o.g;
+  if (g.model.empty()) g.model = default_model_path();
+  const auto t0 = std::chrono::steady_clock::now();
+  OpenOptions oo;
+  oo.tokenizer_path = g.tokenizer;
+  oo.quant = f32_overrides();
+  oo.verify = g.verify;
+  auto opened = open_model(g.model, oo);
+  if (!opened) return fail(opened.status());
+  const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const ModelConfig& cfg = opened->model->config();
+  const Tokenizer& tok = *opened->tokenizer;
+  std::fprintf(stderr, "kiln: loaded %s (%s, %s, %d layers, dim %d, vocab %d) in %.1f ms\n", g.model.c_str(),
+               opened->kind.c_str(), std::string(arch_name(cfg.arch)).c_str(), cfg.n_layers, cfg.dim, cfg.vocab_size,
+               load_ms);
+  auto session = ProgramSession::create(opened->model, g.n_ctx, g.threads);
+  if (!session) return fail(session.status());
+  const SamplerParams sp = sampler_with_seed(g);
+
+  if (o.chat) {
+    // One user turn through the model's chat template, as `kiln chat` would send it.
+    auto tpl = chat_template_for(*opened, g.model, o.chat_template);
+    if (!tpl) return fail(tpl.status());
+    ChatOptions co;
+    co.system = o.system;
+    co.n_predict = g.n_predict;
+    co.sampler = sp;
+    auto chat = ChatSession::create(**session, tok, *tpl, co);
+    if (!chat) return fail(chat.status());
+    if (o.echo) emit_stdout(o.prompt);
+    auto turn = chat->say(o.prompt, emit_stdout);
+    if (!turn) return fail(turn.status());
+    report(turn->stats, g.seed);
+    return 0;
+  }
+  if (!o.system.empty() || !o.chat_template.empty())
+    return fail(invalid_argument("--system and --chat-template need --chat"));
+  auto prompt = tok.encode(o.prompt, /*add_bos=*/tok.bos_id() >= 0);
+  if (!prompt) return fail(prompt.status());
+  Sampler sampler(sp, cfg.vocab_size);
+  if (o.echo) emit_stdout(o.prompt);
+  auto stats = generate(**session, sampler, tok, *prompt, g.n_predict, emit_stdout);
+  if (!stats) return fail(stats.status());
+  report(*stats, g.seed);
   return 0;
 }
 
@@ -76,25 +91,12 @@ int run(RunOptions o) {
 void add_run_command(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "Generate text; stdout carries exactly the generated text");
-  cmd->add_option("model", opts->model,
-                  ".kiln file, llama2.c .bin, .gguf file or Hugging Face folder (default: the shipped stories260K)");
+  add_generation_flags(cmd, opts->g);
   cmd->add_option("-p,--prompt", opts->prompt, "prompt text");
-  cmd->add_option("-n,--n-predict", opts->n_predict, "number of new tokens")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--temp", opts->sampler.temperature, "temperature; 0 is greedy");
-  cmd->add_option("--top-k", opts->sampler.top_k, "keep the k most likely tokens; 0 is off");
-  cmd->add_option("--top-p", opts->sampler.top_p, "nucleus sampling threshold; 1 is off")->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--min-p", opts->sampler.min_p, "drop tokens below min-p times the top probability; 0 is off")
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--repeat-penalty", opts->sampler.repeat_penalty, "penalty for recent tokens; 1 is off")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--repeat-last-n", opts->sampler.repeat_last_n, "how many recent tokens are penalised; -1 is all");
-  cmd->add_option("--seed", opts->seed, "random seed (default: random, printed on stderr)")
-      ->each([o = opts.get()](const std::string&) { o->seed_given = true; });
-  cmd->add_option("--ctx", opts->n_ctx, "context length (default: the model's)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--threads", opts->threads, "worker threads")->check(CLI::PositiveNumber);
-  cmd->add_option("--tokenizer", opts->tokenizer, "tokenizer file (llama2.c .bin, tokenizer.json, .gguf)");
   cmd->add_flag("--echo", opts->echo, "print the prompt before the generated text");
-  cmd->add_flag("--verify", opts->verify, "check every section checksum of a .kiln (exit 2 on a mismatch)");
+  cmd->add_flag("--chat", opts->chat, "send the prompt as a user message through the model's chat template");
+  cmd->add_option("--system", opts->system, "with --chat: the system prompt");
+  cmd->add_option("--chat-template", opts->chat_template, "with --chat: a Jinja template file instead of the model's");
   cmd->callback([opts, &exit_code] { exit_code = run(*opts); });
 }
 

@@ -6,6 +6,7 @@
 #include "core/mapped_file.h"
 #include "tokenizer/chat_template.h"
 #include "tools/cli_common.h"
+#include "tools/template_vars.h"
 
 namespace kiln::cli {
 
@@ -41,15 +42,9 @@ int run_template(const TemplateCmd& c) {
     req.messages = doc;
   }
   for (const std::string& s : c.sets) {
-    size_t eq = s.find('=');
-    if (eq == std::string::npos || eq == 0)
-      return fail_one_line(invalid_argument("--set wants NAME=JSON, got '" + s + "'"));
-    std::string name = s.substr(0, eq);
-    std::string value = s.substr(eq + 1);
-    OJson v = OJson::parse(value.begin(), value.end(), nullptr, /*allow_exceptions=*/false);
-    if (v.is_discarded())
-      return fail_one_line(invalid_argument("--set " + name + ": '" + value +
-                                            "' is not JSON (a string needs quotes: " + name + "='\"text\"')"));
+    auto var = parse_template_var(s);
+    if (!var) return fail_one_line(var.status());
+    auto& [name, v] = *var;
     if (name == "tools")
       req.tools = std::move(v);
     else if (name == "documents")

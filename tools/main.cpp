@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = 0;
   kiln::cli::add_run_command(app, exit_code);
+  kiln::cli::add_chat_command(app, exit_code);
   kiln::cli::add_compile_command(app, exit_code);
   kiln::cli::add_inspect_command(app, exit_code);
   kiln::cli::add_ppl_command(app, exit_code);

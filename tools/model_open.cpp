@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "compiler/driver.h"
+#include "core/mapped_file.h"
 #include "runtime/kiln_image.h"
 #include "tokenizer/tokenizer_source.h"
 
@@ -46,8 +47,21 @@ Result<OpenedModel> open_model(const std::string& path, const OpenOptions& o) {
     return corrupt(path + ": the tokenizer has " + std::to_string(tok->vocab_size()) + " tokens but the model only " +
                    std::to_string(image.config.vocab_size));
   out.tokenizer = std::move(tok);
+  KILN_ASSIGN_OR_RETURN(out.chat, chat_template_of_blob(image.tokenizer, path + ": tokenizer"));
   KILN_ASSIGN_OR_RETURN(out.model, CompiledModel::create(std::move(image)));
   return out;
+}
+
+Result<ModelChatTemplate> chat_template_for(const OpenedModel& m, const std::string& path, const std::string& template_file) {
+  if (!template_file.empty()) {
+    ModelChatTemplate t;
+    KILN_ASSIGN_OR_RETURN(t.source, read_text_file(template_file));
+    if (m.chat) t.special_tokens = m.chat->special_tokens;
+    return t;
+  }
+  if (m.chat) return *m.chat;
+  return not_found(path + ": the model has no chat template (tokenizer_config.json chat_template, "
+                   "chat_template.jinja or GGUF tokenizer.chat_template); give one with --chat-template FILE");
 }
 
 }  // namespace kiln::cli

@@ -2,10 +2,12 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "quant/overrides.h"
 #include "runtime/compiled_model.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kiln::cli {
@@ -21,10 +23,14 @@ struct OpenedModel {
   std::shared_ptr<const CompiledModel> model;
   std::shared_ptr<const Tokenizer> tokenizer;
   std::string kind;  // "kiln", "llama2c", "gguf", "hf"
+  std::optional<ModelChatTemplate> chat;  // the model's chat template, when it has one
 };
 
 bool is_kiln_file(const std::string& path);
 Result<OpenedModel> open_model(const std::string& path, const OpenOptions& options);
+// The template a chat uses: the Jinja file `template_file` when given (with the model's special
+// tokens), else the model's own; an error saying what to do when there is none.
+Result<ModelChatTemplate> chat_template_for(const OpenedModel& m, const std::string& path, const std::string& template_file);
 // The f32 default for running a source model as published.
 OverridesFile f32_overrides();
 

@@ -48,7 +48,14 @@ Result<KilnTarget> resolve_target(const std::string& name) {
 }
 
 std::vector<uint8_t> encode_tokenizer_section(const TokenizerBlob& blob) {
-  const std::string header = Json{{"kind", blob.kind}, {"vocab_size", blob.vocab_size}}.dump();
+  Json h{{"kind", blob.kind}, {"vocab_size", blob.vocab_size}};
+  if (blob.chat) {
+    h["chat_template"] = blob.chat->source;
+    Json specials = Json::array();
+    for (const auto& [name, text] : blob.chat->special_tokens) specials.push_back({name, text});
+    h["special_tokens"] = std::move(specials);
+  }
+  const std::string header = h.dump();
   std::vector<uint8_t> out(4);
   const auto n = static_cast<uint32_t>(header.size());
   std::memcpy(out.data(), &n, 4);

@@ -16,6 +16,9 @@ class Decoder {
   virtual int n_ctx() const = 0;
   virtual const ModelConfig& config() const = 0;
   virtual void reset() = 0;
+  // Forgets the positions from `position` on (0 <= position <= position()): the cache keeps the
+  // first `position` tokens, the next decode() continues there.
+  virtual void rewind(int position) = 0;
 };
 
 }  // namespace kiln

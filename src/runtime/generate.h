@@ -4,6 +4,7 @@
 #include <functional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "runtime/sampler.h"
 #include "runtime/decoder.h"
@@ -19,6 +20,15 @@ struct GenerationStats {
   double prompt_seconds = 0;
   double generate_seconds = 0;
   StopReason stop = StopReason::kLength;
+  std::vector<int> generated;  // the sampled tokens, the stop token not included
+};
+
+struct GenerateOptions {
+  // The session already holds prompt[0, reused) at positions 0.. (a chat turn's shared prefix):
+  // only the rest is decoded. The whole prompt still counts as history for the sampler.
+  int reused = 0;
+  // Stop tokens besides the model's (a chat template's end-of-turn token).
+  std::vector<int> extra_stop_ids;
 };
 
 // `emit` receives the text as it is produced, in pieces that are always whole UTF-8 characters.
@@ -26,5 +36,8 @@ struct GenerationStats {
 Result<GenerationStats> generate(Decoder& session, Sampler& sampler, const Tokenizer& tokenizer,
                                  std::span<const int> prompt, int n_predict,
                                  const std::function<void(std::string_view)>& emit);
+Result<GenerationStats> generate(Decoder& session, Sampler& sampler, const Tokenizer& tokenizer,
+                                 std::span<const int> prompt, int n_predict,
+                                 const std::function<void(std::string_view)>& emit, const GenerateOptions& options);
 
 }  // namespace kiln

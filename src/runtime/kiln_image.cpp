@@ -22,6 +22,20 @@ Result<TokenizerBlob> decode_tokenizer_section(std::span<const uint8_t> bytes, c
   TokenizerBlob b;
   KILN_ASSIGN_OR_RETURN(b.kind, json_string(h, "kind", "", where));
   KILN_ASSIGN_OR_RETURN(b.vocab_size, json_dim(h, "vocab_size", 0, where));
+  if (h.contains("chat_template")) {
+    ModelChatTemplate chat;
+    KILN_ASSIGN_OR_RETURN(chat.source, json_string(h, "chat_template", "", where));
+    auto it = h.find("special_tokens");
+    if (it != h.end()) {
+      if (!it->is_array()) return corrupt(where + ": tokenizer header: special_tokens must be an array");
+      for (const Json& e : *it) {
+        if (!e.is_array() || e.size() != 2 || !e[0].is_string() || !e[1].is_string())
+          return corrupt(where + ": tokenizer header: each special token must be [name, text]");
+        chat.special_tokens.emplace_back(e[0].get<std::string>(), e[1].get<std::string>());
+      }
+    }
+    b.chat = std::move(chat);
+  }
   auto rest = bytes.subspan(4 + n);
   b.bytes.assign(rest.begin(), rest.end());
   return b;

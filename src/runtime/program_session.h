@@ -30,6 +30,7 @@ class ProgramSession final : public Decoder {
   int n_threads() const { return pool_->size(); }
   const ModelConfig& config() const override { return model_->config(); }
   void reset() override { pos_ = 0; }
+  void rewind(int position) override { pos_ = position < 0 ? 0 : position < pos_ ? position : pos_; }
   size_t reserved_bytes() const { return arena_.size() + scratch_.size() + 4 * (keys_.size() + values_.size()); }
 
  private:

@@ -26,6 +26,7 @@ class Session final : public Decoder {
   const ModelConfig& config() const override { return model_->config(); }
   const Model& model() const { return *model_; }
   void reset() override { pos_ = 0; }
+  void rewind(int position) override { pos_ = position < 0 ? 0 : position < pos_ ? position : pos_; }
   size_t kv_cache_bytes() const { return (key_cache_.size() + value_cache_.size()) * sizeof(float); }
 
  private:

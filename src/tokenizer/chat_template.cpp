@@ -69,10 +69,16 @@ std::string token_text(const Json& v) {
 Result<ModelChatTemplate> from_gguf(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
   KILN_ASSIGN_OR_RETURN(GgufFile g, read_gguf(std::move(file)));
+  return chat_template_from_gguf(g, path);
+}
+
+}  // namespace
+
+Result<ModelChatTemplate> chat_template_from_gguf(const GgufFile& g, const std::string& where) {
   ModelChatTemplate out;
   const GgufValue* t = g.find("tokenizer.chat_template");
   if (t == nullptr || t->as_string() == nullptr)
-    return not_found(path + ": the GGUF file has no tokenizer.chat_template");
+    return not_found(where + ": the GGUF file has no tokenizer.chat_template");
   out.source = *t->as_string();
   const GgufValue* tokens = g.find("tokenizer.ggml.tokens");
   const GgufArray* arr = tokens ? tokens->as_array() : nullptr;
@@ -90,8 +96,6 @@ Result<ModelChatTemplate> from_gguf(const std::string& path) {
   }
   return out;
 }
-
-}  // namespace
 
 Result<ChatTemplate> ChatTemplate::parse(std::string_view source) {
   auto tpl = jinja::parse_template(source);

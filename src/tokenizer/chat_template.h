@@ -21,6 +21,8 @@
 
 namespace kiln {
 
+struct GgufFile;
+
 namespace jinja {
 struct Template;
 }
@@ -65,6 +67,8 @@ struct ModelChatTemplate {
   std::vector<std::pair<std::string, std::string>> special_tokens;
 };
 Result<ModelChatTemplate> load_model_chat_template(const std::string& path, bool with_tools);
+// The same from a parsed GGUF file (tokenizer.chat_template; special tokens from its vocabulary).
+Result<ModelChatTemplate> chat_template_from_gguf(const GgufFile& g, const std::string& where);
 
 // The template in a parsed tokenizer_config.json (`where` names the file in messages).
 Result<std::string> chat_template_from_config(const nlohmann::json& config, bool with_tools, const std::string& where);

@@ -117,6 +117,11 @@ Result<TokenizerBlob> tokenizer_blob_from_file(const std::string& path, int llam
   KILN_ASSIGN_OR_RETURN(b.bytes, read_bytes(path));
   if (fs::path(path).extension() == ".json") {
     b.kind = "hf-json";
+    // The template lives beside tokenizer.json; a folder without one is fine (no chat).
+    const fs::path folder = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+    auto chat = load_model_chat_template(folder.string(), /*with_tools=*/false);
+    if (chat) b.chat = std::move(chat).value();
+    else if (chat.status().code() != StatusCode::kNotFound) return chat.status();
     return b;
   }
   if (llama2c_vocab_size <= 0) return invalid_argument(path + ": a llama2.c tokenizer needs the vocabulary size of its model");
@@ -149,6 +154,16 @@ Result<std::unique_ptr<Tokenizer>> tokenizer_from_blob(const TokenizerBlob& blob
   }
   if (blob.kind == "none") return not_found(where + ": the model was compiled without a tokenizer");
   return corrupt(where + ": unknown tokenizer kind '" + blob.kind + "'");
+}
+
+Result<std::optional<ModelChatTemplate>> chat_template_of_blob(const TokenizerBlob& blob, const std::string& where) {
+  if (blob.chat) return blob.chat;
+  if (blob.kind != "gguf") return std::optional<ModelChatTemplate>();
+  KILN_ASSIGN_OR_RETURN(GgufFile g, read_gguf(MappedFile::from_bytes(blob.bytes, where)));
+  auto chat = chat_template_from_gguf(g, where);
+  if (chat) return std::optional<ModelChatTemplate>(std::move(chat).value());
+  if (chat.status().code() == StatusCode::kNotFound) return std::optional<ModelChatTemplate>();
+  return chat.status();
 }
 
 Result<int> llama2c_token_count(std::span<const uint8_t> bytes, const std::string& name) {

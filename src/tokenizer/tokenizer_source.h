@@ -2,10 +2,12 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "formats/import.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kiln {
@@ -16,6 +18,9 @@ struct TokenizerBlob {
   std::string kind;
   int vocab_size = 0;  // what a llama2.c .bin needs, since it does not store it
   std::vector<uint8_t> bytes;
+  // The chat template that came with a tokenizer.json (from its folder's tokenizer_config.json
+  // or chat_template.jinja). A GGUF blob carries its own tokenizer.chat_template inside `bytes`.
+  std::optional<ModelChatTemplate> chat;
 };
 
 // The tokenizer of an imported model: `explicit_path` when given (a tokenizer.json, HF folder,
@@ -25,6 +30,8 @@ Result<TokenizerBlob> tokenizer_blob_for(const Import& imp, const std::string& e
 Result<TokenizerBlob> tokenizer_blob_from_file(const std::string& path, int llama2c_vocab_size);
 
 Result<std::unique_ptr<Tokenizer>> tokenizer_from_blob(const TokenizerBlob& blob, const std::string& where);
+// The blob's chat template: `chat`, or a GGUF blob's tokenizer.chat_template; nullopt when none.
+Result<std::optional<ModelChatTemplate>> chat_template_of_blob(const TokenizerBlob& blob, const std::string& where);
 
 // A tokenizer file as a user names it: a tokenizer.json, an HF folder (its tokenizer.json), a
 // .gguf (its vocabulary) or a llama2.c tokenizer .bin. A .bin does not store its vocabulary

@@ -40,7 +40,7 @@ struct ScratchLayout {
   size_t norm = 0, tmp = 0, rope = 0, prep[3] = {}, total = 0;
   // One activation preparation: group sums (f32), int8 values, scales, int group sums.
   size_t prep_sums = 0, prep_q = 0, prep_scales = 0, prep_qsums = 0, prep_digits = 0, prep_dscales = 0, prep_dsums = 0,
-         prep_tiles = 0, prep_bytes = 0;
+         prep_psums = 0, prep_tiles = 0, prep_bytes = 0;
   ScratchLayout(int64_t w, int t, int64_t head_dim) {
     const auto T = static_cast<size_t>(t), W = static_cast<size_t>(w);
     const size_t groups = W / 32 + 1;
@@ -51,7 +51,8 @@ struct ScratchLayout {
     prep_digits = align64(prep_qsums + 4 * T * groups);
     prep_dscales = align64(prep_digits + 3 * W);
     prep_dsums = align64(prep_dscales + 4 * groups);
-    prep_tiles = align64(prep_dsums + 4 * groups);
+    prep_psums = align64(prep_dsums + 4 * groups);
+    prep_tiles = align64(prep_psums + 12 * groups);
     prep_bytes = align64(prep_tiles + 4 * ((T + 15) / 16 * 16) * W);
     size_t at = 0;
     norm = at;
@@ -246,17 +247,24 @@ class CpuKernel final : public Kernel {
     uint8_t* base = ctx.scratch + scratch_.prep[slot];
     const Scheme s = m.m.params.scheme;
     const int g = is_4bit(s) ? m.m.params.group_size : 0;
-    if (s == Scheme::kW4A16 && rows == 1) {
+    if ((s == Scheme::kW4A16 || (s == Scheme::kW8A16 && m.m.cols % 32 == 0)) && rows == 1) {
       auto* digits = reinterpret_cast<int8_t*>(base + scratch_.prep_digits);
       auto* dscales = reinterpret_cast<float*>(base + scratch_.prep_dscales);
       auto* dsums = reinterpret_cast<int32_t*>(base + scratch_.prep_dsums);
-      k_.make_digits(x, m.m.cols, digits, dscales, dsums);
+      auto* psums = reinterpret_cast<int32_t*>(base + scratch_.prep_psums);
+      k_.make_digits(x, m.m.cols, digits, dscales, dsums, psums);
       a.digits = digits;
       a.digit_scale = dscales;
       a.digit_sums = dsums;
+      a.digit_plane_sums = psums;
     } else if (s == Scheme::kW4A16 && k_.make_bf16_tiles && rows >= k_.bf16_tiles_min_rows) {
       auto* tiles = reinterpret_cast<uint16_t*>(base + scratch_.prep_tiles);
-      k_.make_bf16_tiles(x, m.m.cols, rows, m.m.cols, tiles);
+      // Block-major: each block of 16 rows is written by itself, so the blocks go over the pool.
+      const int64_t cols = m.m.cols;
+      elementwise(ctx.pool, (rows + 15) / 16, [&](int64_t tb) {
+        k_.make_bf16_tiles(x + tb * 16 * cols, cols, static_cast<int>(std::min<int64_t>(16, rows - tb * 16)), cols,
+                           tiles + tb * (cols / 32) * 2 * 16 * 32);
+      });
       a.bf16_tiles = tiles;
       if (!m.m.params.symmetric) {
         auto* sums = reinterpret_cast<float*>(base + scratch_.prep_sums);
@@ -282,8 +290,7 @@ class CpuKernel final : public Kernel {
   }
 
   static bool same_preparation(const Matrix& a, const Matrix& b) {
-    return a.m.cols == b.m.cols && a.m.params.scheme == b.m.params.scheme &&
-           a.m.params.group_size == b.m.params.group_size;
+    return a.m.cols == b.m.cols && a.m.params == b.m.params;
   }
 
   void matmul(const StepContext& ctx, size_t mi, const float* x, float* y, const float* residual, int rows) const {
@@ -450,7 +457,7 @@ bool CpuBackend::supports(const Node& node, const Graph& graph) const {
     if (!is_matrix(node, w) && node.op != OpCode::kEmbed && p->scheme != Scheme::kF32) return false;
   }
   if (node.op == OpCode::kAttention || node.op == OpCode::kRopeKvStore || node.op == OpCode::kRope)
-    if (node.head_dim <= 0 || node.head_dim % 2 != 0) return false;
+    if (node.head_dim <= 0 || node.head_dim % 2 != 0 || node.head_dim > 256) return false;
   return true;
 }
 

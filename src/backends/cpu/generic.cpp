@@ -45,6 +45,26 @@ struct Generic {
     for (int i = 0; i < N; ++i) r.v[i] = a.v[i] + b.v[i];
     return r;
   }
+  static F sub(const F& a, const F& b) {
+    F r;
+    for (int i = 0; i < N; ++i) r.v[i] = a.v[i] - b.v[i];
+    return r;
+  }
+  static F min(const F& a, const F& b) {
+    F r;
+    for (int i = 0; i < N; ++i) r.v[i] = a.v[i] < b.v[i] ? a.v[i] : b.v[i];
+    return r;
+  }
+  static F max(const F& a, const F& b) {
+    F r;
+    for (int i = 0; i < N; ++i) r.v[i] = a.v[i] > b.v[i] ? a.v[i] : b.v[i];
+    return r;
+  }
+  static F pow2i(const F& n) {
+    F r;
+    for (int i = 0; i < N; ++i) r.v[i] = std::bit_cast<float>((static_cast<int32_t>(n.v[i]) + 127) << 23);
+    return r;
+  }
   static float sum(const F& a) {
     float s = 0.0f;
     for (float e : a.v) s += e;
@@ -140,6 +160,15 @@ struct Generic {
     for (int i = 0; i < N; ++i) r.v[i] = acc.v[i] + static_cast<uint32_t>(dot4(w.v[i], x4, false));
     return r;
   }
+  template <int j>
+  static I sext_byte(const I& a) {
+    I r;
+    for (int i = 0; i < N; ++i) r.v[i] = static_cast<uint32_t>(static_cast<int32_t>(static_cast<int8_t>(a.v[i] >> (8 * j))));
+    return r;
+  }
+  static constexpr int kW8DigitBias = 0;
+  static I w8_prep(const I& w) { return w; }
+  static I dot_w8(const I& acc, const I& w, int32_t x4) { return dot_s8(acc, w, x4); }
   static I dot_s8(const I& acc, const I& w, int32_t x4) {
     I r;
     for (int i = 0; i < N; ++i) r.v[i] = acc.v[i] + static_cast<uint32_t>(dot4(w.v[i], x4, true));

@@ -36,6 +36,7 @@ struct Activations {
   const int8_t* digits = nullptr;       // [3][cols]: the planes d1, d2, d3
   const float* digit_scale = nullptr;   // [cols / 32]
   const int32_t* digit_sums = nullptr;  // [cols / 32]: sum of X over the block
+  const int32_t* digit_plane_sums = nullptr;  // [3][cols / 32]: sums of d1, d2, d3 over the block
   // 4-bit A16, many tokens, on tables with matrix units (AMX): x split into two bf16 parts,
   // x = hi + lo + r with |r| <= 2^-17 |x|, laid out as the tiles the units multiply
   // (make_bf16_tiles); null where the table has none.
@@ -86,7 +87,8 @@ struct KernelTable {
   // the fewest rows worth them.
   void (*make_bf16_tiles)(const float* x, int64_t x_stride, int n, int64_t cols, uint16_t* tiles) = nullptr;
   int bf16_tiles_min_rows = 0;
-  void (*make_digits)(const float* x, int64_t cols, int8_t* digits, float* scales, int32_t* sums) = nullptr;
+  void (*make_digits)(const float* x, int64_t cols, int8_t* digits, float* scales, int32_t* sums,
+                      int32_t* plane_sums) = nullptr;
   void (*group_sums)(const float* x, int64_t x_stride, int n, int64_t cols, int group, float* sums) = nullptr;
   void (*rmsnorm)(float* y, const float* x, const float* w, int64_t n, float eps) = nullptr;
   void (*swiglu)(float* y, const float* gate, const float* up, int64_t n) = nullptr;

@@ -39,7 +39,9 @@ struct W4Ref {
 
 }  // namespace
 
-std::string_view matmul_layout(Scheme s) { return s == Scheme::kW8A8 ? kLayoutR16K4 : kLayoutR16; }
+std::string_view matmul_layout(Scheme s) {
+  return s == Scheme::kW8A8 || s == Scheme::kW8A16 ? kLayoutR16K4 : kLayoutR16;
+}
 
 std::optional<uint64_t> tile_bytes(const QuantParams& p, std::string_view layout, int64_t cols) {
   if (cols <= 0 || layout != matmul_layout(p.scheme) || !validate_params(p)) return std::nullopt;
@@ -48,7 +50,7 @@ std::optional<uint64_t> tile_bytes(const QuantParams& p, std::string_view layout
     case Scheme::kF32: return 64 * k;
     case Scheme::kF16:
     case Scheme::kBF16: return 32 * k;
-    case Scheme::kW8A16: return 64 + 16 * k;
+    case Scheme::kW8A16:
     case Scheme::kW8A8: return 128 + 64 * static_cast<uint64_t>(k4_of(cols));
     case Scheme::kW4A16:
     case Scheme::kW4A8:
@@ -92,9 +94,6 @@ Status pack_matrix(const QuantParams& p, std::string_view layout, std::span<cons
           for (int64_t k = 0; k < cols; ++k) std::memcpy(tile + (k * kTileRows + lane) * 2, row + k * 2, 2);
           break;
         case Scheme::kW8A16:
-          std::memcpy(tile + lane * 4, row, 4);
-          for (int64_t k = 0; k < cols; ++k) tile[64 + k * kTileRows + lane] = row[4 + k];
-          break;
         case Scheme::kW8A8: {
           std::memcpy(tile + lane * 4, row, 4);
           int32_t sum = 0;
@@ -152,9 +151,6 @@ Status unpack_matrix(const QuantParams& p, std::string_view layout, std::span<co
         for (int64_t k = 0; k < cols; ++k) std::memcpy(row + k * 2, tile + (k * kTileRows + lane) * 2, 2);
         break;
       case Scheme::kW8A16:
-        std::memcpy(row, tile + lane * 4, 4);
-        for (int64_t k = 0; k < cols; ++k) row[4 + k] = tile[64 + k * kTileRows + lane];
-        break;
       case Scheme::kW8A8:
         std::memcpy(row, tile + lane * 4, 4);
         for (int64_t k = 0; k < cols; ++k) row[4 + k] = tile[128 + (k / 4) * 64 + lane * 4 + k % 4];
@@ -201,11 +197,7 @@ void unpack_row(const QuantParams& p, std::string_view layout, const uint8_t* pa
     case Scheme::kBF16:
       for (int64_t k = 0; k < cols; ++k) out[k] = bf16_to_f32(load<uint16_t>(tile + (k * kTileRows + lane) * 2));
       return;
-    case Scheme::kW8A16: {
-      const float d = load<float>(tile + lane * 4);
-      for (int64_t k = 0; k < cols; ++k) out[k] = static_cast<float>(static_cast<int8_t>(tile[64 + k * kTileRows + lane])) * d;
-      return;
-    }
+    case Scheme::kW8A16:
     case Scheme::kW8A8: {
       const float d = load<float>(tile + lane * 4);
       for (int64_t k = 0; k < cols; ++k)

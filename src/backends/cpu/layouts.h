@@ -11,7 +11,6 @@
 //   "r16"  f32    [K][16] f32 (column k: the 16 rows' element k)           64 K bytes
 //          f16    [K][16] IEEE half                                         32 K bytes
 //          bf16   [K][16] bfloat16                                          32 K bytes
-//          w8a16  [16] f32 scales, then [K][16] int8                        64 + 16 K bytes
 //          w4a16, w4a8 (groups of g = 32, 64, 128; K a multiple of g), per group:
 //                 [16] f16 scales, asymmetric only: [16] f16 mins,
 //                 then g/8 chunks of 64 bytes, each 16 little-endian u32 (one per row) holding
@@ -19,7 +18,8 @@
 //                 the u32 of row r is  u[r][k0 + m] | u[r][k0 + 4 + m] << 4.
 //                 The nibbles u are the reference ones (sym: w = (u - 8) d; asym: w = u d + m),
 //                 so a group takes exactly the bytes of 16 GGML Q4_0/Q4_1 blocks.
-//   "r16k4" w8a8  [16] f32 scales, [16] i32 row sums (sum of the row's q), then ceil(K/4)
+//   "r16k4" w8a16, w8a8
+//                 [16] f32 scales, [16] i32 row sums (sum of the row's q), then ceil(K/4)
 //                 chunks of 64 bytes: 16 u32, the u32 of row r holding q[r][4c .. 4c + 3] (past
 //                 K: zero). Integer dot products (VNNI, SDOT) read 4 elements per lane.
 //

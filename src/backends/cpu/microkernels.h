@@ -3,7 +3,8 @@
 //
 // S provides, for N f32 lanes (16 / N vectors make one 16-row tile column):
 //   F, I               float and int32 vectors
-//   zero set1 load store fma(a,b,c)=a*b+c mul add max sum
+//   zero set1 load store fma(a,b,c)=a*b+c mul add sub min max sum
+//   pow2i(F)           2^n for lanes holding integers n in [-126, 127]
 //   loadi(p)           N u32 from p
 //   srli<s>(I)         logical right shift of each u32
 //   nib(I)             float(v & 15) per lane
@@ -12,6 +13,9 @@
 //   dot_u4(acc, w, x4) acc[i] += sum_j u8(w[4i+j]) * s8(x4[j])      (w: nibbles 0..15)
 //   dot_s8(acc, w, x4) acc[i] += sum_j s8(w[4i+j]) * s8(x4[j]) + kW8Bias * sum_j s8(w[4i+j])
 //   zeroi subi(I, int32) addv(I, I) subv(I, I) slli<s>(I) cvt(I)
+//   sext_byte<j>(I)    byte j of each u32, sign-extended
+//   w8_prep(I), dot_w8(acc, w', x4)   acc[i] += sum_j s8(w[4i+j]) * s8(x4[j]) + kW8DigitBias *
+//                                     sum_j s8(x4[j]), with w' = w8_prep(w) computed once
 //   kDecodeRT, kDigitRT, kPrefillNT   tiles per decode block (float, digit kernels), tokens
 //                                     per prefill block
 #pragma once
@@ -179,14 +183,13 @@ inline void w4_prefill(const PackedMatrix& w, const Activations& a, const Epilog
   for (int t = 0; t < NT; ++t) store_tile<S>(w, e, tile, t0 + t, y[t]);
 }
 
-// ---- dense weights (f32, f16, bf16, w8a16), f32 activations ----
+// ---- dense weights (f32, f16, bf16), f32 activations ----
 
 template <class S, Scheme kScheme>
 inline typename S::F dense_column(const uint8_t* tile, int64_t k, int v) {
   if constexpr (kScheme == Scheme::kF32) return S::load(reinterpret_cast<const float*>(tile) + k * kTileRows + v * S::N);
   else if constexpr (kScheme == Scheme::kF16) return S::from_f16(tile + (k * kTileRows + v * S::N) * 2);
-  else if constexpr (kScheme == Scheme::kBF16) return S::from_bf16(tile + (k * kTileRows + v * S::N) * 2);
-  else return S::from_s8(tile + 64 + k * kTileRows + v * S::N);  // w8a16: the scale comes after the sum
+  else return S::from_bf16(tile + (k * kTileRows + v * S::N) * 2);
 }
 
 template <class S, Scheme kScheme, int RT, int NT>
@@ -206,12 +209,85 @@ inline void dense_block(const PackedMatrix& w, const Activations& a, const Epilo
         for (int t = 0; t < NT; ++t) y[r][t][v] = S::fma(col, S::set1(x[t * a.x_stride + k]), y[r][t][v]);
       }
   for (int r = 0; r < RT; ++r)
-    for (int t = 0; t < NT; ++t) {
-      if constexpr (kScheme == Scheme::kW8A16)
-        for (int v = 0; v < V; ++v)
-          y[r][t][v] = S::mul(y[r][t][v], S::load(reinterpret_cast<const float*>(base + r * w.tile_bytes) + v * S::N));
-      store_tile<S>(w, e, tile + r, t0 + t, y[r][t]);
+    for (int t = 0; t < NT; ++t) store_tile<S>(w, e, tile + r, t0 + t, y[r][t]);
+}
+
+// ---- w8a16 (layout r16k4) ----
+
+// Many tokens (or a width that is not a multiple of 32): each column widened to f32 exactly
+// (byte j of each row's u32), multiplied into NT accumulators, times the row scale at the end.
+template <class S, int NT>
+inline void w8a16_prefill(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile, int t0) {
+  using F = typename S::F;
+  using I = typename S::I;
+  constexpr int V = kTileRows / S::N;
+  F y[NT][V];
+  for (int t = 0; t < NT; ++t)
+    for (int v = 0; v < V; ++v) y[t][v] = S::zero();
+  const uint8_t* base = w.data + tile * w.tile_bytes;
+  const float* x = a.x + t0 * a.x_stride;
+  const int64_t k4 = (w.cols + 3) / 4;
+  for (int64_t c = 0; c < k4; ++c)
+    for (int v = 0; v < V; ++v) {
+      const I q = S::loadi(base + 128 + c * 64 + v * S::N * 4);
+      static_for<4>([&](auto j) {
+        if (4 * c + j.value >= w.cols) return;
+        const F col = S::cvt(S::template sext_byte<j.value>(q));
+        for (int t = 0; t < NT; ++t) y[t][v] = S::fma(col, S::set1(x[t * a.x_stride + 4 * c + j.value]), y[t][v]);
+      });
     }
+  for (int t = 0; t < NT; ++t) {
+    for (int v = 0; v < V; ++v) y[t][v] = S::mul(y[t][v], S::load(reinterpret_cast<const float*>(base) + v * S::N));
+    store_tile<S>(w, e, tile, t0 + t, y[t]);
+  }
+}
+
+// Decode (one token, width a multiple of 32): the activation digits, as w4_decode: per block of
+// 32 the exact integer D = sum q X, y = sw * sum_blocks scale_block * D.
+template <class S, int RT>
+inline void w8a16_decode(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile) {
+  using F = typename S::F;
+  using I = typename S::I;
+  constexpr int V = kTileRows / S::N;
+  const int8_t* d1 = a.digits;
+  const int8_t* d2 = d1 + w.cols;
+  const int8_t* d3 = d2 + w.cols;
+  F y[RT][V];
+  for (int r = 0; r < RT; ++r)
+    for (int v = 0; v < V; ++v) y[r][v] = S::zero();
+  const uint8_t* base = w.data + tile * w.tile_bytes;
+  for (int64_t kb = 0; kb < w.cols / 32; ++kb) {
+    I i1[RT][V], i2[RT][V], i3[RT][V];
+    for (int r = 0; r < RT; ++r)
+      for (int v = 0; v < V; ++v) i1[r][v] = i2[r][v] = i3[r][v] = S::zeroi();
+    for (int c = 0; c < 8; ++c) {
+      const int64_t k0 = kb * 32 + c * 4;
+      const int32_t x1 = load_i32(d1 + k0), x2 = load_i32(d2 + k0), x3 = load_i32(d3 + k0);
+      for (int r = 0; r < RT; ++r)
+        for (int v = 0; v < V; ++v) {
+          const I q = S::w8_prep(S::loadi(base + r * w.tile_bytes + 128 + (kb * 8 + c) * 64 + v * S::N * 4));
+          i1[r][v] = S::dot_w8(i1[r][v], q, x1);
+          i2[r][v] = S::dot_w8(i2[r][v], q, x2);
+          i3[r][v] = S::dot_w8(i3[r][v], q, x3);
+        }
+    }
+    // Each plane's sum is exact in int32 (|q d| <= 128 * 127 over 32 elements); 16384 sum1 is
+    // not, so the planes are combined in f32.
+    const float sc = a.digit_scale[kb];
+    const int64_t nb = w.cols / 32;
+    const int32_t b1 = S::kW8DigitBias * a.digit_plane_sums[kb], b2 = S::kW8DigitBias * a.digit_plane_sums[nb + kb],
+                  b3 = S::kW8DigitBias * a.digit_plane_sums[2 * nb + kb];
+    const F s1 = S::set1(sc * 16384.0f), s2 = S::set1(sc * 128.0f), s3 = S::set1(sc);
+    for (int r = 0; r < RT; ++r)
+      for (int v = 0; v < V; ++v)
+        y[r][v] = S::fma(S::cvt(S::subi(i1[r][v], b1)), s1,
+                         S::fma(S::cvt(S::subi(i2[r][v], b2)), s2, S::fma(S::cvt(S::subi(i3[r][v], b3)), s3, y[r][v])));
+  }
+  for (int r = 0; r < RT; ++r) {
+    for (int v = 0; v < V; ++v)
+      y[r][v] = S::mul(y[r][v], S::load(reinterpret_cast<const float*>(base + r * w.tile_bytes) + v * S::N));
+    store_tile<S>(w, e, tile + r, 0, y[r]);
+  }
 }
 
 // ---- int8 activations ----
@@ -354,6 +430,16 @@ void matmul_dense(const PackedMatrix& w, const Activations& a, const Epilogue& e
 }
 
 template <class S>
+void matmul_w8a16(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
+  if (a.n == 1 && a.digits) {
+    over_tiles<S::kDigitRT>(tb, te, [&](auto rt, int64_t t) { w8a16_decode<S, rt.value>(w, a, e, t); });
+    return;
+  }
+  for (int64_t t = tb; t < te; ++t)
+    over_tokens<S::kPrefillNT>(a.n, [&](auto nt, int t0) { w8a16_prefill<S, nt.value>(w, a, e, t, t0); });
+}
+
+template <class S>
 void matmul_w4a8(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
   if (a.n == 1) {
     over_tiles<S::kDecodeRT>(tb, te, [&](auto rt, int64_t t) { w4a8_block<S, rt.value, 1>(w, a, e, t, 0); });
@@ -408,7 +494,9 @@ inline void quantize_rows(const float* x, int64_t x_stride, int n, int64_t cols,
 }
 
 // The digits of kernels.h for one row of x (cols a multiple of 32).
-inline void make_digits(const float* x, int64_t cols, int8_t* digits, float* scales, int32_t* sums) {
+inline void make_digits(const float* x, int64_t cols, int8_t* digits, float* scales, int32_t* sums,
+                        int32_t* plane_sums) {
+  const int64_t nb = cols / 32;
   int8_t* d1 = digits;
   int8_t* d2 = d1 + cols;
   int8_t* d3 = d2 + cols;
@@ -420,7 +508,7 @@ inline void make_digits(const float* x, int64_t cols, int8_t* digits, float* sca
       finite &= std::isfinite(xb[i]);
       absmax = std::max(absmax, std::fabs(xb[i]));
     }
-    int32_t sum = 0;
+    int32_t sum = 0, p1 = 0, p2 = 0, p3 = 0;
     if (!finite || absmax == 0.0f) {
       for (int i = 0; i < 32; ++i) d1[b * 32 + i] = d2[b * 32 + i] = d3[b * 32 + i] = 0;
       scales[b] = finite ? 0.0f : std::nanf("");
@@ -437,10 +525,16 @@ inline void make_digits(const float* x, int64_t cols, int8_t* digits, float* sca
         d2[b * 32 + i] = static_cast<int8_t>(q2);
         d3[b * 32 + i] = static_cast<int8_t>(q3);
         sum += static_cast<int32_t>(q1) * 16384 + static_cast<int32_t>(q2) * 128 + static_cast<int32_t>(q3);
+        p1 += static_cast<int32_t>(q1);
+        p2 += static_cast<int32_t>(q2);
+        p3 += static_cast<int32_t>(q3);
       }
       scales[b] = absmax / 127.0f / 16384.0f;
     }
     sums[b] = sum;
+    plane_sums[b] = p1;
+    plane_sums[nb + b] = p2;
+    plane_sums[2 * nb + b] = p3;
   }
 }
 
@@ -535,29 +629,49 @@ inline void rope(float* x, int n_heads, int head_dim, const float* cs, const flo
 
 // ---- attention ----
 //
-// For kv head `kvh` and its query heads [hb, he): positions are visited in blocks of kBlock; each
-// block of K and V is read once and used by every (token, head) query of the range while it is
-// in L1. Softmax is online: per query the running max m, the running sum l, and the output
-// accumulated unnormalised in place, rescaled by exp(m_old - m_new) when the max grows. No score
-// matrix is ever materialised; the per-query state is 2 floats, kept on the stack per block.
+// For kv head `kvh` and its query heads [hb, he): positions are visited in blocks of 16; each
+// block of K is transposed once into a [head_dim][16] buffer and, with its block of V, used by
+// every (token, head) query of the range while it is in L1. Per query and block: 16 scores at
+// once (head_dim FMAs of 16 lanes), one vector exp, 16 rows of V into the output. Softmax is
+// online: per query the running max m, the running sum l, and the output accumulated
+// unnormalised in place, rescaled by exp(m_old - m_new) when the max grows. No score matrix is
+// ever materialised.
+
+// exp over a vector, as fast_exp.
+template <class S>
+inline typename S::F vexp(typename S::F x) {
+  using F = typename S::F;
+  x = S::min(S::max(x, S::set1(-87.0f)), S::set1(88.0f));
+  const F magic = S::set1(12582912.0f);
+  const F n = S::sub(S::fma(x, S::set1(1.44269504088896341f), magic), magic);
+  const F r = S::fma(n, S::set1(2.12194440e-4f), S::fma(n, S::set1(-0.693359375f), x));
+  F p = S::set1(1.9875691500e-4f);
+  p = S::fma(p, r, S::set1(1.3981999507e-3f));
+  p = S::fma(p, r, S::set1(8.3334519073e-3f));
+  p = S::fma(p, r, S::set1(4.1665795894e-2f));
+  p = S::fma(p, r, S::set1(1.6666665459e-1f));
+  p = S::fma(p, r, S::set1(5.0000001201e-1f));
+  p = S::add(S::fma(S::mul(p, r), r, r), S::set1(1.0f));
+  return S::mul(p, S::pow2i(n));
+}
+
 template <class S>
 void attention(const AttentionArgs& a, int kvh, int hb, int he) {
-  constexpr int kBlock = 32;
+  using F = typename S::F;
+  constexpr int kBlock = 16, V = kBlock / S::N, kMaxHeadDim = 256;
   const int hd = a.head_dim, kv_dim = a.n_kv_heads * hd, qd = a.n_heads * hd;
+  if (hd > kMaxHeadDim) return;  // refused by CpuBackend::supports
   const float* kc = a.k + static_cast<int64_t>(kvh) * hd;
   const float* vc = a.v + static_cast<int64_t>(kvh) * hd;
   auto first_of = [&](int t) {
     const int pos = a.first_pos + t;
     return (a.window > 0 && pos >= a.window) ? pos - a.window + 1 : 0;
   };
-  const int last = a.first_pos + a.n_tokens - 1;
-  int first = last;
-  for (int t = 0; t < a.n_tokens; ++t) first = std::min(first, first_of(t));
-  // Running max and sum per query, indexed (t, h - hb); the output row doubles as accumulator.
   constexpr int kMaxQueries = 512;
   const int heads = he - hb;
-  for (int t0 = 0; t0 < a.n_tokens; t0 += std::max(1, kMaxQueries / heads)) {
-    const int t1 = std::min(a.n_tokens, t0 + std::max(1, kMaxQueries / heads));
+  const int chunk = std::max(1, kMaxQueries / heads);
+  for (int t0 = 0; t0 < a.n_tokens; t0 += chunk) {
+    const int t1 = std::min(a.n_tokens, t0 + chunk);
     float m[kMaxQueries], l[kMaxQueries];
     for (int i = 0; i < (t1 - t0) * heads; ++i) {
       m[i] = -INFINITY;
@@ -566,41 +680,66 @@ void attention(const AttentionArgs& a, int kvh, int hb, int he) {
     for (int t = t0; t < t1; ++t)
       for (int h = hb; h < he; ++h)
         for (int i = 0; i < hd; ++i) a.out[static_cast<int64_t>(t) * qd + h * hd + i] = 0.0f;
-    int block_first = first;
+    int block_first = a.first_pos + t1 - 1;
     for (int t = t0; t < t1; ++t) block_first = std::min(block_first, first_of(t));
     const int block_last = a.first_pos + t1 - 1;
+    alignas(64) float kt[kMaxHeadDim][kBlock];
     for (int p0 = block_first; p0 <= block_last; p0 += kBlock) {
-      const int p1 = std::min(p0 + kBlock, block_last + 1);
+      const int nb = std::min(kBlock, block_last + 1 - p0);
+      // Transposing pays off when many queries share the block (prefill); a few (decoding)
+      // take their dot products from the rows as they are.
+      const bool transposed = (t1 - t0) * heads >= 16;
+      if (transposed)
+        for (int j = 0; j < kBlock; ++j) {
+          const float* kp = kc + static_cast<int64_t>(p0 + j) * kv_dim;
+          for (int d = 0; d < hd; ++d) kt[d][j] = j < nb ? kp[d] : 0.0f;
+        }
       for (int t = t0; t < t1; ++t) {
-        const int lo = std::max(p0, first_of(t)), hi = std::min(p1 - 1, a.first_pos + t);
+        const int lo = std::max(p0, first_of(t)) - p0, hi = std::min(p0 + nb - 1, a.first_pos + t) - p0;
         if (lo > hi) continue;
         for (int h = hb; h < he; ++h) {
           const float* q = a.q + static_cast<int64_t>(t) * qd + h * hd;
           float* o = a.out + static_cast<int64_t>(t) * qd + h * hd;
-          float s[kBlock];
-          float mx = -INFINITY;
-          for (int p = lo; p <= hi; ++p) {
-            s[p - lo] = dot<S>(q, kc + static_cast<int64_t>(p) * kv_dim, hd) * a.scale;
-            mx = std::max(mx, s[p - lo]);
+          alignas(64) float sc[kBlock];
+          if (transposed) {
+            F sv[V];
+            for (int v = 0; v < V; ++v) sv[v] = S::zero();
+            for (int d = 0; d < hd; ++d) {
+              const F qv = S::set1(q[d]);
+              for (int v = 0; v < V; ++v) sv[v] = S::fma(qv, S::load(kt[d] + v * S::N), sv[v]);
+            }
+            for (int v = 0; v < V; ++v) S::store(sc + v * S::N, S::mul(sv[v], S::set1(a.scale)));
+          } else {
+            for (int j = lo; j <= hi; ++j) sc[j] = dot<S>(q, kc + static_cast<int64_t>(p0 + j) * kv_dim, hd) * a.scale;
           }
+          for (int j = 0; j < lo; ++j) sc[j] = -INFINITY;
+          for (int j = hi + 1; j < kBlock; ++j) sc[j] = -INFINITY;
+          float mx = sc[lo];
+          for (int j = lo + 1; j <= hi; ++j) mx = std::max(mx, sc[j]);
           const int qi = (t - t0) * heads + (h - hb);
           const float m_new = std::max(m[qi], mx);
           const float corr = fast_exp(m[qi] - m_new);
-          float sum = 0.0f;
-          for (int p = 0; p <= hi - lo; ++p) {
-            s[p] = fast_exp(s[p] - m_new);
-            sum += s[p];
+          F sum = S::zero();
+          for (int v = 0; v < V; ++v) {
+            const F e = vexp<S>(S::sub(S::load(sc + v * S::N), S::set1(m_new)));
+            S::store(sc + v * S::N, e);
           }
-          l[qi] = l[qi] * corr + sum;
+          for (int j = 0; j < lo; ++j) sc[j] = 0.0f;
+          for (int j = hi + 1; j < kBlock; ++j) sc[j] = 0.0f;
+          for (int v = 0; v < V; ++v) sum = S::add(sum, S::load(sc + v * S::N));
+          l[qi] = l[qi] * corr + S::sum(sum);
           m[qi] = m_new;
-          if (corr != 1.0f)
-            for (int i = 0; i < hd; ++i) o[i] *= corr;
-          for (int p = lo; p <= hi; ++p) {
-            const float* vp = vc + static_cast<int64_t>(p) * kv_dim;
-            const float e = s[p - lo];
-            int i = 0;
-            for (; i + S::N <= hd; i += S::N) S::store(o + i, S::fma(S::set1(e), S::load(vp + i), S::load(o + i)));
-            for (; i < hd; ++i) o[i] += e * vp[i];
+          int i = 0;
+          for (; i + S::N <= hd; i += S::N) {
+            F acc = corr != 1.0f ? S::mul(S::load(o + i), S::set1(corr)) : S::load(o + i);
+            for (int j = lo; j <= hi; ++j)
+              acc = S::fma(S::set1(sc[j]), S::load(vc + static_cast<int64_t>(p0 + j) * kv_dim + i), acc);
+            S::store(o + i, acc);
+          }
+          for (; i < hd; ++i) {
+            float acc = o[i] * corr;
+            for (int j = lo; j <= hi; ++j) acc += sc[j] * vc[static_cast<int64_t>(p0 + j) * kv_dim + i];
+            o[i] = acc;
           }
         }
       }
@@ -621,7 +760,7 @@ void fill_table(KernelTable& t) {
   t.matmul[static_cast<int>(Scheme::kF32)] = &matmul_dense<S, Scheme::kF32>;
   t.matmul[static_cast<int>(Scheme::kF16)] = &matmul_dense<S, Scheme::kF16>;
   t.matmul[static_cast<int>(Scheme::kBF16)] = &matmul_dense<S, Scheme::kBF16>;
-  t.matmul[static_cast<int>(Scheme::kW8A16)] = &matmul_dense<S, Scheme::kW8A16>;
+  t.matmul[static_cast<int>(Scheme::kW8A16)] = &matmul_w8a16<S>;
   t.matmul[static_cast<int>(Scheme::kW4A16)] = &matmul_w4a16<S>;
   t.matmul[static_cast<int>(Scheme::kW8A8)] = &matmul_w8a8<S>;
   t.matmul[static_cast<int>(Scheme::kW4A8)] = &matmul_w4a8<S>;

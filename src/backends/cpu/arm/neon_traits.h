@@ -25,6 +25,12 @@ struct Neon {
   static F fma(F a, F b, F c) { return vfmaq_f32(c, a, b); }
   static F mul(F a, F b) { return vmulq_f32(a, b); }
   static F add(F a, F b) { return vaddq_f32(a, b); }
+  static F sub(F a, F b) { return vsubq_f32(a, b); }
+  static F min(F a, F b) { return vminq_f32(a, b); }
+  static F max(F a, F b) { return vmaxq_f32(a, b); }
+  static F pow2i(F n) {
+    return vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23));
+  }
   static float sum(F a) { return vaddvq_f32(a); }
   static I zeroi() { return vdupq_n_u32(0); }
   static I loadi(const uint8_t* p) { return vld1q_u32(reinterpret_cast<const uint32_t*>(p)); }
@@ -64,6 +70,13 @@ struct Neon {
     return vreinterpretq_u32_s32(vpadalq_s16(vreinterpretq_s32_u32(acc), vpaddq_s16(p0, p1)));
 #endif
   }
+  template <int j>
+  static I sext_byte(I a) {
+    return vreinterpretq_u32_s32(vshrq_n_s32(vreinterpretq_s32_u32(vshlq_n_u32(a, 24 - 8 * j)), 24));
+  }
+  static constexpr int kW8DigitBias = 0;
+  static I w8_prep(I w) { return w; }
+  static I dot_w8(I acc, I w, int32_t x4) { return dot4(acc, w, x4); }
   static I dot_u4(I acc, I w, int32_t x4) { return dot4(acc, w, x4); }  // nibbles 0..15 are valid s8
   static I dot_s8(I acc, I w, int32_t x4) { return dot4(acc, w, x4); }
 };

@@ -2,65 +2,10 @@
 #include <immintrin.h>
 
 #include "backends/cpu/microkernels.h"
+#include "backends/cpu/x86/avx2_traits.h"
 #include "core/cpu_features.h"
 
 namespace kiln::cpu {
-
-namespace {
-
-struct Avx2 {
-  static constexpr int N = 8;
-  static constexpr int kDecodeRT = 2;
-  static constexpr int kDigitRT = 1;
-  static constexpr int kPrefillNT = 3;
-  static constexpr int kW8Bias = 0;  // |w| times sign(x, w): no bias to remove
-  using F = __m256;
-  using I = __m256i;
-  static F zero() { return _mm256_setzero_ps(); }
-  static F set1(float x) { return _mm256_set1_ps(x); }
-  static F load(const float* p) { return _mm256_loadu_ps(p); }
-  static void store(float* p, F a) { _mm256_storeu_ps(p, a); }
-  static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
-  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
-  static F add(F a, F b) { return _mm256_add_ps(a, b); }
-  static float sum(F a) {
-    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
-  }
-  static I zeroi() { return _mm256_setzero_si256(); }
-  static I loadi(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-  template <int s>
-  static I srli(I a) { return _mm256_srli_epi32(a, s); }
-  template <int s>
-  static I slli(I a) { return _mm256_slli_epi32(a, s); }
-  static I addv(I a, I b) { return _mm256_add_epi32(a, b); }
-  static I subv(I a, I b) { return _mm256_sub_epi32(a, b); }
-  static I subi(I a, int32_t b) { return _mm256_sub_epi32(a, _mm256_set1_epi32(b)); }
-  static F cvt(I a) { return _mm256_cvtepi32_ps(a); }
-  static F nib(I a) { return _mm256_cvtepi32_ps(_mm256_and_si256(a, _mm256_set1_epi32(15))); }
-  static I lo_nibbles(I a) { return _mm256_and_si256(a, _mm256_set1_epi8(0x0f)); }
-  static I hi_nibbles(I a) { return _mm256_and_si256(_mm256_srli_epi32(a, 4), _mm256_set1_epi8(0x0f)); }
-  static F from_f16(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-  static F from_bf16(const uint8_t* p) {
-    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-  }
-  static F from_s8(const uint8_t* p) {
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
-  }
-  static I dot_u4(I acc, I w, int32_t x4) {
-    const __m256i p = _mm256_maddubs_epi16(w, _mm256_set1_epi32(x4));  // nibbles <= 15: no saturation
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
-  }
-  static I dot_s8(I acc, I w, int32_t x4) {
-    const __m256i x = _mm256_set1_epi32(x4);
-    const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
-  }
-};
-
-}  // namespace
 
 void fill_avx2(KernelTable& t) {
   t.name = "avx2";

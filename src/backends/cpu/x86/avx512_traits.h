@@ -24,6 +24,12 @@ struct Avx512 {
   static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
+  static F min(F a, F b) { return _mm512_min_ps(a, b); }
+  static F max(F a, F b) { return _mm512_max_ps(a, b); }
+  static F pow2i(F n) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23));
+  }
   static float sum(F a) { return _mm512_reduce_add_ps(a); }
   static I zeroi() { return _mm512_setzero_si512(); }
   static I loadi(const uint8_t* p) { return _mm512_loadu_si512(p); }
@@ -51,6 +57,13 @@ struct Avx512 {
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
   }
   static I dot_u4(I acc, I w, int32_t x4) { return _mm512_dpbusd_epi32(acc, w, _mm512_set1_epi32(x4)); }
+  template <int j>
+  static I sext_byte(I a) { return _mm512_srai_epi32(_mm512_slli_epi32(a, 24 - 8 * j), 24); }
+  // vpdpbusd multiplies u8 by s8: w + 128 (w xor 0x80) by the digits, and the kernel takes
+  // 128 * sum x back off.
+  static constexpr int kW8DigitBias = 128;
+  static I w8_prep(I w) { return _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80))); }
+  static I dot_w8(I acc, I w, int32_t x4) { return _mm512_dpbusd_epi32(acc, w, _mm512_set1_epi32(x4)); }
   static I dot_s8(I acc, I w, int32_t x4) {
     return _mm512_dpbusd_epi32(acc, _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(x4) ^ 0x80808080u)), w);
   }

@@ -1,0 +1,69 @@
+// A conversation with a model: each turn renders the whole conversation with the model's chat
+// template (as Hugging Face's apply_chat_template(..., add_generation_prompt=True) does), encodes
+// it, and decodes only what the KV cache does not already hold.
+#pragma once
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/decoder.h"
+#include "runtime/generate.h"
+#include "runtime/sampler.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kiln {
+
+struct ChatOptions {
+  std::string system;  // the system prompt; empty: none
+  // Extra template variables, apply_chat_template(**kwargs): {"enable_thinking": false, ...}.
+  nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
+  int n_predict = 256;  // most tokens per reply
+  SamplerParams sampler;
+};
+
+struct ChatTurn {
+  std::string reply;      // the assistant's text, as it went into the conversation
+  int prompt_tokens = 0;  // the rendered conversation, encoded
+  int reused_tokens = 0;  // of them, already in the KV cache from earlier turns
+  GenerationStats stats;
+};
+
+class ChatSession {
+ public:
+  // `decoder` and `tokenizer` must outlive the session; the decoder is reset here.
+  static Result<ChatSession> create(Decoder& decoder, const Tokenizer& tokenizer, const ModelChatTemplate& tpl,
+                                    ChatOptions options);
+
+  // Adds the user's message, streams the reply to `emit` (whole UTF-8 characters) and adds it.
+  Result<ChatTurn> say(std::string_view user_text, const std::function<void(std::string_view)>& emit);
+
+  // Forgets the conversation (the system prompt stays); the cache is reused where it still fits.
+  void clear();
+
+  // The conversation so far, as the template receives it.
+  const nlohmann::ordered_json& messages() const { return messages_; }
+  // Tokens that end a reply besides the model's own stop tokens: the template's end-of-turn token.
+  const std::vector<int>& end_of_turn_ids() const { return end_of_turn_; }
+  // The prompt text the next turn would decode from, for `messages` (add_generation_prompt).
+  Result<std::string> render(const nlohmann::ordered_json& messages) const;
+
+ private:
+  ChatSession(Decoder& d, const Tokenizer& t, ChatTemplate tpl, ModelChatTemplate source, ChatOptions o);
+  Result<std::vector<int>> find_end_of_turn() const;
+
+  Decoder* decoder_;
+  const Tokenizer* tokenizer_;
+  ChatTemplate template_;
+  ModelChatTemplate source_;
+  ChatOptions options_;
+  Sampler sampler_;
+  nlohmann::ordered_json messages_ = nlohmann::ordered_json::array();
+  std::vector<int> cached_;  // the tokens at the cache's positions 0 .. decoder.position()
+  std::vector<int> end_of_turn_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,35 @@
+#include "tools/generation_flags.h"
+
+#include <CLI/CLI.hpp>
+#include <random>
+
+namespace kiln::cli {
+
+void add_generation_flags(CLI::App* cmd, GenerationFlags& f) {
+  cmd->add_option("model", f.model,
+                  ".kiln file, llama2.c .bin, .gguf file or Hugging Face folder (default: the shipped stories260K)");
+  cmd->add_option("-n,--n-predict", f.n_predict, "number of new tokens")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--temp", f.sampler.temperature, "temperature; 0 is greedy");
+  cmd->add_option("--top-k", f.sampler.top_k, "keep the k most likely tokens; 0 is off");
+  cmd->add_option("--top-p", f.sampler.top_p, "nucleus sampling threshold; 1 is off")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--min-p", f.sampler.min_p, "drop tokens below min-p times the top probability; 0 is off")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--repeat-penalty", f.sampler.repeat_penalty, "penalty for recent tokens; 1 is off")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--repeat-last-n", f.sampler.repeat_last_n, "how many recent tokens are penalised; -1 is all");
+  cmd->add_option("--seed", f.seed, "random seed (default: random, printed on stderr)")
+      ->each([p = &f](const std::string&) { p->seed_given = true; });
+  cmd->add_option("--ctx", f.n_ctx, "context length (default: the model's)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--threads", f.threads, "worker threads")->check(CLI::PositiveNumber);
+  cmd->add_option("--tokenizer", f.tokenizer, "tokenizer file (llama2.c .bin, tokenizer.json, .gguf)");
+  cmd->add_flag("--verify", f.verify, "check every section checksum of a .kiln (exit 2 on a mismatch)");
+}
+
+SamplerParams sampler_with_seed(GenerationFlags& f) {
+  if (!f.seed_given) f.seed = std::random_device{}();
+  SamplerParams p = f.sampler;
+  p.seed = f.seed;
+  return p;
+}
+
+}  // namespace kiln::cli

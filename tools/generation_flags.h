@@ -1,0 +1,31 @@
+// The options `kiln run` and `kiln chat` share: the model, the context, threads and sampling.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/sampler.h"
+
+namespace CLI {
+class App;
+}
+
+namespace kiln::cli {
+
+struct GenerationFlags {
+  std::string model;
+  std::string tokenizer;
+  int n_predict = 256;
+  int n_ctx = 0;
+  int threads = 1;
+  bool verify = false;
+  bool seed_given = false;
+  uint64_t seed = 0;
+  SamplerParams sampler;
+};
+
+void add_generation_flags(CLI::App* cmd, GenerationFlags& f);
+// The sampler's parameters with the seed filled in: --seed, or a random one (print it).
+SamplerParams sampler_with_seed(GenerationFlags& f);
+
+}  // namespace kiln::cli
