@@ -63,7 +63,18 @@ std::string temp_dir() {
   static std::string dir = [] {
     std::string templ = (std::filesystem::temp_directory_path() / "kiln-test-XXXXXX").string();
     char* d = mkdtemp(templ.data());
-    return std::string(d ? d : "/tmp");
+    if (d == nullptr) return std::string("/tmp");
+    // Removed when the test process ends (each ctest entry is its own process); KILN_KEEP_TEMP
+    // keeps it. The path outlives every static: the handler runs after they are destroyed.
+    static const std::string* leaked = new std::string(d);
+    std::atexit([] {
+      const char* keep = std::getenv("KILN_KEEP_TEMP");
+      if (keep == nullptr || *keep == '\0') {
+        std::error_code ec;
+        std::filesystem::remove_all(*leaked, ec);
+      }
+    });
+    return std::string(d);
   }();
   return dir;
 }
