@@ -38,6 +38,8 @@ class BandwidthProbe {
   BandwidthProbe() = default;
   uint64_t* words_ = nullptr;
   uint64_t bytes_ = 0;
+  void* map_ = nullptr;  // the whole mapping (words_ is its first 2 MiB boundary)
+  uint64_t map_bytes_ = 0;
   int threads_ = 1;
   uint64_t sink_ = 0;
 };
