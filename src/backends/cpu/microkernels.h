@@ -71,6 +71,18 @@ inline void store_tile(const PackedMatrix& w, const Epilogue& e, int64_t tile, i
   }
 }
 
+// The hardware prefetchers stop at 4 KiB boundaries, and a decode kernel that reads RT tiles at
+// once is RT streams that each cross one every few microseconds: asking for the bytes
+// kPrefetchBytes ahead of the ones being read keeps them coming (TinyLlama W4A16 decode, 2
+// threads: 79 -> 84 % of the measured read bandwidth). prefetcht0: NTA hints halved the speed.
+constexpr int64_t kPrefetchBytes = 2048;
+inline void prefetch_ahead(const uint8_t* p, uint64_t bytes, const uint8_t* end) {
+  for (uint64_t off = 0; off < bytes; off += 64) {
+    const uint8_t* q = p + kPrefetchBytes + off;
+    if (q < end) __builtin_prefetch(q, 0, 3);
+  }
+}
+
 // ---- 4-bit weights, f32 activations ----
 //
 // The element offsets, within a chunk of 8, of nibble j = 0..7 of a u32 (bits 4j..4j+3).
@@ -99,7 +111,9 @@ inline void w4_decode(const PackedMatrix& w, const Activations& a, const Epilogu
   for (int r = 0; r < RT; ++r)
     for (int v = 0; v < V; ++v) y[r][v] = S::zero();
   const uint8_t* base = w.data + tile * w.tile_bytes;
+  const uint8_t* tile_end = base + RT * w.tile_bytes;
   for (int64_t b = 0; b < groups; ++b) {
+    for (int r = 0; r < RT; ++r) prefetch_ahead(base + r * w.tile_bytes + b * gb, gb, tile_end);
     F acc[RT][V];
     for (int r = 0; r < RT; ++r)
       for (int v = 0; v < V; ++v) acc[r][v] = S::zero();
@@ -256,7 +270,9 @@ inline void w8a16_decode(const PackedMatrix& w, const Activations& a, const Epil
   for (int r = 0; r < RT; ++r)
     for (int v = 0; v < V; ++v) y[r][v] = S::zero();
   const uint8_t* base = w.data + tile * w.tile_bytes;
+  const uint8_t* tile_end = base + RT * w.tile_bytes;
   for (int64_t kb = 0; kb < w.cols / 32; ++kb) {
+    for (int r = 0; r < RT; ++r) prefetch_ahead(base + r * w.tile_bytes + 128 + kb * 512, 512, tile_end);
     I i1[RT][V], i2[RT][V], i3[RT][V];
     for (int r = 0; r < RT; ++r)
       for (int v = 0; v < V; ++v) i1[r][v] = i2[r][v] = i3[r][v] = S::zeroi();
