@@ -326,7 +326,10 @@ inline void w4a8_block(const PackedMatrix& w, const Activations& a, const Epilog
     for (int t = 0; t < NT; ++t)
       for (int v = 0; v < V; ++v) y[r][t][v] = S::zero();
   const uint8_t* base = w.data + tile * w.tile_bytes;
+  const uint8_t* tile_end = base + RT * w.tile_bytes;
   for (int64_t b = 0; b < groups; ++b) {
+    if constexpr (NT == 1)  // decode streams the weights; prefill reuses each group NT times
+      for (int r = 0; r < RT; ++r) prefetch_ahead(base + r * w.tile_bytes + b * gb, gb, tile_end);
     I acc[RT][NT][V];
     for (int r = 0; r < RT; ++r)
       for (int t = 0; t < NT; ++t)
@@ -378,12 +381,17 @@ inline void w8a8_block(const PackedMatrix& w, const Activations& a, const Epilog
       for (int v = 0; v < V; ++v) acc[r][t][v] = S::zeroi();
   const uint8_t* base = w.data + tile * w.tile_bytes;
   const int64_t k4 = (w.cols + 3) / 4;
-  for (int64_t c = 0; c < k4; ++c)
+  const uint8_t* tile_end = base + RT * w.tile_bytes;
+  for (int64_t c = 0; c < k4; ++c) {
+    if constexpr (NT == 1)
+      if (c % 8 == 0)
+        for (int r = 0; r < RT; ++r) prefetch_ahead(base + r * w.tile_bytes + 128 + c * 64, 512, tile_end);
     for (int r = 0; r < RT; ++r)
       for (int v = 0; v < V; ++v) {
         const I q = S::loadi(base + r * w.tile_bytes + 128 + c * 64 + v * S::N * 4);
         for (int t = 0; t < NT; ++t) acc[r][t][v] = S::dot_s8(acc[r][t][v], q, load_i32(a.q + (t0 + t) * a.q_stride + 4 * c));
       }
+  }
   for (int r = 0; r < RT; ++r) {
     const uint8_t* tb = base + r * w.tile_bytes;
     for (int t = 0; t < NT; ++t) {
