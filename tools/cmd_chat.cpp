@@ -58,7 +58,6 @@ bool read_message(std::string& out, bool interactive) {
 
 int run_chat(ChatCmd c) {
   GenerationFlags& g = c.g;
-  if (g.model.empty()) g.model = default_model_path();
   ChatOptions co;
   co.system = c.system;
   co.n_predict = g.n_predict;
@@ -67,11 +66,7 @@ int run_chat(ChatCmd c) {
     if (!var) return fail(var.status());
     co.kwargs[var->first] = std::move(var->second);
   }
-  OpenOptions oo;
-  oo.tokenizer_path = g.tokenizer;
-  oo.quant = f32_overrides();
-  oo.verify = g.verify;
-  auto opened = open_model(g.model, oo);
+  auto opened = open_for_generation(g);
   if (!opened) return fail(opened.status());
   auto tpl = chat_template_for(*opened, g.model, c.chat_template);
   if (!tpl) return fail(tpl.status());

@@ -40,13 +40,8 @@ void report(const GenerationStats& s, uint64_t seed) {
 
 int run(RunOptions o) {
   GenerationFlags& g = o.g;
-  if (g.model.empty()) g.model = default_model_path();
   const auto t0 = std::chrono::steady_clock::now();
-  OpenOptions oo;
-  oo.tokenizer_path = g.tokenizer;
-  oo.quant = f32_overrides();
-  oo.verify = g.verify;
-  auto opened = open_model(g.model, oo);
+  auto opened = open_for_generation(g);
   if (!opened) return fail(opened.status());
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const ModelConfig& cfg = opened->model->config();

@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 #include <random>
 
+#include "tools/cli_common.h"
+
 namespace kiln::cli {
 
 void add_generation_flags(CLI::App* cmd, GenerationFlags& f) {
@@ -23,6 +25,15 @@ void add_generation_flags(CLI::App* cmd, GenerationFlags& f) {
   cmd->add_option("--threads", f.threads, "worker threads")->check(CLI::PositiveNumber);
   cmd->add_option("--tokenizer", f.tokenizer, "tokenizer file (llama2.c .bin, tokenizer.json, .gguf)");
   cmd->add_flag("--verify", f.verify, "check every section checksum of a .kiln (exit 2 on a mismatch)");
+}
+
+Result<OpenedModel> open_for_generation(GenerationFlags& f) {
+  if (f.model.empty()) f.model = default_model_path();
+  OpenOptions oo;
+  oo.tokenizer_path = f.tokenizer;
+  oo.quant = f32_overrides();
+  oo.verify = f.verify;
+  return open_model(f.model, oo);
 }
 
 SamplerParams sampler_with_seed(GenerationFlags& f) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "runtime/sampler.h"
+#include "tools/model_open.h"
 
 namespace CLI {
 class App;
@@ -25,6 +26,9 @@ struct GenerationFlags {
 };
 
 void add_generation_flags(CLI::App* cmd, GenerationFlags& f);
+// Opens --model (default: the shipped one) as run and chat do: a .kiln mapped, a source model
+// compiled in memory at f32, --tokenizer and --verify applied.
+Result<OpenedModel> open_for_generation(GenerationFlags& f);
 // The sampler's parameters with the seed filled in: --seed, or a random one (print it).
 SamplerParams sampler_with_seed(GenerationFlags& f);
 

@@ -6,11 +6,12 @@ namespace kiln {
 
 using OJson = nlohmann::ordered_json;
 
-ChatSession::ChatSession(Decoder& d, const Tokenizer& t, ChatTemplate tpl, ModelChatTemplate source, ChatOptions o)
+ChatSession::ChatSession(Decoder& d, const Tokenizer& t, ChatTemplate tpl,
+                         std::vector<std::pair<std::string, std::string>> special_tokens, ChatOptions o)
     : decoder_(&d),
       tokenizer_(&t),
       template_(std::move(tpl)),
-      source_(std::move(source)),
+      special_tokens_(std::move(special_tokens)),
       options_(std::move(o)),
       sampler_(options_.sampler, d.config().vocab_size) {}
 
@@ -18,7 +19,7 @@ Result<ChatSession> ChatSession::create(Decoder& decoder, const Tokenizer& token
                                         ChatOptions options) {
   KILN_ASSIGN_OR_RETURN(ChatTemplate parsed, ChatTemplate::parse(tpl.source));
   if (!options.kwargs.is_object()) return invalid_argument("chat: template variables must be a JSON object");
-  ChatSession s(decoder, tokenizer, std::move(parsed), tpl, std::move(options));
+  ChatSession s(decoder, tokenizer, std::move(parsed), tpl.special_tokens, std::move(options));
   decoder.reset();
   s.clear();
   KILN_ASSIGN_OR_RETURN(s.end_of_turn_, s.find_end_of_turn());
@@ -33,7 +34,7 @@ Result<std::string> ChatSession::render(const OJson& messages) const {
   req.messages = messages;
   req.add_generation_prompt = true;
   req.kwargs = options_.kwargs;
-  req.special_tokens = source_.special_tokens;
+  req.special_tokens = special_tokens_;
   return template_.render(req);
 }
 
@@ -48,7 +49,7 @@ Result<std::vector<int>> ChatSession::find_end_of_turn() const {
   ChatRequest req;
   req.messages = probe;
   req.kwargs = options_.kwargs;
-  req.special_tokens = source_.special_tokens;
+  req.special_tokens = special_tokens_;
   auto text = template_.render(req);
   if (!text) return std::vector<int>{};  // a template that refuses this shape still chats
   const size_t at = text->rfind(kMarker);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "runtime/decoder.h"
@@ -52,13 +53,14 @@ class ChatSession {
   Result<std::string> render(const nlohmann::ordered_json& messages) const;
 
  private:
-  ChatSession(Decoder& d, const Tokenizer& t, ChatTemplate tpl, ModelChatTemplate source, ChatOptions o);
+  ChatSession(Decoder& d, const Tokenizer& t, ChatTemplate tpl,
+              std::vector<std::pair<std::string, std::string>> special_tokens, ChatOptions o);
   Result<std::vector<int>> find_end_of_turn() const;
 
   Decoder* decoder_;
   const Tokenizer* tokenizer_;
   ChatTemplate template_;
-  ModelChatTemplate source_;
+  std::vector<std::pair<std::string, std::string>> special_tokens_;  // bos_token, eos_token, ...
   ChatOptions options_;
   Sampler sampler_;
   nlohmann::ordered_json messages_ = nlohmann::ordered_json::array();
