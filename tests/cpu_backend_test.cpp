@@ -103,10 +103,30 @@ TEST(ThreadPool, ParallelForAllocatesNothing) {
 
 // ---- kernel tables ----
 
+// The tables this machine runs; on x86 machines without AMX, the amx kernels too, over the
+// software model of the tiles (the same code, so they are tested wherever AVX-512 is).
+const cpu::KernelTable* emulated_amx_table() {
+#if defined(KILN_TEST_AMX_EMULATION)
+  static const cpu::KernelTable t = [] {
+    cpu::KernelTable k;
+    cpu::fill_amx_emulated(k);
+    return k;
+  }();
+  if ((t.features & ~host_cpu_features()) == 0 && (host_cpu_features() & kCpuAmxBf16) == 0) return &t;
+#endif
+  return nullptr;
+}
+
 std::vector<const cpu::KernelTable*> tables() {
   const cpu::KernelTable* t[8];
   const int n = cpu::available_kernel_tables(host_cpu_features(), t, 8);
   return {t, t + n};
+}
+
+std::vector<const cpu::KernelTable*> tables_to_test() {
+  auto ts = tables();
+  if (const auto* e = emulated_amx_table()) ts.insert(ts.begin(), e);
+  return ts;
 }
 
 TEST(CpuDispatch, TablesOfThisMachine) {
@@ -177,7 +197,7 @@ void run_matmul(const cpu::KernelTable& t, const MatmulCase& c, const std::vecto
     a.digit_plane_sums = psums.data();
   }
   std::vector<uint16_t> bf16_tiles;
-  if (c.p.scheme == Scheme::kW4A16 && t.make_bf16_tiles && c.n >= t.bf16_tiles_min_rows) {
+  if (t.reads_bf16_tiles(c.p.scheme, c.n, c.cols)) {
     bf16_tiles.resize(static_cast<size_t>(4 * ((c.n + 15) / 16 * 16) * c.cols));
     t.make_bf16_tiles(x, c.cols, c.n, c.cols, bf16_tiles.data());
     a.bf16_tiles = bf16_tiles.data();
@@ -269,7 +289,7 @@ std::vector<QuantParams> all_params() {
 TEST(CpuMatmul, EveryTableEverySchemeManyShapes) {
   std::mt19937 rng(1234);
   int cases = 0;
-  for (const cpu::KernelTable* t : tables())
+  for (const cpu::KernelTable* t : tables_to_test())
     for (const QuantParams& p : all_params()) {
       const int g = is_4bit(p.scheme) ? p.group_size : 1;
       const std::vector<int64_t> cols = is_4bit(p.scheme) ? std::vector<int64_t>{g, 3 * g, 8 * g}
@@ -286,12 +306,13 @@ TEST(CpuMatmul, EveryTableEverySchemeManyShapes) {
   EXPECT_GT(cases, 500);
 }
 
-// The TinyLlama shapes, one token and a prefill block, W4A16 (the default) and W4A8.
+// The TinyLlama shapes, one token and prefill blocks (80 tokens: more than one chunk of the
+// matrix-unit kernels' token blocks), every scheme the model runs in.
 TEST(CpuMatmul, ModelShapes) {
   std::mt19937 rng(99);
-  for (const cpu::KernelTable* t : tables())
-    for (Scheme s : {Scheme::kW4A16, Scheme::kW4A8, Scheme::kW8A16})
-      for (int n : {1, 24}) check_matmul(*t, {canonical({s, 32, true}), 256, 2048, n}, rng);
+  for (const cpu::KernelTable* t : tables_to_test())
+    for (Scheme s : {Scheme::kW4A16, Scheme::kW4A8, Scheme::kW8A16, Scheme::kW8A8, Scheme::kF16, Scheme::kBF16})
+      for (int n : {1, 24, 80}) check_matmul(*t, {canonical({s, 32, true}), 64, 2048, n}, rng);
 }
 
 // ---- float ops and attention against ref/kernels.h ----

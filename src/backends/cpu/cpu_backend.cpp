@@ -257,7 +257,7 @@ class CpuKernel final : public Kernel {
       a.digit_scale = dscales;
       a.digit_sums = dsums;
       a.digit_plane_sums = psums;
-    } else if (s == Scheme::kW4A16 && k_.make_bf16_tiles && rows >= k_.bf16_tiles_min_rows) {
+    } else if (k_.reads_bf16_tiles(s, rows, m.m.cols)) {
       auto* tiles = reinterpret_cast<uint16_t*>(base + scratch_.prep_tiles);
       // Block-major: each block of 16 rows is written by itself, so the blocks go over the pool.
       const int64_t cols = m.m.cols;
@@ -266,7 +266,7 @@ class CpuKernel final : public Kernel {
                            tiles + tb * (cols / 32) * 2 * 16 * 32);
       });
       a.bf16_tiles = tiles;
-      if (!m.m.params.symmetric) {
+      if (s == Scheme::kW4A16 && !m.m.params.symmetric) {
         auto* sums = reinterpret_cast<float*>(base + scratch_.prep_sums);
         k_.group_sums(x, m.m.cols, rows, m.m.cols, g, sums);
         a.group_sums = sums;

@@ -83,10 +83,15 @@ struct KernelTable {
   // Per row t < n: int8 values, scale and (group > 0) per-group sums, as quant/ref_matmul.h.
   void (*quantize_rows)(const float* x, int64_t x_stride, int n, int64_t cols, int group, int8_t* q, int64_t q_stride,
                         float* scales, int32_t* group_sums) = nullptr;
-  // For tables with matrix units: the tiles of bf16_tiles above for n rows (null elsewhere), and
-  // the fewest rows worth them.
+  // For tables with matrix units: the tiles of bf16_tiles above for n rows (null elsewhere), the
+  // schemes (a bit per Scheme) whose prefill reads them when cols is a multiple of 32, and the
+  // fewest rows worth them.
   void (*make_bf16_tiles)(const float* x, int64_t x_stride, int n, int64_t cols, uint16_t* tiles) = nullptr;
+  uint32_t bf16_tile_schemes = 0;
   int bf16_tiles_min_rows = 0;
+  bool reads_bf16_tiles(Scheme s, int n, int64_t cols) const {
+    return make_bf16_tiles && (bf16_tile_schemes >> static_cast<int>(s) & 1u) && n >= bf16_tiles_min_rows && cols % 32 == 0;
+  }
   void (*make_digits)(const float* x, int64_t cols, int8_t* digits, float* scales, int32_t* sums,
                       int32_t* plane_sums) = nullptr;
   void (*group_sums)(const float* x, int64_t x_stride, int n, int64_t cols, int group, float* sums) = nullptr;
@@ -113,6 +118,9 @@ void fill_generic(KernelTable& t);
 void fill_avx2(KernelTable& t);
 void fill_avx512(KernelTable& t);
 void fill_amx(KernelTable& t);
+// Tests only (x86 builds of kiln_tests): the amx kernels over a software model of the tiles
+// (x86/amx_emulation.h), runnable wherever the avx512 table is.
+void fill_amx_emulated(KernelTable& t);
 void fill_neon(KernelTable& t);
 void fill_dotprod(KernelTable& t);
 

@@ -1,15 +1,29 @@
-// AVX-512 with AMX (Intel's tile matrix units): the AVX-512 table, with the 4-bit A16 prefill
-// on the tiles. Compiled with the AVX-512 flags and -mavx512bf16 -mamx-tile -mamx-bf16.
+// AVX-512 with AMX (Intel's tile matrix units): the AVX-512 table, with the prefill of every A16
+// and 16-bit scheme on the tiles. Compiled with the AVX-512 flags and -mavx512bf16 -mamx-tile
+// -mamx-bf16.
 //
 // Per 16 weight rows, 16 tokens and 32 input elements, TDPBF16PS multiplies the activations,
-// split into two bf16 parts hi + lo (|x - hi - lo| <= 2^-17 |x|), with the nibbles as exact bf16
-// integers (u - 8, or u for asymmetric groups), and sums the products in f32; each group's sum is
-// then scaled by its f16 scale on the AVX-512 side: y += d * C (+ m * sum_group x).
+// split into two bf16 parts hi + lo (|x - hi - lo| <= 2^-17 |x|), with weights that bf16 holds
+// exactly, and sums the products in f32:
+//   w4a16  the nibbles as bf16 integers (u - 8, or u for asymmetric groups); each group's sum is
+//          scaled by its f16 scale on the AVX-512 side: y += d * C (+ m * sum_group x);
+//   w8a16  the int8 values (|q| <= 127 is exact in bf16's 8 significant bits); y = s * C;
+//   bf16   the weights themselves;
+//   f16    each weight split as w = wh + wl, both bf16 (wh rounded to 8 significant bits, wl the
+//          at most 3 bits left of f16's 11), and all four products summed: y = C exactly as
+//          for the other schemes, at twice their tile work.
 #include <immintrin.h>
 
 #include "backends/cpu/microkernels.h"
 #include "backends/cpu/x86/avx512_traits.h"
 #include "core/cpu_features.h"
+
+#if defined(KILN_AMX_EMULATION)
+#include "backends/cpu/x86/amx_emulation.h"
+#define KILN_FILL_AMX fill_amx_emulated
+#else
+#define KILN_FILL_AMX fill_amx
+#endif
 
 namespace kiln::cpu {
 
@@ -22,10 +36,12 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
-// Tiles 0 (C, f32 16 x 16), 1 (B, 16 pairs x 16 rows), 2 and 3 (A hi and lo, 16 x 32 bf16).
+// Every tile 16 rows of 64 bytes. w4a16: 0 (C, f32 16 x 16), 1 (B, 16 pairs x 16 rows), 2 and 3
+// (A hi and lo, 16 x 32 bf16). The others: 0-3 (C of four token blocks), 4 and 5 (B, and the low
+// part of f16 weights), 6 and 7 (A hi and lo).
 inline void configure_tiles() {
   TileConfig c;
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 8; ++i) {
     c.colsb[i] = 64;
     c.rows[i] = 16;
   }
@@ -50,11 +66,11 @@ void make_bf16_tiles(const float* x, int64_t x_stride, int n, int64_t cols, uint
         for (int half = 0; half < 2; ++half) {
           __m512 v = t < n ? _mm512_loadu_ps(x + t * x_stride + b * 32 + half * 16) : _mm512_setzero_ps();
           v = _mm512_permutexvar_ps(order, v);
-          const __m256bh h = _mm512_cvtneps_pbh(v);
-          const __m512 hf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)h), 16));
-          const __m256bh l = _mm512_cvtneps_pbh(_mm512_sub_ps(v, hf));
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + m * 32 + half * 16), (__m256i)h);
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo + m * 32 + half * 16), (__m256i)l);
+          const __m256i h = (__m256i)_mm512_cvtneps_pbh(v);
+          const __m512 hf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+          const __m256i l = (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(v, hf));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + m * 32 + half * 16), h);
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo + m * 32 + half * 16), l);
         }
       }
     }
@@ -140,14 +156,139 @@ void matmul_w4a16_amx(const PackedMatrix& w, const Activations& a, const Epilogu
   _tile_release();
 }
 
+// The B tile rows of block `blk` (32 elements) of one 16-row tile of a w8a16, bf16 or f16 matrix,
+// in the pair order of make_bf16_tiles: row 4c + j pairs elements 8c + j and 8c + 4 + j, lower
+// word first. bt[0] gets the weights (f16: their high parts), bt[1] the low parts of f16.
+template <Scheme kS>
+inline void wide_b_tiles(const uint8_t* tile, int64_t blk, uint16_t (*bt0)[32], uint16_t (*bt1)[32]) {
+  const __m512i high_word = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  auto pair = [&](__m512i lo_word_src, __m512i hi_word_src) {  // f32 bits of bf16-exact values
+    return _mm512_or_si512(_mm512_srli_epi32(lo_word_src, 16), _mm512_and_si512(hi_word_src, high_word));
+  };
+  for (int c = 0; c < 4; ++c) {
+    if constexpr (kS == Scheme::kW8A16) {
+      // Chunks of 4 elements per row after the 128-byte header of scales and row sums.
+      const __m512i va = _mm512_loadu_si512(tile + 128 + (8 * blk + 2 * c) * 64);
+      const __m512i vb = _mm512_loadu_si512(tile + 128 + (8 * blk + 2 * c + 1) * 64);
+      static_for<4>([&](auto j) {
+        constexpr int up = 24 - 8 * j.value;
+        const __m512 fa = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(va, up), 24));
+        const __m512 fb = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(vb, up), 24));
+        _mm512_store_si512(bt0[c * 4 + j], pair(_mm512_castps_si512(fa), _mm512_castps_si512(fb)));
+      });
+    } else {
+      for (int j = 0; j < 4; ++j) {
+        // Column k of the r16 layout: the 16 rows' element k.
+        const uint8_t* ca = tile + (blk * 32 + 8 * c + j) * 32;
+        const uint8_t* cb = tile + (blk * 32 + 8 * c + 4 + j) * 32;
+        const __m256i ha = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ca));
+        const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cb));
+        if constexpr (kS == Scheme::kBF16) {
+          _mm512_store_si512(bt0[c * 4 + j],
+                             _mm512_or_si512(_mm512_cvtepu16_epi32(ha), _mm512_slli_epi32(_mm512_cvtepu16_epi32(hb), 16)));
+        } else {
+          const __m512 fa = _mm512_cvtph_ps(ha), fb = _mm512_cvtph_ps(hb);
+          const __m512i wa = _mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(fa)), 16);
+          const __m512i wb = _mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(fb)), 16);
+          const __m512 la = _mm512_sub_ps(fa, _mm512_castsi512_ps(wa)), lb = _mm512_sub_ps(fb, _mm512_castsi512_ps(wb));
+          _mm512_store_si512(bt0[c * 4 + j], pair(wa, wb));
+          _mm512_store_si512(bt1[c * 4 + j], pair(_mm512_castps_si512(la), _mm512_castps_si512(lb)));
+        }
+      }
+    }
+  }
+}
+
+// The tile intrinsics take tile numbers as literals (they are pasted into the instruction): OP(c)
+// for C tile j of 0..3.
+#define KILN_ON_C_TILE(j, OP) \
+  switch (j) {                \
+    case 0: OP(0); break;     \
+    case 1: OP(1); break;     \
+    case 2: OP(2); break;     \
+    default: OP(3); break;    \
+  }
+
+// w8a16, bf16, f16 prefill: no per-group scale, so each of up to four token blocks keeps its C
+// tile over the whole row, and the B tiles of a step of four blocks serve all four.
+template <Scheme kS>
+void matmul_wide_amx(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
+  if (a.bf16_tiles == nullptr) {
+    if constexpr (kS == Scheme::kW8A16) matmul_w8a16<Avx512>(w, a, e, tb, te);
+    else matmul_dense<Avx512, kS>(w, a, e, tb, te);
+    return;
+  }
+  configure_tiles();
+  constexpr int kStep = 4;
+  const int64_t kb = w.cols / 32;
+  const int blocks = (a.n + kTileTokens - 1) / kTileTokens;
+  for (int64_t tile = tb; tile < te; ++tile) {
+    const uint8_t* base = w.data + tile * w.tile_bytes;
+    for (int c0 = 0; c0 < blocks; c0 += kChunkBlocks) {
+      const int nc = std::min(blocks - c0, kChunkBlocks);
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+      for (int64_t s0 = 0; s0 < kb; s0 += kStep) {
+        const int ns = static_cast<int>(std::min<int64_t>(kStep, kb - s0));
+        alignas(64) uint16_t bt[2][kStep][16][32];
+        for (int i = 0; i < ns; ++i) wide_b_tiles<kS>(base, s0 + i, bt[0][i], bt[1][i]);
+        for (int i = 0; i < ns; ++i) {
+          _tile_loadd(4, bt[0][i], 64);
+          if constexpr (kS == Scheme::kF16) _tile_loadd(5, bt[1][i], 64);
+          for (int j = 0; j < nc; ++j) {
+            const uint16_t* at = a.bf16_tiles + (((c0 + j) * kb + s0 + i) * 2) * (kTileTokens * 32);
+            _tile_loadd(6, at, 64);
+            _tile_loadd(7, at + kTileTokens * 32, 64);
+#define KILN_WIDE_DP(c)                    \
+  do {                                     \
+    _tile_dpbf16ps(c, 6, 4);               \
+    _tile_dpbf16ps(c, 7, 4);               \
+    if constexpr (kS == Scheme::kF16) {    \
+      _tile_dpbf16ps(c, 6, 5);             \
+      _tile_dpbf16ps(c, 7, 5);             \
+    }                                      \
+  } while (0)
+            KILN_ON_C_TILE(j, KILN_WIDE_DP)
+#undef KILN_WIDE_DP
+          }
+        }
+      }
+      alignas(64) float cbuf[kChunkBlocks][kTileTokens][16];
+#define KILN_STORE_C(c) _tile_stored(c, cbuf[j], 64)
+      for (int j = 0; j < nc; ++j) KILN_ON_C_TILE(j, KILN_STORE_C)
+#undef KILN_STORE_C
+      const __m512 scale = kS == Scheme::kW8A16 ? _mm512_loadu_ps(reinterpret_cast<const float*>(base)) : _mm512_set1_ps(1.0f);
+      for (int j = 0; j < nc; ++j)
+        for (int m = 0; m < kTileTokens; ++m) {
+          const int t = (c0 + j) * kTileTokens + m;
+          if (t >= a.n) break;
+          const __m512 v = _mm512_mul_ps(_mm512_load_ps(cbuf[j][m]), scale);
+          store_tile<Avx512>(w, e, tile, t, &v);
+        }
+    }
+  }
+  _tile_release();
+}
+
 }  // namespace
 
-void fill_amx(KernelTable& t) {
+void KILN_FILL_AMX(KernelTable& t) {
   fill_table<Avx512>(t);
+#if defined(KILN_AMX_EMULATION)
+  t.name = "amx-emulated";
+  t.features = kCpuAvx2 | kCpuFma | kCpuF16c | kCpuAvx512f | kCpuAvx512bw | kCpuAvx512vl | kCpuAvx512vnni;
+#else
   t.name = "amx";
   t.features = kCpuAvx2 | kCpuFma | kCpuF16c | kCpuAvx512f | kCpuAvx512bw | kCpuAvx512vl | kCpuAvx512vnni |
                kCpuAvx512bf16 | kCpuAmxTile | kCpuAmxBf16;
+#endif
   t.matmul[static_cast<int>(Scheme::kW4A16)] = &matmul_w4a16_amx;
+  t.matmul[static_cast<int>(Scheme::kW8A16)] = &matmul_wide_amx<Scheme::kW8A16>;
+  t.matmul[static_cast<int>(Scheme::kBF16)] = &matmul_wide_amx<Scheme::kBF16>;
+  t.matmul[static_cast<int>(Scheme::kF16)] = &matmul_wide_amx<Scheme::kF16>;
+  for (Scheme s : {Scheme::kW4A16, Scheme::kW8A16, Scheme::kBF16, Scheme::kF16}) t.bf16_tile_schemes |= 1u << static_cast<int>(s);
   t.make_bf16_tiles = &make_bf16_tiles;
   t.bf16_tiles_min_rows = 8;
 }
