@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/import.h"
+#include "runtime/loaded_model.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -94,13 +95,23 @@ std::string make_gguf(const std::vector<GgufTensor>& tensors, size_t data_bytes,
 
 TEST(BadInput, GgufWrongMagic) {
   test::write_file(tmp("magic.gguf"), "GGUX" + std::string(100, '\0'));
-  // Without the magic the file is not recognised as GGUF; the reader itself names the magic.
   auto f = MappedFile::open(tmp("magic.gguf"));
   ASSERT_TRUE(f);
   auto g = read_gguf(*f);
   ASSERT_FALSE(g);
-  EXPECT_NE(g.status().message().find("bad magic"), std::string::npos);
-  expect_rejected(tmp("magic.gguf"), "magic.gguf");
+  EXPECT_NE(g.status().message().find("bad magic 0x58554747"), std::string::npos) << g.status().message();
+  // A .gguf path goes to the GGUF reader whatever its first bytes, so the CLI names the magic too
+  // (not a llama2.c header field read from the same bytes).
+  expect_rejected(tmp("magic.gguf"), "offset 0: bad magic 0x58554747");
+  // A file too short to hold a magic says so.
+  test::write_file(tmp("short.gguf"), "GG");
+  expect_rejected(tmp("short.gguf"), "truncated reading magic");
+}
+
+TEST(BadInput, WrongMagicWithoutGgufNameIsReadAsLlama2c) {
+  // Without the .gguf name nothing says the file meant to be GGUF: the llama2.c reader judges it.
+  test::write_file(tmp("magic.bin"), "GGUX" + std::string(100, '\0'));
+  expect_rejected(tmp("magic.bin"), "header:");
 }
 
 TEST(BadInput, GgufTruncated) {
@@ -264,6 +275,36 @@ TEST(BadInput, SafetensorsHugeHeaderLength) {
   std::memcpy(b.data(), &n, 8);
   test::write_file(dir + "/model.safetensors", b);
   expect_rejected(dir, "exceeds 100 MiB");
+}
+
+// ---- tokenizers ----
+
+// A broken tokenizer is named by its own file, not by the model that uses it.
+void expect_tokenizer_named(const std::string& model, const std::string& tokenizer_path, const std::string& tokenizer_file,
+                            const std::string& problem) {
+  auto lm = load_model(model, tokenizer_path);
+  ASSERT_FALSE(lm) << model << " was accepted";
+  const std::string& msg = lm.status().message();
+  EXPECT_EQ(msg.rfind(tokenizer_file + ": ", 0), 0u) << msg;
+  EXPECT_NE(msg.find(problem), std::string::npos) << msg;
+  EXPECT_EQ(msg.find(": tokenizer:"), std::string::npos) << msg;
+}
+
+TEST(BadInput, BrokenLlama2cTokenizerNamesItsFile) {
+  const std::string dir = tmp("badtok");
+  fs::create_directories(dir);
+  fs::copy_file(test::shipped_model(), dir + "/stories260K.bin", fs::copy_options::overwrite_existing);
+  const std::string tok = test::read_file(fs::path(test::shipped_model()).parent_path().string() + "/tok512.bin");
+  test::write_file(dir + "/tok512.bin", tok.substr(0, 3000));  // found beside the model
+  expect_tokenizer_named(dir + "/stories260K.bin", "", dir + "/tok512.bin", "offset 2998: truncated");
+  test::write_file(dir + "/other.tok", tok + "xx");  // given with --tokenizer
+  expect_tokenizer_named(dir + "/stories260K.bin", dir + "/other.tok", dir + "/other.tok", "2 bytes follow the last");
+}
+
+TEST(BadInput, BrokenHfTokenizerNamesItsFile) {
+  auto dir = hf_copy("badtokjson");
+  test::write_file(dir + "/tokenizer.json", "{\"model\": ");
+  expect_tokenizer_named(dir, "", dir + "/tokenizer.json", "malformed JSON");
 }
 
 TEST(BadInput, MissingPath) { expect_rejected(tmp("does-not-exist.bin"), "no such file"); }

@@ -71,5 +71,55 @@ TEST(Gguf, Stories260KVocabularyAndConfig) {
   EXPECT_EQ(m->config.rope_style, RopeStyle::kAdjacentPairs);
 }
 
+bool same_value(const GgufValue& a, const GgufValue& b) {
+  if (a.type != b.type || a.v.index() != b.v.index()) return false;
+  if (const GgufArray* x = a.as_array()) {
+    const GgufArray* y = b.as_array();
+    return x->type == y->type && x->ints == y->ints && x->floats == y->floats && x->strings == y->strings;
+  }
+  if (const int64_t* i = a.as_int()) return *i == *b.as_int();
+  if (const double* f = a.as_float()) return *f == *b.as_float();
+  return *a.as_string() == *b.as_string();
+}
+
+// The v2 file is the v3 file rewritten by gguf-py 0.4.4 (tests/gen/make_gguf_v2.py): another
+// writer, another key order, the same keys, values and tensors.
+TEST(Gguf, Version2ReadsLikeVersion3) {
+  auto open = [](const char* rel) {
+    auto f = MappedFile::open(test::data_path(rel));
+    EXPECT_TRUE(f) << rel;
+    auto g = read_gguf(*f);
+    EXPECT_TRUE(g) << g.status().message();
+    return std::move(g).value();
+  };
+  GgufFile v2 = open("stories260K-gguf/stories260K-v2.gguf");
+  GgufFile v3 = open("stories260K-gguf/stories260K.gguf");
+  EXPECT_EQ(v2.version, 2u);
+  EXPECT_EQ(v3.version, 3u);
+  EXPECT_NE(test::read_file(test::data_path("stories260K-gguf/stories260K-v2.gguf")),
+            test::read_file(test::data_path("stories260K-gguf/stories260K.gguf")));
+  ASSERT_EQ(v2.metadata.size(), v3.metadata.size());
+  for (const auto& [key, value] : v3.metadata) {
+    const GgufValue* other = v2.find(key);
+    ASSERT_TRUE(other) << key;
+    EXPECT_EQ(other->type, value.type) << key;
+    EXPECT_TRUE(same_value(*other, value)) << key;
+  }
+  ASSERT_EQ(v2.tensors.size(), v3.tensors.size());
+  for (size_t i = 0; i < v3.tensors.size(); ++i) {
+    const TensorSource& a = v2.tensors[i];
+    const TensorSource& b = v3.tensors[i];
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.dtype, b.dtype) << b.name;
+    EXPECT_EQ(a.shape, b.shape) << b.name;
+    ASSERT_EQ(a.bytes.size(), b.bytes.size()) << b.name;
+    EXPECT_TRUE(std::equal(a.bytes.begin(), a.bytes.end(), b.bytes.begin())) << b.name;
+  }
+  auto m = gguf_to_model(v2);
+  ASSERT_TRUE(m) << m.status().message();
+  EXPECT_EQ(m->config.dim, 64);
+  EXPECT_EQ(m->config.stop_ids, std::vector<int>{2});
+}
+
 }  // namespace
 }  // namespace kiln

@@ -46,11 +46,12 @@ int run(RunOptions o) {
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const ModelConfig& cfg = opened->model->config();
   const Tokenizer& tok = *opened->tokenizer;
+  // Before the "loaded" line, so that a --ctx or --threads the model refuses is the only line.
+  auto session = ProgramSession::create(opened->model, g.n_ctx, g.threads);
+  if (!session) return fail(session.status().with_context(g.model));
   std::fprintf(stderr, "kiln: loaded %s (%s, %s, %d layers, dim %d, vocab %d) in %.1f ms\n", g.model.c_str(),
                opened->kind.c_str(), std::string(arch_name(cfg.arch)).c_str(), cfg.n_layers, cfg.dim, cfg.vocab_size,
                load_ms);
-  auto session = ProgramSession::create(opened->model, g.n_ctx, g.threads);
-  if (!session) return fail(session.status());
   const SamplerParams sp = sampler_with_seed(g);
 
   if (o.chat) {

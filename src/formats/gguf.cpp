@@ -2,6 +2,7 @@
 
 #include <climits>
 #include <cmath>
+#include <cstdio>
 
 #include "core/byte_reader.h"
 
@@ -136,7 +137,11 @@ Result<GgufFile> read_gguf(std::shared_ptr<const MappedFile> file) {
   const std::string& path = file->path();
   ByteReader r(file->bytes(), path);
   KILN_ASSIGN_OR_RETURN(uint32_t magic, r.read<uint32_t>("magic"));
-  if (magic != 0x46554747u) return r.error_at(0, "not a GGUF file (bad magic)");
+  if (magic != 0x46554747u) {
+    char hex[11];
+    std::snprintf(hex, sizeof hex, "0x%08x", magic);
+    return r.error_at(0, std::string("bad magic ") + hex + " (GGUF is 0x46554747, \"GGUF\"), not a GGUF file");
+  }
   GgufFile g;
   KILN_ASSIGN_OR_RETURN(g.version, r.read<uint32_t>("version"));
   if (g.version != 2 && g.version != 3)

@@ -14,6 +14,9 @@ Result<ModelFormat> detect_format(const std::string& path) {
   auto st = std::filesystem::status(path, ec);
   if (ec || !std::filesystem::exists(st)) return not_found(path + ": no such file or folder");
   if (std::filesystem::is_directory(st)) return ModelFormat::kHfFolder;
+  // A .gguf goes to the GGUF reader whatever it starts with, so that a bad magic is reported as
+  // such rather than as a nonsense llama2.c header.
+  if (std::filesystem::path(path).extension() == ".gguf") return ModelFormat::kGguf;
   std::ifstream in(path, std::ios::binary);
   char magic[4] = {};
   in.read(magic, 4);

@@ -11,8 +11,8 @@ namespace kiln {
 
 enum class ModelFormat { kLlama2c, kGguf, kHfFolder };
 
-// Decides by the path: a directory is an HF folder, a file starting with "GGUF" is GGUF,
-// anything else is tried as a llama2.c checkpoint.
+// Decides by the path: a directory is an HF folder, a file named *.gguf or starting with "GGUF"
+// is GGUF, anything else is tried as a llama2.c checkpoint.
 Result<ModelFormat> detect_format(const std::string& path);
 
 struct Import {
