@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <thread>
 
@@ -253,6 +254,14 @@ void check_matmul(const cpu::KernelTable& t, const MatmulCase& c, std::mt19937& 
     }
   const auto bias = random_vector(rng, static_cast<size_t>(c.rows), 1.0f);
   const auto residual = random_vector(rng, static_cast<size_t>(c.n * c.rows), 1.0f);
+  std::vector<double> scale(static_cast<size_t>(c.n * c.rows));  // S of every output
+  for (int i = 0; i < c.n; ++i)
+    for (int64_t r = 0; r < c.rows; ++r) {
+      double s = 0;
+      for (int64_t k = 0; k < c.cols; ++k)
+        s += std::fabs(wd[static_cast<size_t>(r * c.cols + k)] * xs[static_cast<size_t>(i * c.cols + k)]);
+      scale[static_cast<size_t>(i * c.rows + r)] = s;
+    }
   for (int parts : {1, 2, 3, 4}) {
     for (bool epilogue : {false, true}) {
       std::vector<float> got(static_cast<size_t>(c.n * c.rows), NAN);
@@ -261,10 +270,8 @@ void check_matmul(const cpu::KernelTable& t, const MatmulCase& c, std::mt19937& 
       double worst = 0;
       for (int i = 0; i < c.n; ++i)
         for (int64_t r = 0; r < c.rows; ++r) {
-          double s = 0;
-          for (int64_t k = 0; k < c.cols; ++k)
-            s += std::fabs(wd[static_cast<size_t>(r * c.cols + k)] * xs[static_cast<size_t>(i * c.cols + k)]);
           const size_t at = static_cast<size_t>(i * c.rows + r);
+          const double s = scale[at];
           const double expect = epilogue ? residual[at] + (want[at] + bias[static_cast<size_t>(r)]) : want[at];
           const double err = std::fabs(got[at] - expect);
           worst = std::max(worst, err / (s + (epilogue ? std::fabs(residual[at]) + std::fabs(bias[static_cast<size_t>(r)]) : 0) + 1e-30));
@@ -306,13 +313,51 @@ TEST(CpuMatmul, EveryTableEverySchemeManyShapes) {
   EXPECT_GT(cases, 500);
 }
 
-// The TinyLlama shapes, one token and prefill blocks (80 tokens: more than one chunk of the
-// matrix-unit kernels' token blocks), every scheme the model runs in.
+// The TinyLlama width, one token and a prefill block, every scheme the model runs in; and for the
+// matrix-unit tables 80 tokens: more than one chunk of their token blocks.
 TEST(CpuMatmul, ModelShapes) {
   std::mt19937 rng(99);
   for (const cpu::KernelTable* t : tables_to_test())
     for (Scheme s : {Scheme::kW4A16, Scheme::kW4A8, Scheme::kW8A16, Scheme::kW8A8, Scheme::kF16, Scheme::kBF16})
-      for (int n : {1, 24, 80}) check_matmul(*t, {canonical({s, 32, true}), 64, 2048, n}, rng);
+      for (int n : {1, 24, 80})
+        if (n < 64 || t->make_bf16_tiles) check_matmul(*t, {canonical({s, 32, true}), 64, 2048, n}, rng);
+}
+
+// The i8mm table's SMMLA prefill sums the same int8 products exactly and scales them in the same
+// order as the dotprod kernels: the same bits, for every shape (odd chunk counts, odd token counts).
+TEST(CpuMatmul, I8mmGivesTheDotprodBits) {
+  const cpu::KernelTable *mm = nullptr, *dot = nullptr;
+  for (const cpu::KernelTable* t : tables()) {
+    if (std::string(t->name) == "i8mm") mm = t;
+    if (std::string(t->name) == "dotprod") dot = t;
+  }
+  if (!mm || !dot) GTEST_SKIP() << "no i8mm on this CPU";
+  std::mt19937 rng(5);
+  int cases = 0;
+  for (const QuantParams& p : all_params()) {
+    if (!quantizes_activations(p.scheme)) continue;
+    const int g = is_4bit(p.scheme) ? p.group_size : 1;
+    const std::vector<int64_t> cols = is_4bit(p.scheme) ? std::vector<int64_t>{g, 3 * g} : std::vector<int64_t>{1, 4, 5, 12, 64, 131};
+    for (int64_t r : {1, 16, 33})
+      for (int64_t k : cols)
+        for (int n : {2, 3, 4, 5, 9, 17}) {
+          const MatmulCase c{p, r, k, n};
+          SCOPED_TRACE(describe_case(*mm, c));
+          const auto w = random_vector(rng, static_cast<size_t>(r * k), 0.5f);
+          const auto x = random_vector(rng, static_cast<size_t>(n * k), 1.0f);
+          std::vector<uint8_t> ref(*quantized_size(p, r, k)), packed;
+          ASSERT_TRUE(round_to_nearest().quantize(p, w.data(), r, k, ref));
+          ASSERT_TRUE(cpu::pack_matrix(p, cpu::matmul_layout(p.scheme), ref, r, k, packed));
+          const auto bias = random_vector(rng, static_cast<size_t>(r), 1.0f);
+          const auto residual = random_vector(rng, static_cast<size_t>(n * r), 1.0f);
+          std::vector<float> a(static_cast<size_t>(n * r)), b(a.size());
+          run_matmul(*mm, c, packed, x.data(), bias.data(), residual.data(), a.data(), 2);
+          run_matmul(*dot, c, packed, x.data(), bias.data(), residual.data(), b.data(), 1);
+          ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+          ++cases;
+        }
+  }
+  EXPECT_GT(cases, 100);
 }
 
 // ---- float ops and attention against ref/kernels.h ----
@@ -577,6 +622,9 @@ TEST(CpuModel, TargetsRecordTheirKernelsFeatures) {
   auto a = resolve_target("arm64-dotprod");
   ASSERT_TRUE(a);
   EXPECT_EQ(a->cpu_features, kCpuNeon | kCpuDotprod);
+  auto i8 = resolve_target("arm64-i8mm");
+  ASSERT_TRUE(i8);
+  EXPECT_EQ(i8->cpu_features, kCpuNeon | kCpuDotprod | kCpuI8mm);
   // Every table of this build records what its own fill_ function says it uses.
   for (const cpu::KernelTable* t : tables()) EXPECT_EQ(cpu_kernel_features(t->features), t->features) << t->name;
   EXPECT_FALSE(resolve_target("x86-sse2"));

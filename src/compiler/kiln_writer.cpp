@@ -12,8 +12,7 @@ namespace kiln {
 Result<KilnTarget> resolve_target(const std::string& name) {
   // Each target names the most its kernels may use; the file records what the cpu back end's
   // best kernel table within that needs (the same on any machine that compiles it), and the
-  // runtime runs that table, or refuses the file on a CPU without those features. arm64-i8mm
-  // runs the dotprod kernels until smmla kernels exist, and so records neon,dotprod.
+  // runtime runs that table, or refuses the file on a CPU without those features.
   struct Named {
     const char* name;
     uint64_t features;

@@ -11,7 +11,7 @@ struct Tables {
 #if defined(__x86_64__)
   KernelTable avx2, avx512, amx;
 #elif defined(__aarch64__)
-  KernelTable neon, dotprod;
+  KernelTable neon, dotprod, i8mm;
 #endif
   Tables() {
     fill_generic(generic);
@@ -22,6 +22,7 @@ struct Tables {
 #elif defined(__aarch64__)
     fill_neon(neon);
     fill_dotprod(dotprod);
+    fill_i8mm(i8mm);
 #endif
   }
   // Best first.
@@ -32,6 +33,7 @@ struct Tables {
     out[n++] = &avx512;
     out[n++] = &avx2;
 #elif defined(__aarch64__)
+    out[n++] = &i8mm;
     out[n++] = &dotprod;
     out[n++] = &neon;
 #endif
@@ -55,7 +57,7 @@ uint64_t target_kernel_features(uint64_t wanted) {
   constexpr uint64_t kAvx2 = kCpuAvx2 | kCpuFma | kCpuF16c;
   constexpr uint64_t kAvx512 = kAvx2 | kCpuAvx512f | kCpuAvx512bw | kCpuAvx512vl | kCpuAvx512vnni;
   constexpr uint64_t kAmx = kAvx512 | kCpuAvx512bf16 | kCpuAmxTile | kCpuAmxBf16;
-  constexpr uint64_t kAll[] = {kAmx, kAvx512, kAvx2, kCpuNeon | kCpuDotprod, kCpuNeon};
+  constexpr uint64_t kAll[] = {kAmx, kAvx512, kAvx2, kCpuNeon | kCpuDotprod | kCpuI8mm, kCpuNeon | kCpuDotprod, kCpuNeon};
   for (uint64_t f : kAll)
     if ((f & ~wanted) == 0) return f;
   return 0;

@@ -1,6 +1,7 @@
 // The CPU back end's kernel table: what one instruction set provides. Every entry is written once,
 // as a template over a small SIMD traits type (microkernels.h), and instantiated by one thin file
-// per instruction set (generic.cpp, x86/avx2.cpp, x86/avx512.cpp, arm/neon.cpp, ...). dispatch.cpp
+// per instruction set (generic.cpp, x86/avx2.cpp, x86/avx512.cpp, arm/neon.cpp, ...); the
+// matrix-unit files (x86/amx.cpp, arm/i8mm.cpp) replace some entries with their own kernels. dispatch.cpp
 // is the one place that picks a table for a set of CPU features.
 //
 // Numerics (documented in cpu_backend.h): A16 and float schemes multiply f32 activations with
@@ -123,5 +124,6 @@ void fill_amx(KernelTable& t);
 void fill_amx_emulated(KernelTable& t);
 void fill_neon(KernelTable& t);
 void fill_dotprod(KernelTable& t);
+void fill_i8mm(KernelTable& t);
 
 }  // namespace kiln::cpu
