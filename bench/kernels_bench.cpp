@@ -33,6 +33,7 @@ struct Fixture {
   std::vector<int32_t> qsums, dsums, psums;
   std::vector<float> dscales;
   std::vector<uint16_t> tiles;
+  std::vector<float> panels;
 };
 
 Fixture make(const QuantParams& p, int64_t rows, int64_t cols, int n, bool from_memory) {
@@ -59,6 +60,7 @@ Fixture make(const QuantParams& p, int64_t rows, int64_t cols, int n, bool from_
   f.qsums.resize(static_cast<size_t>(n * cols / 32 + 1));
   f.digits.resize(static_cast<size_t>(3 * cols));
   f.tiles.resize(static_cast<size_t>(4 * ((n + 15) / 16 * 16) * cols));
+  f.panels.resize(static_cast<size_t>(((n + 15) / 16 * 16 + 16) * cols));
   f.dscales.resize(static_cast<size_t>(cols / 32 + 1));
   f.dsums.resize(static_cast<size_t>(cols / 32 + 1));
   f.psums.resize(static_cast<size_t>(3 * (cols / 32 + 1)));
@@ -94,9 +96,13 @@ void run(benchmark::State& state, const cpu::KernelTable* t, QuantParams p, int6
       a.digit_sums = f.dsums.data();
       a.digit_plane_sums = f.psums.data();
     }
-    if (p.scheme == Scheme::kW4A16 && t->make_bf16_tiles && n >= t->bf16_tiles_min_rows) {
+    if (t->reads_bf16_tiles(p.scheme, n, cols)) {
       t->make_bf16_tiles(f.x.data(), cols, n, cols, f.tiles.data());
       a.bf16_tiles = f.tiles.data();
+    }
+    if (t->reads_x_panels(p.scheme, n, cols)) {
+      t->make_x_panels(f.x.data(), cols, n, cols, f.panels.data());
+      a.x_panels = f.panels.data();
     }
     if (quantizes_activations(p.scheme)) {
       const int64_t stride = (cols + 3) / 4 * 4;

@@ -203,6 +203,12 @@ void run_matmul(const cpu::KernelTable& t, const MatmulCase& c, const std::vecto
     t.make_bf16_tiles(x, c.cols, c.n, c.cols, bf16_tiles.data());
     a.bf16_tiles = bf16_tiles.data();
   }
+  std::vector<float> panels;
+  if (t.reads_x_panels(c.p.scheme, c.n, c.cols)) {
+    panels.resize(static_cast<size_t>((c.n + t.panel_tokens - 1) / t.panel_tokens * t.panel_tokens * c.cols), NAN);
+    t.make_x_panels(x, c.cols, c.n, c.cols, panels.data());
+    a.x_panels = panels.data();
+  }
   if (quantizes_activations(c.p.scheme)) {
     const int64_t stride = (c.cols + 3) / 4 * 4;
     q.resize(static_cast<size_t>(stride * c.n));

@@ -53,7 +53,9 @@ struct ScratchLayout {
     prep_dsums = align64(prep_dscales + 4 * groups);
     prep_psums = align64(prep_dsums + 4 * groups);
     prep_tiles = align64(prep_psums + 12 * groups);
-    prep_bytes = align64(prep_tiles + 4 * ((T + 15) / 16 * 16) * W);
+    // The bf16 tiles (2 bf16 per element, tokens rounded up to 16) or the f32 prefill panels
+    // (tokens rounded up to the table's panel of at most 16).
+    prep_bytes = align64(prep_tiles + 4 * ((T + 15) / 16 * 16 + 16) * W);
     size_t at = 0;
     norm = at;
     at = align64(at + 4 * T * W);
@@ -271,6 +273,14 @@ class CpuKernel final : public Kernel {
         k_.group_sums(x, m.m.cols, rows, m.m.cols, g, sums);
         a.group_sums = sums;
       }
+    } else if (k_.reads_x_panels(s, rows, m.m.cols)) {
+      auto* panels = reinterpret_cast<float*>(base + scratch_.prep_tiles);
+      const int64_t cols = m.m.cols, nt = k_.panel_tokens;
+      elementwise(ctx.pool, static_cast<int>((rows + nt - 1) / nt), [&](int64_t p) {
+        k_.make_x_panels(x + p * nt * cols, cols, static_cast<int>(std::min<int64_t>(nt, rows - p * nt)), cols,
+                         panels + p * nt * cols);
+      });
+      a.x_panels = panels;
     } else if (quantizes_activations(s)) {
       auto* q = reinterpret_cast<int8_t*>(base + scratch_.prep_q);
       auto* scales = reinterpret_cast<float*>(base + scratch_.prep_scales);

@@ -42,6 +42,10 @@ struct Activations {
   // x = hi + lo + r with |r| <= 2^-17 |x|, laid out as the tiles the units multiply
   // (make_bf16_tiles); null where the table has none.
   const uint16_t* bf16_tiles = nullptr;
+  // Prefill (n > 1) on the float kernels: x in panels of the table's panel_tokens (NT) tokens,
+  // [ceil(n / NT)][cols][NT], the last one padded with zero tokens (make_x_panels): a block of
+  // NT tokens then reads its activations through one pointer at fixed offsets.
+  const float* x_panels = nullptr;
   // A8: per row, int8 values (k padded with zeros to a multiple of 4), scale, and for the 4-bit
   // schemes the per-group integer sums of the int8 values.
   const int8_t* q = nullptr;
@@ -92,6 +96,14 @@ struct KernelTable {
   int bf16_tiles_min_rows = 0;
   bool reads_bf16_tiles(Scheme s, int n, int64_t cols) const {
     return make_bf16_tiles && (bf16_tile_schemes >> static_cast<int>(s) & 1u) && n >= bf16_tiles_min_rows && cols % 32 == 0;
+  }
+  int panel_tokens = 0;
+  void (*make_x_panels)(const float* x, int64_t x_stride, int n, int64_t cols, float* panels) = nullptr;
+  // The float kernels' many-token path reads them, and so does w8a16's one-token path where the
+  // width is not a multiple of 32 (the digits' block).
+  bool reads_x_panels(Scheme s, int n, int64_t cols) const {
+    if (quantizes_activations(s) || reads_bf16_tiles(s, n, cols)) return false;
+    return n > 1 || (s == Scheme::kW8A16 && cols % 32 != 0);
   }
   void (*make_digits)(const float* x, int64_t cols, int8_t* digits, float* scales, int32_t* sums,
                       int32_t* plane_sums) = nullptr;

@@ -174,8 +174,9 @@ inline void w4_prefill(const PackedMatrix& w, const Activations& a, const Epilog
   F y[NT][V];
   for (int t = 0; t < NT; ++t)
     for (int v = 0; v < V; ++v) y[t][v] = S::zero();
+  constexpr int P = S::kPrefillNT;
   const uint8_t* base = w.data + tile * w.tile_bytes;
-  const float* x = a.x + t0 * a.x_stride;
+  const float* xp = a.x_panels + (t0 / P) * w.cols * P;
   for (int64_t b = 0; b < groups; ++b) {
     const uint8_t* grp = base + b * gb;
     F d[V], o[V];
@@ -184,12 +185,12 @@ inline void w4_prefill(const PackedMatrix& w, const Activations& a, const Epilog
       o[v] = sym ? S::mul(d[v], S::set1(-8.0f)) : S::from_f16(grp + 32 + v * S::N * 2);
     }
     for (int c = 0; c < g / 8; ++c) {
-      const float* xk = x + b * g + c * 8;
+      const float* xk = xp + (b * g + c * 8) * P;
       for (int v = 0; v < V; ++v) {
         const I q = S::loadi(grp + hdr + c * 64 + v * S::N * 4);
         static_for<8>([&](auto j) {
           const F col = S::fma(S::nib(S::template srli<4 * j>(q)), d[v], o[v]);
-          for (int t = 0; t < NT; ++t) y[t][v] = S::fma(col, S::set1(xk[t * a.x_stride + kNibbleK[j]]), y[t][v]);
+          for (int t = 0; t < NT; ++t) y[t][v] = S::fma(col, S::set1(xk[kNibbleK[j] * P + t]), y[t][v]);
         });
       }
     }
@@ -206,21 +207,24 @@ inline typename S::F dense_column(const uint8_t* tile, int64_t k, int v) {
   else return S::from_bf16(tile + (k * kTileRows + v * S::N) * 2);
 }
 
-template <class S, Scheme kScheme, int RT, int NT>
+// kPanels: x from the prefill panels (element k of token t0 + t at xp[k P + t]); otherwise the
+// one decoded token's row.
+template <class S, Scheme kScheme, int RT, int NT, bool kPanels>
 inline void dense_block(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile, int t0) {
   using F = typename S::F;
   constexpr int V = kTileRows / S::N;
+  constexpr int P = kPanels ? S::kPrefillNT : 1;
   F y[RT][NT][V];
   for (int r = 0; r < RT; ++r)
     for (int t = 0; t < NT; ++t)
       for (int v = 0; v < V; ++v) y[r][t][v] = S::zero();
   const uint8_t* base = w.data + tile * w.tile_bytes;
-  const float* x = a.x + t0 * a.x_stride;
+  const float* x = kPanels ? a.x_panels + (t0 / P) * w.cols * P : a.x + t0 * a.x_stride;
   for (int64_t k = 0; k < w.cols; ++k)
     for (int r = 0; r < RT; ++r)
       for (int v = 0; v < V; ++v) {
         const F col = dense_column<S, kScheme>(base + r * w.tile_bytes, k, v);
-        for (int t = 0; t < NT; ++t) y[r][t][v] = S::fma(col, S::set1(x[t * a.x_stride + k]), y[r][t][v]);
+        for (int t = 0; t < NT; ++t) y[r][t][v] = S::fma(col, S::set1(x[k * P + t]), y[r][t][v]);
       }
   for (int r = 0; r < RT; ++r)
     for (int t = 0; t < NT; ++t) store_tile<S>(w, e, tile + r, t0 + t, y[r][t]);
@@ -238,8 +242,9 @@ inline void w8a16_prefill(const PackedMatrix& w, const Activations& a, const Epi
   F y[NT][V];
   for (int t = 0; t < NT; ++t)
     for (int v = 0; v < V; ++v) y[t][v] = S::zero();
+  constexpr int P = S::kPrefillNT;
   const uint8_t* base = w.data + tile * w.tile_bytes;
-  const float* x = a.x + t0 * a.x_stride;
+  const float* xp = a.x_panels + (t0 / P) * w.cols * P;
   const int64_t k4 = (w.cols + 3) / 4;
   for (int64_t c = 0; c < k4; ++c)
     for (int v = 0; v < V; ++v) {
@@ -247,7 +252,7 @@ inline void w8a16_prefill(const PackedMatrix& w, const Activations& a, const Epi
       static_for<4>([&](auto j) {
         if (4 * c + j.value >= w.cols) return;
         const F col = S::cvt(S::template sext_byte<j.value>(q));
-        for (int t = 0; t < NT; ++t) y[t][v] = S::fma(col, S::set1(x[t * a.x_stride + 4 * c + j.value]), y[t][v]);
+        for (int t = 0; t < NT; ++t) y[t][v] = S::fma(col, S::set1(xp[(4 * c + j.value) * P + t]), y[t][v]);
       });
     }
   for (int t = 0; t < NT; ++t) {
@@ -446,11 +451,11 @@ void matmul_w4a16(const PackedMatrix& w, const Activations& a, const Epilogue& e
 template <class S, Scheme kScheme>
 void matmul_dense(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
   if (a.n == 1) {
-    over_tiles<S::kDecodeRT>(tb, te, [&](auto rt, int64_t t) { dense_block<S, kScheme, rt.value, 1>(w, a, e, t, 0); });
+    over_tiles<S::kDecodeRT>(tb, te, [&](auto rt, int64_t t) { dense_block<S, kScheme, rt.value, 1, false>(w, a, e, t, 0); });
     return;
   }
   for (int64_t t = tb; t < te; ++t)
-    over_tokens<S::kPrefillNT>(a.n, [&](auto nt, int t0) { dense_block<S, kScheme, 1, nt.value>(w, a, e, t, t0); });
+    over_tokens<S::kPrefillNT>(a.n, [&](auto nt, int t0) { dense_block<S, kScheme, 1, nt.value, true>(w, a, e, t, t0); });
 }
 
 template <class S>
@@ -514,6 +519,19 @@ inline void quantize_rows(const float* x, int64_t x_stride, int n, int64_t cols,
         for (int i = 0; i < group; ++i) s += qt[b * group + i];
         group_sums[t * (cols / group) + b] = s;
       }
+  }
+}
+
+// The prefill panels of kernels.h: n tokens of x as [ceil(n / NT)][cols][NT].
+template <int NT>
+void make_x_panels(const float* x, int64_t x_stride, int n, int64_t cols, float* panels) {
+  for (int p = 0; p * NT < n; ++p) {
+    float* out = panels + p * cols * NT;
+    const int nt = std::min(NT, n - p * NT);
+    for (int64_t k = 0; k < cols; ++k) {
+      for (int t = 0; t < nt; ++t) out[k * NT + t] = x[(p * NT + t) * x_stride + k];
+      for (int t = nt; t < NT; ++t) out[k * NT + t] = 0.0f;
+    }
   }
 }
 
@@ -791,6 +809,9 @@ void fill_table(KernelTable& t) {
   t.matmul[static_cast<int>(Scheme::kW8A8)] = &matmul_w8a8<S>;
   t.matmul[static_cast<int>(Scheme::kW4A8)] = &matmul_w4a8<S>;
   t.quantize_rows = &quantize_rows;
+  static_assert(S::kPrefillNT <= 16, "the back end's scratch holds panels of at most 16 tokens");
+  t.panel_tokens = S::kPrefillNT;
+  t.make_x_panels = &make_x_panels<S::kPrefillNT>;
   t.make_digits = &make_digits;
   t.group_sums = &group_sums<S>;
   t.rmsnorm = &rmsnorm<S>;
