@@ -17,6 +17,17 @@ using nlohmann::json;
 
 std::string tmp(const std::string& name) { return test::temp_dir() + "/" + name; }
 
+// Checks that a `kiln run` failed with exit 2 and one stderr line that starts "kiln: error: `prefix`"
+// and says `problem`.
+void expect_cli_error(const test::CommandResult& r, const std::string& prefix, const std::string& problem) {
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(r.out.empty());
+  ASSERT_FALSE(r.err.empty());
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("kiln: error: " + prefix, 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(problem), std::string::npos) << r.err;
+}
+
 // Checks the library error and the CLI behaviour for a bad model at `path`.
 void expect_rejected(const std::string& path, const std::string& problem) {
   auto imp = import_model(path);
@@ -24,14 +35,7 @@ void expect_rejected(const std::string& path, const std::string& problem) {
   const std::string& msg = imp.status().message();
   EXPECT_NE(msg.find(fs::path(path).filename().string()), std::string::npos) << "message does not name the file: " << msg;
   EXPECT_NE(msg.find(problem), std::string::npos) << "message does not say '" << problem << "': " << msg;
-
-  auto r = test::run_kiln("run " + test::shell_quote(path) + " -n 1");
-  EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_TRUE(r.out.empty());
-  ASSERT_FALSE(r.err.empty());
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_EQ(r.err.rfind("kiln: error: ", 0), 0u) << r.err;
-  EXPECT_NE(r.err.find(problem), std::string::npos) << r.err;
+  expect_cli_error(test::run_kiln("run " + test::shell_quote(path) + " -n 1"), "", problem);
 }
 
 // ---- llama2.c ----
@@ -290,11 +294,31 @@ void expect_tokenizer_named(const std::string& model, const std::string& tokeniz
   EXPECT_EQ(msg.find(": tokenizer:"), std::string::npos) << msg;
 }
 
-TEST(BadInput, BrokenLlama2cTokenizerNamesItsFile) {
-  const std::string dir = tmp("badtok");
+// The same for `kiln run`, which opens the model through its own helper (tools/model_open.cpp).
+void expect_cli_tokenizer_named(const std::string& model, const std::string& tokenizer_path,
+                                const std::string& tokenizer_file, const std::string& problem) {
+  std::string args = "run " + test::shell_quote(model) + " -n 1";
+  if (!tokenizer_path.empty()) args += " --tokenizer " + test::shell_quote(tokenizer_path);
+  auto r = test::run_kiln(args);
+  expect_cli_error(r, tokenizer_file + ": ", problem);
+  EXPECT_EQ(r.err.find(": tokenizer:"), std::string::npos) << r.err;
+}
+
+// A folder `name` holding a copy of the shipped model, without a tokenizer; returns the folder.
+std::string llama2c_copy(const std::string& name) {
+  const std::string dir = tmp(name);
   fs::create_directories(dir);
   fs::copy_file(test::shipped_model(), dir + "/stories260K.bin", fs::copy_options::overwrite_existing);
-  const std::string tok = test::read_file(fs::path(test::shipped_model()).parent_path().string() + "/tok512.bin");
+  return dir;
+}
+
+std::string shipped_tokenizer() {
+  return test::read_file(fs::path(test::shipped_model()).parent_path().string() + "/tok512.bin");
+}
+
+TEST(BadInput, BrokenLlama2cTokenizerNamesItsFile) {
+  const std::string dir = llama2c_copy("badtok");
+  const std::string tok = shipped_tokenizer();
   test::write_file(dir + "/tok512.bin", tok.substr(0, 3000));  // found beside the model
   expect_tokenizer_named(dir + "/stories260K.bin", "", dir + "/tok512.bin", "offset 2998: truncated");
   test::write_file(dir + "/other.tok", tok + "xx");  // given with --tokenizer
@@ -305,6 +329,30 @@ TEST(BadInput, BrokenHfTokenizerNamesItsFile) {
   auto dir = hf_copy("badtokjson");
   test::write_file(dir + "/tokenizer.json", "{\"model\": ");
   expect_tokenizer_named(dir, "", dir + "/tokenizer.json", "malformed JSON");
+}
+
+TEST(BadInput, CliBrokenTokenizerArgNamesItsFile) {
+  const std::string dir = llama2c_copy("clibadtok-arg");
+  const std::string tok = shipped_tokenizer();
+  const std::string model = dir + "/stories260K.bin";
+  test::write_file(dir + "/broken-tok512.bin", tok.substr(0, 3000));
+  expect_cli_tokenizer_named(model, dir + "/broken-tok512.bin", dir + "/broken-tok512.bin", "offset 2998: truncated");
+  test::write_file(dir + "/long-tok512.bin", tok + "xx");
+  expect_cli_tokenizer_named(model, dir + "/long-tok512.bin", dir + "/long-tok512.bin", "2 bytes follow the last");
+}
+
+TEST(BadInput, CliBrokenTokenizerBesideModelNamesItsFile) {
+  const std::string dir = llama2c_copy("clibadtok-beside");
+  test::write_file(dir + "/tok512.bin", shipped_tokenizer().substr(0, 3000));
+  expect_cli_tokenizer_named(dir + "/stories260K.bin", "", dir + "/tok512.bin", "offset 2998: truncated");
+}
+
+TEST(BadInput, CliBrokenHfTokenizerNamesItsFile) {
+  auto dir = hf_copy("clibadtokjson");
+  test::write_file(dir + "/tokenizer.json", "{\"model\": ");
+  expect_cli_tokenizer_named(dir, "", dir + "/tokenizer.json", "malformed JSON");
+  // A folder given with --tokenizer is named by its tokenizer.json too.
+  expect_cli_tokenizer_named(test::data_path("stories260K-hf"), dir, dir + "/tokenizer.json", "malformed JSON");
 }
 
 TEST(BadInput, MissingPath) { expect_rejected(tmp("does-not-exist.bin"), "no such file"); }

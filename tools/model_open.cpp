@@ -42,12 +42,13 @@ Result<OpenedModel> open_model(const std::string& path, const OpenOptions& o) {
     KILN_ASSIGN_OR_RETURN(image, compile_model(imp, co, nullptr));
     out.kind = imp.model.format;
   }
-  KILN_ASSIGN_OR_RETURN(auto tok, tokenizer_from_blob(image.tokenizer, path + ": tokenizer"));
+  const std::string tokenizer_file = tokenizer_where(image.tokenizer, path);
+  KILN_ASSIGN_OR_RETURN(auto tok, tokenizer_from_blob(image.tokenizer, tokenizer_file));
   if (tok->vocab_size() > image.config.vocab_size)
     return corrupt(path + ": the tokenizer has " + std::to_string(tok->vocab_size()) + " tokens but the model only " +
                    std::to_string(image.config.vocab_size));
   out.tokenizer = std::move(tok);
-  KILN_ASSIGN_OR_RETURN(out.chat, chat_template_of_blob(image.tokenizer, path + ": tokenizer"));
+  KILN_ASSIGN_OR_RETURN(out.chat, chat_template_of_blob(image.tokenizer, tokenizer_file));
   KILN_ASSIGN_OR_RETURN(out.model, CompiledModel::create(std::move(image)));
   return out;
 }

@@ -107,6 +107,7 @@ Result<TokenizerBlob> tokenizer_blob_from_file(const std::string& path, int llam
   if (fs::is_directory(path, ec)) return tokenizer_blob_from_file(path + "/tokenizer.json", llama2c_vocab_size);
   KILN_ASSIGN_OR_RETURN(ModelFormat f, detect_format(path));
   TokenizerBlob b;
+  b.source = path;
   if (f == ModelFormat::kGguf) {
     KILN_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
     KILN_ASSIGN_OR_RETURN(GgufFile g, read_gguf(std::move(file)));
@@ -142,6 +143,10 @@ Result<TokenizerBlob> tokenizer_blob_for(const Import& imp, const std::string& e
   if (imp.model.format == "hf") return tokenizer_blob_from_file(imp.model.path + "/tokenizer.json", vocab);
   KILN_ASSIGN_OR_RETURN(std::string path, find_llama2c_tokenizer(imp.model.path));
   return tokenizer_blob_from_file(path, vocab);
+}
+
+std::string tokenizer_where(const TokenizerBlob& blob, const std::string& model_path) {
+  return blob.source.empty() ? model_path + ": tokenizer" : blob.source;
 }
 
 Result<std::unique_ptr<Tokenizer>> tokenizer_from_blob(const TokenizerBlob& blob, const std::string& where) {

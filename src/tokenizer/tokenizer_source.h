@@ -18,6 +18,10 @@ struct TokenizerBlob {
   std::string kind;
   int vocab_size = 0;  // what a llama2.c .bin needs, since it does not store it
   std::vector<uint8_t> bytes;
+  // The file the tokenizer was read from (a folder's tokenizer.json, not the folder), which its
+  // errors name; empty when the tokenizer is part of the model file (a GGUF model's own
+  // vocabulary, a .kiln's tokenizer section). Not stored in a .kiln.
+  std::string source;
   // The chat template that came with a tokenizer.json (from its folder's tokenizer_config.json
   // or chat_template.jinja). A GGUF blob carries its own tokenizer.chat_template inside `bytes`.
   std::optional<ModelChatTemplate> chat;
@@ -29,6 +33,8 @@ struct TokenizerBlob {
 Result<TokenizerBlob> tokenizer_blob_for(const Import& imp, const std::string& explicit_path);
 Result<TokenizerBlob> tokenizer_blob_from_file(const std::string& path, int llama2c_vocab_size);
 
+// The name a tokenizer error starts with: the blob's own file, else "`model_path`: tokenizer".
+std::string tokenizer_where(const TokenizerBlob& blob, const std::string& model_path);
 Result<std::unique_ptr<Tokenizer>> tokenizer_from_blob(const TokenizerBlob& blob, const std::string& where);
 // The blob's chat template: `chat`, or a GGUF blob's tokenizer.chat_template; nullopt when none.
 Result<std::optional<ModelChatTemplate>> chat_template_of_blob(const TokenizerBlob& blob, const std::string& where);
