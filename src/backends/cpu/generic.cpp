@@ -11,6 +11,7 @@ struct Generic {
   static constexpr int kDecodeRT = 2;
   static constexpr int kDigitRT = 1;
   static constexpr int kPrefillNT = 4;
+  static constexpr int kPrefillRT = 1;
   static constexpr int kW8Bias = 0;
   struct F {
     float v[N];

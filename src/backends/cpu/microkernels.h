@@ -18,6 +18,7 @@
 //                                     sum_j s8(x4[j]), with w' = w8_prep(w) computed once
 //   kDecodeRT, kDigitRT, kPrefillNT   tiles per decode block (float, digit kernels), tokens
 //                                     per prefill block
+//   kPrefillRT         tiles per float prefill block (each activation broadcast serves them all)
 #pragma once
 
 #include <algorithm>
@@ -159,43 +160,51 @@ inline void w4_decode(const PackedMatrix& w, const Activations& a, const Epilogu
   for (int r = 0; r < RT; ++r) store_tile<S>(w, e, tile + r, 0, y[r]);
 }
 
-// Prefill (NT tokens from t0, one tile): each column is dequantized once, w = u d + o, and
-// multiplied into NT accumulators.
-template <class S, int NT>
+// Prefill (NT tokens from t0, RT tiles): each column is dequantized once, w = u d + o, and
+// multiplied into NT accumulators; each activation broadcast serves the RT tiles.
+template <class S, int RT, int NT>
 inline void w4_prefill(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile, int t0) {
   using F = typename S::F;
   using I = typename S::I;
   constexpr int V = kTileRows / S::N;
+  constexpr int P = S::kPrefillNT;
   const int g = w.params.group_size;
   const bool sym = w.params.symmetric;
   const int64_t groups = w.cols / g;
   const uint64_t gb = w4_group_bytes(w.params);
   const int hdr = sym ? 32 : 64;
-  F y[NT][V];
-  for (int t = 0; t < NT; ++t)
-    for (int v = 0; v < V; ++v) y[t][v] = S::zero();
-  constexpr int P = S::kPrefillNT;
+  F y[RT][NT][V];
+  for (int r = 0; r < RT; ++r)
+    for (int t = 0; t < NT; ++t)
+      for (int v = 0; v < V; ++v) y[r][t][v] = S::zero();
   const uint8_t* base = w.data + tile * w.tile_bytes;
   const float* xp = a.x_panels + (t0 / P) * w.cols * P;
   for (int64_t b = 0; b < groups; ++b) {
-    const uint8_t* grp = base + b * gb;
-    F d[V], o[V];
-    for (int v = 0; v < V; ++v) {
-      d[v] = S::from_f16(grp + v * S::N * 2);
-      o[v] = sym ? S::mul(d[v], S::set1(-8.0f)) : S::from_f16(grp + 32 + v * S::N * 2);
-    }
+    F d[RT][V], o[RT][V];
+    for (int r = 0; r < RT; ++r)
+      for (int v = 0; v < V; ++v) {
+        const uint8_t* grp = base + r * w.tile_bytes + b * gb;
+        d[r][v] = S::from_f16(grp + v * S::N * 2);
+        o[r][v] = sym ? S::mul(d[r][v], S::set1(-8.0f)) : S::from_f16(grp + 32 + v * S::N * 2);
+      }
     for (int c = 0; c < g / 8; ++c) {
       const float* xk = xp + (b * g + c * 8) * P;
       for (int v = 0; v < V; ++v) {
-        const I q = S::loadi(grp + hdr + c * 64 + v * S::N * 4);
+        I q[RT];
+        for (int r = 0; r < RT; ++r) q[r] = S::loadi(base + r * w.tile_bytes + b * gb + hdr + c * 64 + v * S::N * 4);
         static_for<8>([&](auto j) {
-          const F col = S::fma(S::nib(S::template srli<4 * j>(q)), d[v], o[v]);
-          for (int t = 0; t < NT; ++t) y[t][v] = S::fma(col, S::set1(xk[kNibbleK[j] * P + t]), y[t][v]);
+          F col[RT];
+          for (int r = 0; r < RT; ++r) col[r] = S::fma(S::nib(S::template srli<4 * j>(q[r])), d[r][v], o[r][v]);
+          for (int t = 0; t < NT; ++t) {
+            const F xv = S::set1(xk[kNibbleK[j] * P + t]);
+            for (int r = 0; r < RT; ++r) y[r][t][v] = S::fma(col[r], xv, y[r][t][v]);
+          }
         });
       }
     }
   }
-  for (int t = 0; t < NT; ++t) store_tile<S>(w, e, tile, t0 + t, y[t]);
+  for (int r = 0; r < RT; ++r)
+    for (int t = 0; t < NT; ++t) store_tile<S>(w, e, tile + r, t0 + t, y[r][t]);
 }
 
 // ---- dense weights (f32, f16, bf16), f32 activations ----
@@ -221,11 +230,14 @@ inline void dense_block(const PackedMatrix& w, const Activations& a, const Epilo
   const uint8_t* base = w.data + tile * w.tile_bytes;
   const float* x = kPanels ? a.x_panels + (t0 / P) * w.cols * P : a.x + t0 * a.x_stride;
   for (int64_t k = 0; k < w.cols; ++k)
-    for (int r = 0; r < RT; ++r)
-      for (int v = 0; v < V; ++v) {
-        const F col = dense_column<S, kScheme>(base + r * w.tile_bytes, k, v);
-        for (int t = 0; t < NT; ++t) y[r][t][v] = S::fma(col, S::set1(x[k * P + t]), y[r][t][v]);
+    for (int v = 0; v < V; ++v) {
+      F col[RT];
+      for (int r = 0; r < RT; ++r) col[r] = dense_column<S, kScheme>(base + r * w.tile_bytes, k, v);
+      for (int t = 0; t < NT; ++t) {
+        const F xv = S::set1(x[k * P + t]);
+        for (int r = 0; r < RT; ++r) y[r][t][v] = S::fma(col[r], xv, y[r][t][v]);
       }
+    }
   for (int r = 0; r < RT; ++r)
     for (int t = 0; t < NT; ++t) store_tile<S>(w, e, tile + r, t0 + t, y[r][t]);
 }
@@ -233,32 +245,41 @@ inline void dense_block(const PackedMatrix& w, const Activations& a, const Epilo
 // ---- w8a16 (layout r16k4) ----
 
 // Many tokens (or a width that is not a multiple of 32): each column widened to f32 exactly
-// (byte j of each row's u32), multiplied into NT accumulators, times the row scale at the end.
-template <class S, int NT>
+// (byte j of each row's u32), multiplied into NT accumulators per tile of RT, times the row scale
+// at the end.
+template <class S, int RT, int NT>
 inline void w8a16_prefill(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile, int t0) {
   using F = typename S::F;
   using I = typename S::I;
   constexpr int V = kTileRows / S::N;
-  F y[NT][V];
-  for (int t = 0; t < NT; ++t)
-    for (int v = 0; v < V; ++v) y[t][v] = S::zero();
   constexpr int P = S::kPrefillNT;
+  F y[RT][NT][V];
+  for (int r = 0; r < RT; ++r)
+    for (int t = 0; t < NT; ++t)
+      for (int v = 0; v < V; ++v) y[r][t][v] = S::zero();
   const uint8_t* base = w.data + tile * w.tile_bytes;
   const float* xp = a.x_panels + (t0 / P) * w.cols * P;
   const int64_t k4 = (w.cols + 3) / 4;
   for (int64_t c = 0; c < k4; ++c)
     for (int v = 0; v < V; ++v) {
-      const I q = S::loadi(base + 128 + c * 64 + v * S::N * 4);
+      I q[RT];
+      for (int r = 0; r < RT; ++r) q[r] = S::loadi(base + r * w.tile_bytes + 128 + c * 64 + v * S::N * 4);
       static_for<4>([&](auto j) {
         if (4 * c + j.value >= w.cols) return;
-        const F col = S::cvt(S::template sext_byte<j.value>(q));
-        for (int t = 0; t < NT; ++t) y[t][v] = S::fma(col, S::set1(xp[(4 * c + j.value) * P + t]), y[t][v]);
+        F col[RT];
+        for (int r = 0; r < RT; ++r) col[r] = S::cvt(S::template sext_byte<j.value>(q[r]));
+        for (int t = 0; t < NT; ++t) {
+          const F xv = S::set1(xp[(4 * c + j.value) * P + t]);
+          for (int r = 0; r < RT; ++r) y[r][t][v] = S::fma(col[r], xv, y[r][t][v]);
+        }
       });
     }
-  for (int t = 0; t < NT; ++t) {
-    for (int v = 0; v < V; ++v) y[t][v] = S::mul(y[t][v], S::load(reinterpret_cast<const float*>(base) + v * S::N));
-    store_tile<S>(w, e, tile, t0 + t, y[t]);
-  }
+  for (int r = 0; r < RT; ++r)
+    for (int t = 0; t < NT; ++t) {
+      for (int v = 0; v < V; ++v)
+        y[r][t][v] = S::mul(y[r][t][v], S::load(reinterpret_cast<const float*>(base + r * w.tile_bytes) + v * S::N));
+      store_tile<S>(w, e, tile + r, t0 + t, y[r][t]);
+    }
 }
 
 // Decode (one token, width a multiple of 32): the activation digits, as w4_decode: per block of
@@ -444,8 +465,9 @@ void matmul_w4a16(const PackedMatrix& w, const Activations& a, const Epilogue& e
     over_tiles<S::kDigitRT>(tb, te, [&](auto rt, int64_t t) { w4_decode<S, rt.value>(w, a, e, t); });
     return;
   }
-  for (int64_t t = tb; t < te; ++t)
-    over_tokens<S::kPrefillNT>(a.n, [&](auto nt, int t0) { w4_prefill<S, nt.value>(w, a, e, t, t0); });
+  over_tiles<S::kPrefillRT>(tb, te, [&](auto rt, int64_t t) {
+    over_tokens<S::kPrefillNT>(a.n, [&](auto nt, int t0) { w4_prefill<S, rt.value, nt.value>(w, a, e, t, t0); });
+  });
 }
 
 template <class S, Scheme kScheme>
@@ -454,8 +476,9 @@ void matmul_dense(const PackedMatrix& w, const Activations& a, const Epilogue& e
     over_tiles<S::kDecodeRT>(tb, te, [&](auto rt, int64_t t) { dense_block<S, kScheme, rt.value, 1, false>(w, a, e, t, 0); });
     return;
   }
-  for (int64_t t = tb; t < te; ++t)
-    over_tokens<S::kPrefillNT>(a.n, [&](auto nt, int t0) { dense_block<S, kScheme, 1, nt.value, true>(w, a, e, t, t0); });
+  over_tiles<S::kPrefillRT>(tb, te, [&](auto rt, int64_t t) {
+    over_tokens<S::kPrefillNT>(a.n, [&](auto nt, int t0) { dense_block<S, kScheme, rt.value, nt.value, true>(w, a, e, t, t0); });
+  });
 }
 
 template <class S>
@@ -464,8 +487,9 @@ void matmul_w8a16(const PackedMatrix& w, const Activations& a, const Epilogue& e
     over_tiles<S::kDigitRT>(tb, te, [&](auto rt, int64_t t) { w8a16_decode<S, rt.value>(w, a, e, t); });
     return;
   }
-  for (int64_t t = tb; t < te; ++t)
-    over_tokens<S::kPrefillNT>(a.n, [&](auto nt, int t0) { w8a16_prefill<S, nt.value>(w, a, e, t, t0); });
+  over_tiles<S::kPrefillRT>(tb, te, [&](auto rt, int64_t t) {
+    over_tokens<S::kPrefillNT>(a.n, [&](auto nt, int t0) { w8a16_prefill<S, rt.value, nt.value>(w, a, e, t, t0); });
+  });
 }
 
 template <class S>

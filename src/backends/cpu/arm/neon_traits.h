@@ -15,6 +15,7 @@ struct Neon {
   static constexpr int kDecodeRT = 2;
   static constexpr int kDigitRT = 1;
   static constexpr int kPrefillNT = 4;
+  static constexpr int kPrefillRT = 1;
   static constexpr int kW8Bias = 0;
   using F = float32x4_t;
   using I = uint32x4_t;
