@@ -108,7 +108,8 @@ void add_compile_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--strict", c->strict,
                 "fail on a 4-bit tensor whose width the group does not divide (default: store it as 8-bit, with a note)");
   cmd->add_option("--overrides", c->overrides, "JSON file of per-tensor schemes (see README)");
-  cmd->add_option("--target", c->target, "native or generic");
+  cmd->add_option("--target", c->target,
+                  "native, generic, x86-avx2, x86-avx512, x86-amx, arm64-dotprod or arm64-i8mm");
   cmd->add_option("--tokenizer", c->tokenizer, "tokenizer file, if not the model's own");
   cmd->add_option("--max-tokens", c->max_tokens, "tokens per step the memory plan is made for")->check(CLI::Range(1, 4096));
   cmd->add_flag("--no-fuse", c->no_fuse, "skip the fusion passes");

@@ -33,18 +33,25 @@ uint64_t parse_size(std::string s) {
   }
 }
 
-// Sums n 64-bit words with four independent chains, so that loads, not adds, set the pace.
+// Sums n 64-bit words read as kStreams contiguous runs side by side, each with the bytes 2 KiB
+// ahead asked for: one sequential stream is held back by the few misses a core keeps in flight
+// (on an Ice Lake VM: 9.3 GB/s for one thread, while the decode kernels, which read several
+// tiles at once with the same prefetch, got 10.1), which is the core's limit, not the memory's.
 uint64_t sum_words(const uint64_t* p, size_t n) {
-  uint64_t a = 0, b = 0, c = 0, d = 0;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    a += p[i] + p[i + 4];
-    b += p[i + 1] + p[i + 5];
-    c += p[i + 2] + p[i + 6];
-    d += p[i + 3] + p[i + 7];
-  }
-  for (; i < n; ++i) a += p[i];
-  return a + b + c + d;
+  constexpr int kStreams = 8;
+  constexpr size_t kAhead = 2048 / sizeof(uint64_t);
+  const size_t per = n / kStreams / 8 * 8;
+  uint64_t acc[kStreams] = {};
+  for (size_t i = 0; i < per; i += 8)
+    for (int s = 0; s < kStreams; ++s) {
+      const uint64_t* q = p + static_cast<size_t>(s) * per + i;
+      if (i + kAhead < per) __builtin_prefetch(q + kAhead, 0, 3);
+      acc[s] += (q[0] + q[4]) + (q[1] + q[5]) + (q[2] + q[6]) + (q[3] + q[7]);
+    }
+  uint64_t total = 0;
+  for (uint64_t a : acc) total += a;
+  for (size_t i = per * kStreams; i < n; ++i) total += p[i];
+  return total;
 }
 
 }  // namespace
