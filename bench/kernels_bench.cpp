@@ -89,7 +89,7 @@ void run(benchmark::State& state, const cpu::KernelTable* t, QuantParams p, int6
     a.x = f.x.data();
     a.x_stride = cols;
     a.n = n;
-    if (n == 1 && (p.scheme == Scheme::kW4A16 || (p.scheme == Scheme::kW8A16 && cols % 32 == 0))) {
+    if (cpu::KernelTable::reads_digits(p.scheme, n, cols)) {
       t->make_digits(f.x.data(), cols, f.digits.data(), f.dscales.data(), f.dsums.data(), f.psums.data());
       a.digits = f.digits.data();
       a.digit_scale = f.dscales.data();

@@ -190,7 +190,7 @@ void run_matmul(const cpu::KernelTable& t, const MatmulCase& c, const std::vecto
     t.group_sums(x, c.cols, c.n, c.cols, g, sums.data());
     a.group_sums = sums.data();
   }
-  if (c.n == 1 && (c.p.scheme == Scheme::kW4A16 || (c.p.scheme == Scheme::kW8A16 && c.cols % 32 == 0))) {
+  if (cpu::KernelTable::reads_digits(c.p.scheme, c.n, c.cols)) {
     t.make_digits(x, c.cols, digits.data(), dscales.data(), dsums.data(), psums.data());
     a.digits = digits.data();
     a.digit_scale = dscales.data();

@@ -249,7 +249,7 @@ class CpuKernel final : public Kernel {
     uint8_t* base = ctx.scratch + scratch_.prep[slot];
     const Scheme s = m.m.params.scheme;
     const int g = is_4bit(s) ? m.m.params.group_size : 0;
-    if ((s == Scheme::kW4A16 || (s == Scheme::kW8A16 && m.m.cols % 32 == 0)) && rows == 1) {
+    if (cpu::KernelTable::reads_digits(s, rows, m.m.cols)) {
       auto* digits = reinterpret_cast<int8_t*>(base + scratch_.prep_digits);
       auto* dscales = reinterpret_cast<float*>(base + scratch_.prep_dscales);
       auto* dsums = reinterpret_cast<int32_t*>(base + scratch_.prep_dsums);

@@ -99,11 +99,15 @@ struct KernelTable {
   }
   int panel_tokens = 0;
   void (*make_x_panels)(const float* x, int64_t x_stride, int n, int64_t cols, float* panels) = nullptr;
+  // One token of the A16 schemes, where the width is a multiple of the digits' block of 32.
+  static bool reads_digits(Scheme s, int n, int64_t cols) {
+    return n == 1 && (s == Scheme::kW4A16 || (s == Scheme::kW8A16 && cols % 32 == 0));
+  }
   // The float kernels' many-token path reads them, and so does w8a16's one-token path where the
-  // width is not a multiple of 32 (the digits' block).
+  // digits do not fit.
   bool reads_x_panels(Scheme s, int n, int64_t cols) const {
     if (quantizes_activations(s) || reads_bf16_tiles(s, n, cols)) return false;
-    return n > 1 || (s == Scheme::kW8A16 && cols % 32 != 0);
+    return n > 1 || (s == Scheme::kW8A16 && !reads_digits(s, n, cols));
   }
   void (*make_digits)(const float* x, int64_t cols, int8_t* digits, float* scales, int32_t* sums,
                       int32_t* plane_sums) = nullptr;
