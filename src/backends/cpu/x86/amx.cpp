@@ -48,6 +48,10 @@ inline void configure_tiles() {
   _tile_loadconfig(&c);
 }
 
+// The avx512 table's kernels (x86/avx512.cpp), where the tiles do not pay (decode, few tokens):
+// taken from that file rather than instantiated here a second time (they dominate build time).
+decltype(KernelTable::matmul) avx512_matmul = {};
+
 constexpr int kTileTokens = 16;
 constexpr int kChunkBlocks = 4;  // token blocks whose sums stay in one stack buffer
 
@@ -88,7 +92,7 @@ inline __m512i b_row(__m512i v, __m512i lut) {
 
 void matmul_w4a16_amx(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
   if (a.bf16_tiles == nullptr) {
-    matmul_w4a16<Avx512>(w, a, e, tb, te);
+    avx512_matmul[static_cast<int>(Scheme::kW4A16)](w, a, e, tb, te);
     return;
   }
   configure_tiles();
@@ -214,8 +218,7 @@ inline void wide_b_tiles(const uint8_t* tile, int64_t blk, uint16_t (*bt0)[32], 
 template <Scheme kS>
 void matmul_wide_amx(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
   if (a.bf16_tiles == nullptr) {
-    if constexpr (kS == Scheme::kW8A16) matmul_w8a16<Avx512>(w, a, e, tb, te);
-    else matmul_dense<Avx512, kS>(w, a, e, tb, te);
+    avx512_matmul[static_cast<int>(kS)](w, a, e, tb, te);
     return;
   }
   configure_tiles();
@@ -275,7 +278,8 @@ void matmul_wide_amx(const PackedMatrix& w, const Activations& a, const Epilogue
 }  // namespace
 
 void KILN_FILL_AMX(KernelTable& t) {
-  fill_table<Avx512>(t);
+  fill_avx512(t);
+  std::copy(std::begin(t.matmul), std::end(t.matmul), avx512_matmul);
 #if defined(KILN_AMX_EMULATION)
   t.name = "amx-emulated";
   t.features = kCpuAvx2 | kCpuFma | kCpuF16c | kCpuAvx512f | kCpuAvx512bw | kCpuAvx512vl | kCpuAvx512vnni;
