@@ -219,6 +219,17 @@ void run_matmul(const cpu::KernelTable& t, const MatmulCase& c, const std::vecto
     a.q_scale = scales.data();
     a.q_group_sums = qsums.data();
   }
+  std::vector<int32_t> q_panels, q_panel_sums;
+  if (t.reads_q_panels(c.p.scheme, c.n)) {
+    // Filled with junk first: the padding tokens must be written, not left over.
+    const int64_t np = (c.n + t.panel_tokens - 1) / t.panel_tokens, stride = (c.cols + 3) / 4 * 4;
+    q_panels.assign(static_cast<size_t>(np * t.panel_tokens * stride / 4), 0x5a5a5a5a);
+    q_panel_sums.assign(static_cast<size_t>(np * t.panel_tokens * (c.cols / g)), 0x5a5a5a5a);
+    for (int p = 0; p < np; ++p)
+      t.make_q_panel(q.data(), stride, qsums.data(), c.n, c.cols, g, p, q_panels.data(), q_panel_sums.data());
+    a.q_panels = q_panels.data();
+    a.q_panel_sums = q_panel_sums.data();
+  }
   cpu::Epilogue e;
   e.y = y;
   e.y_stride = c.rows;

@@ -53,8 +53,9 @@ struct ScratchLayout {
     prep_dsums = align64(prep_dscales + 4 * groups);
     prep_psums = align64(prep_dsums + 4 * groups);
     prep_tiles = align64(prep_psums + 12 * groups);
-    // The bf16 tiles (2 bf16 per element, tokens rounded up to 16) or the f32 prefill panels
-    // (tokens rounded up to the table's panel of at most 16).
+    // The bf16 tiles (2 bf16 per element, tokens rounded up to 16), the f32 prefill panels
+    // (tokens rounded up to the table's panel of at most 16) or the int8 ones with their group
+    // sums (fewer bytes: (T + 16) (W + 4) + 4 (T + 16) groups).
     prep_bytes = align64(prep_tiles + 4 * ((T + 15) / 16 * 16 + 16) * W);
     size_t at = 0;
     norm = at;
@@ -295,6 +296,17 @@ class CpuKernel final : public Kernel {
       a.q_stride = stride;
       a.q_scale = scales;
       a.q_group_sums = qsums;
+      if (k_.reads_q_panels(s, rows)) {
+        // Quads then sums, in the region the float schemes' panels use.
+        const int64_t nt = k_.panel_tokens, panels = (rows + nt - 1) / nt;
+        auto* quads = reinterpret_cast<int32_t*>(base + scratch_.prep_tiles);
+        int32_t* sums = quads + panels * nt * (stride / 4);
+        elementwise(ctx.pool, panels, [&](int64_t p) {
+          k_.make_q_panel(q, stride, qsums, rows, m.m.cols, g, static_cast<int>(p), quads, sums);
+        });
+        a.q_panels = quads;
+        a.q_panel_sums = sums;
+      }
     }
     return a;
   }

@@ -12,6 +12,8 @@ struct Generic {
   static constexpr int kDigitRT = 1;
   static constexpr int kPrefillNT = 4;
   static constexpr int kPrefillRT = 1;
+  static constexpr int kA8RT = 1;
+  static constexpr int kA8NT = 4;
   static constexpr int kW8Bias = 0;
   struct F {
     float v[N];

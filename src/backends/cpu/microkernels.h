@@ -19,6 +19,7 @@
 //   kDecodeRT, kDigitRT, kPrefillNT   tiles per decode block (float, digit kernels), tokens
 //                                     per prefill block
 //   kPrefillRT         tiles per float prefill block (each activation broadcast serves them all)
+//   kA8RT, kA8NT       tiles and tokens per W4A8 prefill block (kA8NT divides kPrefillNT)
 #pragma once
 
 #include <algorithm>
@@ -91,6 +92,20 @@ constexpr int kNibbleK[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 
 inline uint64_t w4_group_bytes(const QuantParams& p) { return (p.symmetric ? 32u : 64u) + 8u * static_cast<uint64_t>(p.group_size); }
 
+// A 4-bit matrix's groups (layouts.h): elements per group, symmetric, groups per row, bytes per
+// group of one tile, and the bytes of scales (and mins) that open each.
+struct W4Groups {
+  int g;
+  bool sym;
+  int64_t groups;
+  uint64_t gb;
+  int hdr;
+};
+inline W4Groups w4_groups(const PackedMatrix& w) {
+  const int g = w.params.group_size;
+  return {g, w.params.symmetric, w.cols / g, w4_group_bytes(w.params), w.params.symmetric ? 32 : 64};
+}
+
 // Decode (one token): RT tiles at once, from the activation digits (kernels.h). Per block of 32
 // elements the three integer sums of u * d_i give D = sum (u - 8) X exactly (symmetric; the
 // asymmetric sum keeps u and adds m * sum X per group), and y += d * scale_block * D. Against
@@ -100,11 +115,7 @@ inline void w4_decode(const PackedMatrix& w, const Activations& a, const Epilogu
   using F = typename S::F;
   using I = typename S::I;
   constexpr int V = kTileRows / S::N;
-  const int g = w.params.group_size;
-  const bool sym = w.params.symmetric;
-  const int64_t groups = w.cols / g;
-  const uint64_t gb = w4_group_bytes(w.params);
-  const int hdr = sym ? 32 : 64;
+  const auto [g, sym, groups, gb, hdr] = w4_groups(w);
   const int8_t* d1 = a.digits;
   const int8_t* d2 = d1 + w.cols;
   const int8_t* d3 = d2 + w.cols;
@@ -168,11 +179,7 @@ inline void w4_prefill(const PackedMatrix& w, const Activations& a, const Epilog
   using I = typename S::I;
   constexpr int V = kTileRows / S::N;
   constexpr int P = S::kPrefillNT;
-  const int g = w.params.group_size;
-  const bool sym = w.params.symmetric;
-  const int64_t groups = w.cols / g;
-  const uint64_t gb = w4_group_bytes(w.params);
-  const int hdr = sym ? 32 : 64;
+  const auto [g, sym, groups, gb, hdr] = w4_groups(w);
   F y[RT][NT][V];
   for (int r = 0; r < RT; ++r)
     for (int t = 0; t < NT; ++t)
@@ -342,11 +349,7 @@ inline void w4a8_block(const PackedMatrix& w, const Activations& a, const Epilog
   using F = typename S::F;
   using I = typename S::I;
   constexpr int V = kTileRows / S::N;
-  const int g = w.params.group_size;
-  const bool sym = w.params.symmetric;
-  const int64_t groups = w.cols / g;
-  const uint64_t gb = w4_group_bytes(w.params);
-  const int hdr = sym ? 32 : 64;
+  const auto [g, sym, groups, gb, hdr] = w4_groups(w);
   F y[RT][NT][V];
   for (int r = 0; r < RT; ++r)
     for (int t = 0; t < NT; ++t)
@@ -384,6 +387,70 @@ inline void w4a8_block(const PackedMatrix& w, const Activations& a, const Epilog
             const F m = S::from_f16(grp + 32 + v * S::N * 2);
             y[r][t][v] = S::fma(m, S::set1(static_cast<float>(qs)), S::fma(S::cvt(acc[r][t][v]), d, y[r][t][v]));
           }
+        }
+      }
+    }
+  }
+  for (int r = 0; r < RT; ++r)
+    for (int t = 0; t < NT; ++t) {
+      for (int v = 0; v < V; ++v) y[r][t][v] = S::mul(y[r][t][v], S::set1(a.q_scale[t0 + t]));
+      store_tile<S>(w, e, tile + r, t0 + t, y[r][t]);
+    }
+}
+
+// W4A8 prefill (RT tiles, NT tokens from t0, from the q panels): as w4a8_block, with every
+// activation broadcast read at a fixed offset from one pointer and serving RT tiles. kG32: the
+// group is 32 elements, its four steps unrolled (a loop carried through registers made GCC copy
+// every accumulator each step: 1.6x slower).
+template <class S, int RT, int NT, bool kG32>
+inline void w4a8_prefill(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile, int t0) {
+  using F = typename S::F;
+  using I = typename S::I;
+  constexpr int V = kTileRows / S::N;
+  constexpr int P = S::kPrefillNT;
+  const auto [g, sym, groups, gb, hdr] = w4_groups(w);
+  const int32_t* xq = a.q_panels + (t0 / P) * (a.q_stride / 4) * P + t0 % P;
+  const int32_t* xs = a.q_panel_sums + (t0 / P) * groups * P + t0 % P;
+  F y[RT][NT][V];
+  for (int r = 0; r < RT; ++r)
+    for (int t = 0; t < NT; ++t)
+      for (int v = 0; v < V; ++v) y[r][t][v] = S::zero();
+  const uint8_t* base = w.data + tile * w.tile_bytes;
+  for (int64_t b = 0; b < groups; ++b) {
+    I acc[RT][NT][V];
+    for (int r = 0; r < RT; ++r)
+      for (int t = 0; t < NT; ++t)
+        for (int v = 0; v < V; ++v) acc[r][t][v] = S::zeroi();
+    // Eight elements: nibbles lo (elements 0-3) and hi (4-7) of each row's u32.
+    auto step = [&](int c) {
+      const int32_t* xk = xq + (b * g / 4 + 2 * c) * P;
+      for (int v = 0; v < V; ++v) {
+        I lo[RT], hi[RT];
+        for (int r = 0; r < RT; ++r) {
+          const I q = S::loadi(base + r * w.tile_bytes + b * gb + hdr + c * 64 + v * S::N * 4);
+          lo[r] = S::lo_nibbles(q);
+          hi[r] = S::hi_nibbles(q);
+        }
+        for (int t = 0; t < NT; ++t) {
+          for (int r = 0; r < RT; ++r) acc[r][t][v] = S::dot_u4(acc[r][t][v], lo[r], xk[t]);
+          for (int r = 0; r < RT; ++r) acc[r][t][v] = S::dot_u4(acc[r][t][v], hi[r], xk[P + t]);
+        }
+      }
+    };
+    if constexpr (kG32)
+      static_for<4>([&](auto c) { step(c.value); });
+    else
+      for (int c = 0; c < g / 8; ++c) step(c);
+    for (int r = 0; r < RT; ++r) {
+      const uint8_t* grp = base + r * w.tile_bytes + b * gb;
+      for (int v = 0; v < V; ++v) {
+        const F d = S::from_f16(grp + v * S::N * 2);
+        if (sym) {
+          for (int t = 0; t < NT; ++t) y[r][t][v] = S::fma(S::cvt(S::subi(acc[r][t][v], 8 * xs[b * P + t])), d, y[r][t][v]);
+        } else {
+          const F m = S::from_f16(grp + 32 + v * S::N * 2);
+          for (int t = 0; t < NT; ++t)
+            y[r][t][v] = S::fma(m, S::set1(static_cast<float>(xs[b * P + t])), S::fma(S::cvt(acc[r][t][v]), d, y[r][t][v]));
         }
       }
     }
@@ -498,8 +565,14 @@ void matmul_w4a8(const PackedMatrix& w, const Activations& a, const Epilogue& e,
     over_tiles<S::kDecodeRT>(tb, te, [&](auto rt, int64_t t) { w4a8_block<S, rt.value, 1>(w, a, e, t, 0); });
     return;
   }
-  for (int64_t t = tb; t < te; ++t)
-    over_tokens<S::kPrefillNT>(a.n, [&](auto nt, int t0) { w4a8_block<S, 1, nt.value>(w, a, e, t, t0); });
+  static_assert(S::kPrefillNT % S::kA8NT == 0, "a block of tokens lies within one panel");
+  auto run = [&](auto g32) {
+    over_tiles<S::kA8RT>(tb, te, [&](auto rt, int64_t t) {
+      over_tokens<S::kA8NT>(a.n, [&](auto nt, int t0) { w4a8_prefill<S, rt.value, nt.value, g32.value>(w, a, e, t, t0); });
+    });
+  };
+  if (w.params.group_size == 32) run(std::true_type{});
+  else run(std::false_type{});
 }
 
 template <class S>
@@ -513,6 +586,13 @@ void matmul_w8a8(const PackedMatrix& w, const Activations& a, const Epilogue& e,
 }
 
 // ---- activation preparation ----
+
+// std::round (halves away from zero) without its library call, which took a third of quantizing
+// a prefill's activations: v - trunc(v) is exact, so the comparison with 0.5 is too.
+inline float round_half_away(float v) {
+  const float t = std::trunc(v);
+  return std::fabs(v - t) >= 0.5f ? t + std::copysign(1.0f, v) : t;
+}
 
 // As quantize_activation_row in quant/ref_matmul.cpp (the same values), with k padded to
 // q_stride with zeros, and the integer sums per group.
@@ -534,7 +614,7 @@ inline void quantize_rows(const float* x, int64_t x_stride, int n, int64_t cols,
       scales[t] = absmax / 127.0f;
       const float inv = 127.0f / absmax;
       for (int64_t i = 0; i < cols; ++i)
-        qt[i] = static_cast<int8_t>(std::clamp(std::round(xt[i] * inv), -127.0f, 127.0f));
+        qt[i] = static_cast<int8_t>(std::clamp(round_half_away(xt[i] * inv), -127.0f, 127.0f));
       for (int64_t i = cols; i < q_stride; ++i) qt[i] = 0;
     }
     if (group > 0)
@@ -544,6 +624,22 @@ inline void quantize_rows(const float* x, int64_t x_stride, int n, int64_t cols,
         group_sums[t * (cols / group) + b] = s;
       }
   }
+}
+
+// Panel p of kernels.h's q panels (P tokens each).
+template <int P>
+void make_q_panel(const int8_t* q, int64_t q_stride, const int32_t* group_sums, int n, int64_t cols, int group, int p,
+                  int32_t* quads, int32_t* sums) {
+  const int64_t kq = q_stride / 4, groups = cols / group;
+  const int nt = std::min(P, n - p * P);
+  int32_t* out = quads + p * kq * P;
+  for (int64_t k = 0; k < kq; ++k) {
+    for (int t = 0; t < nt; ++t) out[k * P + t] = load_i32(q + (p * P + t) * q_stride + 4 * k);
+    for (int t = nt; t < P; ++t) out[k * P + t] = 0;
+  }
+  int32_t* so = sums + p * groups * P;
+  for (int64_t b = 0; b < groups; ++b)
+    for (int t = 0; t < P; ++t) so[b * P + t] = t < nt ? group_sums[(p * P + t) * groups + b] : 0;
 }
 
 // The prefill panels of kernels.h: n tokens of x as [ceil(n / NT)][cols][NT].
@@ -836,6 +932,7 @@ void fill_table(KernelTable& t) {
   static_assert(S::kPrefillNT <= 16, "the back end's scratch holds panels of at most 16 tokens");
   t.panel_tokens = S::kPrefillNT;
   t.make_x_panels = &make_x_panels<S::kPrefillNT>;
+  t.make_q_panel = &make_q_panel<S::kPrefillNT>;
   t.make_digits = &make_digits;
   t.group_sums = &group_sums<S>;
   t.rmsnorm = &rmsnorm<S>;

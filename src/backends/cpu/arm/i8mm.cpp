@@ -143,13 +143,16 @@ void w4a8_mmla_block(const PackedMatrix& w, const Activations& a, const Epilogue
   }
 }
 
+// The dotprod table's kernels (arm/dotprod.cpp), taken from that file rather than instantiated
+// here a second time.
+decltype(KernelTable::matmul) dotprod_matmul = {};
+
 // One token (decoding) stays on the dotprod kernels: it streams the weights, and SMMLA's second
 // token would be wasted work.
-template <void (*Block)(const PackedMatrix&, const Activations&, const Epilogue&, int64_t, int, int),
-          MatmulFn kDecode>
+template <void (*Block)(const PackedMatrix&, const Activations&, const Epilogue&, int64_t, int, int), Scheme kS>
 void matmul_mmla(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
   if (a.n == 1) {
-    kDecode(w, a, e, tb, te);
+    dotprod_matmul[static_cast<int>(kS)](w, a, e, tb, te);
     return;
   }
   constexpr int kNT = 2 * kTokenPairs;
@@ -160,11 +163,13 @@ void matmul_mmla(const PackedMatrix& w, const Activations& a, const Epilogue& e,
 }  // namespace
 
 void fill_i8mm(KernelTable& t) {
-  fill_table<Neon>(t);
+  fill_dotprod(t);
+  std::copy(std::begin(t.matmul), std::end(t.matmul), dotprod_matmul);
   t.name = "i8mm";
   t.features = kCpuNeon | kCpuDotprod | kCpuI8mm;
-  t.matmul[static_cast<int>(Scheme::kW8A8)] = &matmul_mmla<&w8a8_mmla_block, &matmul_w8a8<Neon>>;
-  t.matmul[static_cast<int>(Scheme::kW4A8)] = &matmul_mmla<&w4a8_mmla_block, &matmul_w4a8<Neon>>;
+  t.matmul[static_cast<int>(Scheme::kW8A8)] = &matmul_mmla<&w8a8_mmla_block, Scheme::kW8A8>;
+  t.matmul[static_cast<int>(Scheme::kW4A8)] = &matmul_mmla<&w4a8_mmla_block, Scheme::kW4A8>;
+  t.make_q_panel = nullptr;  // the SMMLA blocks read the rows
 }
 
 }  // namespace kiln::cpu

@@ -16,6 +16,8 @@ struct Neon {
   static constexpr int kDigitRT = 1;
   static constexpr int kPrefillNT = 4;
   static constexpr int kPrefillRT = 1;
+  static constexpr int kA8RT = 1;
+  static constexpr int kA8NT = 4;
   static constexpr int kW8Bias = 0;
   using F = float32x4_t;
   using I = uint32x4_t;

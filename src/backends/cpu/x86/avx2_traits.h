@@ -14,6 +14,8 @@ struct Avx2 {
   static constexpr int kDigitRT = 1;
   static constexpr int kPrefillNT = 3;
   static constexpr int kPrefillRT = 1;
+  static constexpr int kA8RT = 1;
+  static constexpr int kA8NT = 3;
   static constexpr int kW8Bias = 0;  // |w| times sign(x, w): no bias to remove
   using F = __m256;
   using I = __m256i;

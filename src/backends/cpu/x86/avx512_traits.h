@@ -15,6 +15,8 @@ struct Avx512 {
   static constexpr int kDigitRT = 4;
   static constexpr int kPrefillNT = 12;
   static constexpr int kPrefillRT = 2;
+  static constexpr int kA8RT = 2;
+  static constexpr int kA8NT = 6;
   static constexpr int kW8Bias = 128;  // vpdpbusd multiplies u8 by s8: x + 128 by w
   using F = __m512;
   using I = __m512i;
