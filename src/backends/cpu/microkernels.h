@@ -866,13 +866,20 @@ void attention(const AttentionArgs& a, int kvh, int hb, int he) {
           float* o = a.out + static_cast<int64_t>(t) * qd + h * hd;
           alignas(64) float sc[kBlock];
           if (transposed) {
-            F sv[V];
-            for (int v = 0; v < V; ++v) sv[v] = S::zero();
-            for (int d = 0; d < hd; ++d) {
-              const F qv = S::set1(q[d]);
-              for (int v = 0; v < V; ++v) sv[v] = S::fma(qv, S::load(kt[d] + v * S::N), sv[v]);
-            }
-            for (int v = 0; v < V; ++v) S::store(sc + v * S::N, S::mul(sv[v], S::set1(a.scale)));
+            // Four partial sums over d: one chain of hd dependent FMAs waited on their latency.
+            F sv[4][V];
+            for (int u = 0; u < 4; ++u)
+              for (int v = 0; v < V; ++v) sv[u][v] = S::zero();
+            int d = 0;
+            for (; d + 4 <= hd; d += 4)
+              for (int u = 0; u < 4; ++u) {
+                const F qv = S::set1(q[d + u]);
+                for (int v = 0; v < V; ++v) sv[u][v] = S::fma(qv, S::load(kt[d + u] + v * S::N), sv[u][v]);
+              }
+            for (; d < hd; ++d)
+              for (int v = 0; v < V; ++v) sv[0][v] = S::fma(S::set1(q[d]), S::load(kt[d] + v * S::N), sv[0][v]);
+            for (int v = 0; v < V; ++v)
+              S::store(sc + v * S::N, S::mul(S::add(S::add(sv[0][v], sv[1][v]), S::add(sv[2][v], sv[3][v])), S::set1(a.scale)));
           } else {
             for (int j = lo; j <= hi; ++j) sc[j] = dot<S>(q, kc + static_cast<int64_t>(p0 + j) * kv_dim, hd) * a.scale;
           }
