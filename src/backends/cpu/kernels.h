@@ -52,10 +52,11 @@ struct Activations {
   int64_t q_stride = 0;
   const float* q_scale = nullptr;        // [n]
   const int32_t* q_group_sums = nullptr;  // [n][cols / g]
-  // W4A8, many tokens, on tables whose prefill reads them (make_q_panel): the same int8 values in
+  // A8, many tokens, on tables whose prefill reads them (make_q_panel): the same int8 values in
   // panels of panel_tokens (P) tokens, each u32 four consecutive elements of one token,
   // [ceil(n / P)][q_stride / 4][P], and the group sums as [ceil(n / P)][cols / g][P], the last
-  // panel padded with zero tokens: a block of tokens reads every broadcast through one pointer.
+  // panel padded with zero tokens (no sums for W8A8): a block of tokens reads every broadcast
+  // through one pointer.
   const int32_t* q_panels = nullptr;
   const int32_t* q_panel_sums = nullptr;
 };
@@ -115,11 +116,11 @@ struct KernelTable {
     if (quantizes_activations(s) || reads_bf16_tiles(s, n, cols)) return false;
     return n > 1 || (s == Scheme::kW8A16 && !reads_digits(s, n, cols));
   }
-  // Panel p of the W4A8 rows (q, group sums) into q_panels / q_panel_sums above: the tokens
-  // [p P, min(n, p P + P)). Null where the table's W4A8 prefill reads the rows.
+  // Panel p of the A8 rows (q, and the group sums where group > 0) into q_panels / q_panel_sums
+  // above: the tokens [p P, min(n, p P + P)). Null where the table's A8 prefill reads the rows.
   void (*make_q_panel)(const int8_t* q, int64_t q_stride, const int32_t* group_sums, int n, int64_t cols, int group,
                        int p, int32_t* quads, int32_t* sums) = nullptr;
-  bool reads_q_panels(Scheme s, int n) const { return make_q_panel && s == Scheme::kW4A8 && n > 1; }
+  bool reads_q_panels(Scheme s, int n) const { return make_q_panel && quantizes_activations(s) && n > 1; }
   void (*make_digits)(const float* x, int64_t cols, int8_t* digits, float* scales, int32_t* sums,
                       int32_t* plane_sums) = nullptr;
   void (*group_sums)(const float* x, int64_t x_stride, int n, int64_t cols, int group, float* sums) = nullptr;

@@ -463,11 +463,18 @@ inline void w4a8_prefill(const PackedMatrix& w, const Activations& a, const Epil
 }
 
 // W8A8: the exact integer sum of q_w * q_x over the row, times the weight and activation scales.
-template <class S, int RT, int NT>
+// kPanels: the activations from the q panels (prefill), else from the rows.
+template <class S, int RT, int NT, bool kPanels>
 inline void w8a8_block(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile, int t0) {
   using F = typename S::F;
   using I = typename S::I;
   constexpr int V = kTileRows / S::N;
+  constexpr int P = S::kPrefillNT;
+  const int32_t* xp = kPanels ? a.q_panels + (t0 / P) * (a.q_stride / 4) * P + t0 % P : nullptr;
+  auto x4 = [&](int t, int64_t c) {
+    if constexpr (kPanels) return xp[c * P + t];
+    else return load_i32(a.q + (t0 + t) * a.q_stride + 4 * c);
+  };
   I acc[RT][NT][V];
   for (int r = 0; r < RT; ++r)
     for (int t = 0; t < NT; ++t)
@@ -482,7 +489,7 @@ inline void w8a8_block(const PackedMatrix& w, const Activations& a, const Epilog
     for (int r = 0; r < RT; ++r)
       for (int v = 0; v < V; ++v) {
         const I q = S::loadi(base + r * w.tile_bytes + 128 + c * 64 + v * S::N * 4);
-        for (int t = 0; t < NT; ++t) acc[r][t][v] = S::dot_s8(acc[r][t][v], q, load_i32(a.q + (t0 + t) * a.q_stride + 4 * c));
+        for (int t = 0; t < NT; ++t) acc[r][t][v] = S::dot_s8(acc[r][t][v], q, x4(t, c));
       }
   }
   for (int r = 0; r < RT; ++r) {
@@ -578,11 +585,12 @@ void matmul_w4a8(const PackedMatrix& w, const Activations& a, const Epilogue& e,
 template <class S>
 void matmul_w8a8(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
   if (a.n == 1) {
-    over_tiles<S::kDecodeRT>(tb, te, [&](auto rt, int64_t t) { w8a8_block<S, rt.value, 1>(w, a, e, t, 0); });
+    over_tiles<S::kDecodeRT>(tb, te, [&](auto rt, int64_t t) { w8a8_block<S, rt.value, 1, false>(w, a, e, t, 0); });
     return;
   }
-  for (int64_t t = tb; t < te; ++t)
-    over_tokens<S::kPrefillNT>(a.n, [&](auto nt, int t0) { w8a8_block<S, 1, nt.value>(w, a, e, t, t0); });
+  over_tiles<S::kA8RT>(tb, te, [&](auto rt, int64_t t) {
+    over_tokens<S::kA8NT>(a.n, [&](auto nt, int t0) { w8a8_block<S, rt.value, nt.value, true>(w, a, e, t, t0); });
+  });
 }
 
 // ---- activation preparation ----
@@ -630,7 +638,7 @@ inline void quantize_rows(const float* x, int64_t x_stride, int n, int64_t cols,
 template <int P>
 void make_q_panel(const int8_t* q, int64_t q_stride, const int32_t* group_sums, int n, int64_t cols, int group, int p,
                   int32_t* quads, int32_t* sums) {
-  const int64_t kq = q_stride / 4, groups = cols / group;
+  const int64_t kq = q_stride / 4, groups = group > 0 ? cols / group : 0;
   const int nt = std::min(P, n - p * P);
   int32_t* out = quads + p * kq * P;
   for (int64_t k = 0; k < kq; ++k) {
