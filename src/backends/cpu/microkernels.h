@@ -408,7 +408,12 @@ inline void w4a8_prefill(const PackedMatrix& w, const Activations& a, const Epil
   using I = typename S::I;
   constexpr int V = kTileRows / S::N;
   constexpr int P = S::kPrefillNT;
-  const auto [g, sym, groups, gb, hdr] = w4_groups(w);
+  // Plain copies: the step lambda uses them, and clang before 16 cannot capture structured bindings.
+  const W4Groups geo = w4_groups(w);
+  const int g = geo.g, hdr = geo.hdr;
+  const bool sym = geo.sym;
+  const int64_t groups = geo.groups;
+  const uint64_t gb = geo.gb;
   const int32_t* xq = a.q_panels + (t0 / P) * (a.q_stride / 4) * P + t0 % P;
   const int32_t* xs = a.q_panel_sums + (t0 / P) * groups * P + t0 % P;
   F y[RT][NT][V];
