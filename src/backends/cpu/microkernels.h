@@ -343,13 +343,33 @@ inline void w8a16_decode(const PackedMatrix& w, const Activations& a, const Epil
 
 // W4A8: per group the exact integer sum of u * q, then, as quant/ref_matmul.h,
 //   symmetric  y += d * (sum - 8 * qsum)     asymmetric  y += d * sum + m * qsum
-// and at the end y *= the row's activation scale.
-template <class S, int RT, int NT>
+// and at the end y *= the row's activation scale. kPanels: the activations and their group sums
+// from the q panels (prefill: every broadcast at a fixed offset from one pointer, serving RT
+// tiles), else from the rows (decode). kG32: the group is 32 elements, its four steps unrolled (a
+// loop carried through registers made GCC copy every accumulator each step: 1.6x slower).
+template <class S, int RT, int NT, bool kPanels, bool kG32>
 inline void w4a8_block(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile, int t0) {
   using F = typename S::F;
   using I = typename S::I;
   constexpr int V = kTileRows / S::N;
-  const auto [g, sym, groups, gb, hdr] = w4_groups(w);
+  constexpr int P = S::kPrefillNT;
+  // Plain copies: the step lambda uses them, and clang before 16 cannot capture structured bindings.
+  const W4Groups geo = w4_groups(w);
+  const int g = geo.g, hdr = geo.hdr;
+  const bool sym = geo.sym;
+  const int64_t groups = geo.groups;
+  const uint64_t gb = geo.gb;
+  const int32_t* xq = kPanels ? a.q_panels + (t0 / P) * (a.q_stride / 4) * P + t0 % P : nullptr;
+  const int32_t* xs = kPanels ? a.q_panel_sums + (t0 / P) * groups * P + t0 % P : nullptr;
+  // Four elements of token t0 + t from quad k4, and the token's integer sum over group b.
+  auto x4 = [&](int t, int64_t k4) {
+    if constexpr (kPanels) return xq[k4 * P + t];
+    else return load_i32(a.q + (t0 + t) * a.q_stride + 4 * k4);
+  };
+  auto qsum = [&](int t, int64_t b) {
+    if constexpr (kPanels) return xs[b * P + t];
+    else return a.q_group_sums[(t0 + t) * groups + b];
+  };
   F y[RT][NT][V];
   for (int r = 0; r < RT; ++r)
     for (int t = 0; t < NT; ++t)
@@ -363,72 +383,9 @@ inline void w4a8_block(const PackedMatrix& w, const Activations& a, const Epilog
     for (int r = 0; r < RT; ++r)
       for (int t = 0; t < NT; ++t)
         for (int v = 0; v < V; ++v) acc[r][t][v] = S::zeroi();
-    for (int c = 0; c < g / 8; ++c) {
-      const int64_t k0 = b * g + c * 8;
-      for (int r = 0; r < RT; ++r)
-        for (int v = 0; v < V; ++v) {
-          const I q = S::loadi(base + r * w.tile_bytes + b * gb + hdr + c * 64 + v * S::N * 4);
-          const I lo = S::lo_nibbles(q), hi = S::hi_nibbles(q);
-          for (int t = 0; t < NT; ++t) {
-            const int8_t* xq = a.q + (t0 + t) * a.q_stride + k0;
-            acc[r][t][v] = S::dot_u4(S::dot_u4(acc[r][t][v], lo, load_i32(xq)), hi, load_i32(xq + 4));
-          }
-        }
-    }
-    for (int r = 0; r < RT; ++r) {
-      const uint8_t* grp = base + r * w.tile_bytes + b * gb;
-      for (int v = 0; v < V; ++v) {
-        const F d = S::from_f16(grp + v * S::N * 2);
-        for (int t = 0; t < NT; ++t) {
-          const int32_t qs = a.q_group_sums[(t0 + t) * groups + b];
-          if (sym) {
-            y[r][t][v] = S::fma(S::cvt(S::subi(acc[r][t][v], 8 * qs)), d, y[r][t][v]);
-          } else {
-            const F m = S::from_f16(grp + 32 + v * S::N * 2);
-            y[r][t][v] = S::fma(m, S::set1(static_cast<float>(qs)), S::fma(S::cvt(acc[r][t][v]), d, y[r][t][v]));
-          }
-        }
-      }
-    }
-  }
-  for (int r = 0; r < RT; ++r)
-    for (int t = 0; t < NT; ++t) {
-      for (int v = 0; v < V; ++v) y[r][t][v] = S::mul(y[r][t][v], S::set1(a.q_scale[t0 + t]));
-      store_tile<S>(w, e, tile + r, t0 + t, y[r][t]);
-    }
-}
-
-// W4A8 prefill (RT tiles, NT tokens from t0, from the q panels): as w4a8_block, with every
-// activation broadcast read at a fixed offset from one pointer and serving RT tiles. kG32: the
-// group is 32 elements, its four steps unrolled (a loop carried through registers made GCC copy
-// every accumulator each step: 1.6x slower).
-template <class S, int RT, int NT, bool kG32>
-inline void w4a8_prefill(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile, int t0) {
-  using F = typename S::F;
-  using I = typename S::I;
-  constexpr int V = kTileRows / S::N;
-  constexpr int P = S::kPrefillNT;
-  // Plain copies: the step lambda uses them, and clang before 16 cannot capture structured bindings.
-  const W4Groups geo = w4_groups(w);
-  const int g = geo.g, hdr = geo.hdr;
-  const bool sym = geo.sym;
-  const int64_t groups = geo.groups;
-  const uint64_t gb = geo.gb;
-  const int32_t* xq = a.q_panels + (t0 / P) * (a.q_stride / 4) * P + t0 % P;
-  const int32_t* xs = a.q_panel_sums + (t0 / P) * groups * P + t0 % P;
-  F y[RT][NT][V];
-  for (int r = 0; r < RT; ++r)
-    for (int t = 0; t < NT; ++t)
-      for (int v = 0; v < V; ++v) y[r][t][v] = S::zero();
-  const uint8_t* base = w.data + tile * w.tile_bytes;
-  for (int64_t b = 0; b < groups; ++b) {
-    I acc[RT][NT][V];
-    for (int r = 0; r < RT; ++r)
-      for (int t = 0; t < NT; ++t)
-        for (int v = 0; v < V; ++v) acc[r][t][v] = S::zeroi();
     // Eight elements: nibbles lo (elements 0-3) and hi (4-7) of each row's u32.
     auto step = [&](int c) {
-      const int32_t* xk = xq + (b * g / 4 + 2 * c) * P;
+      const int64_t k4 = b * g / 4 + 2 * c;
       for (int v = 0; v < V; ++v) {
         I lo[RT], hi[RT];
         for (int r = 0; r < RT; ++r) {
@@ -437,8 +394,8 @@ inline void w4a8_prefill(const PackedMatrix& w, const Activations& a, const Epil
           hi[r] = S::hi_nibbles(q);
         }
         for (int t = 0; t < NT; ++t) {
-          for (int r = 0; r < RT; ++r) acc[r][t][v] = S::dot_u4(acc[r][t][v], lo[r], xk[t]);
-          for (int r = 0; r < RT; ++r) acc[r][t][v] = S::dot_u4(acc[r][t][v], hi[r], xk[P + t]);
+          for (int r = 0; r < RT; ++r) acc[r][t][v] = S::dot_u4(acc[r][t][v], lo[r], x4(t, k4));
+          for (int r = 0; r < RT; ++r) acc[r][t][v] = S::dot_u4(acc[r][t][v], hi[r], x4(t, k4 + 1));
         }
       }
     };
@@ -451,11 +408,11 @@ inline void w4a8_prefill(const PackedMatrix& w, const Activations& a, const Epil
       for (int v = 0; v < V; ++v) {
         const F d = S::from_f16(grp + v * S::N * 2);
         if (sym) {
-          for (int t = 0; t < NT; ++t) y[r][t][v] = S::fma(S::cvt(S::subi(acc[r][t][v], 8 * xs[b * P + t])), d, y[r][t][v]);
+          for (int t = 0; t < NT; ++t) y[r][t][v] = S::fma(S::cvt(S::subi(acc[r][t][v], 8 * qsum(t, b))), d, y[r][t][v]);
         } else {
           const F m = S::from_f16(grp + 32 + v * S::N * 2);
           for (int t = 0; t < NT; ++t)
-            y[r][t][v] = S::fma(m, S::set1(static_cast<float>(xs[b * P + t])), S::fma(S::cvt(acc[r][t][v]), d, y[r][t][v]));
+            y[r][t][v] = S::fma(m, S::set1(static_cast<float>(qsum(t, b))), S::fma(S::cvt(acc[r][t][v]), d, y[r][t][v]));
         }
       }
     }
@@ -574,13 +531,13 @@ void matmul_w8a16(const PackedMatrix& w, const Activations& a, const Epilogue& e
 template <class S>
 void matmul_w4a8(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
   if (a.n == 1) {
-    over_tiles<S::kDecodeRT>(tb, te, [&](auto rt, int64_t t) { w4a8_block<S, rt.value, 1>(w, a, e, t, 0); });
+    over_tiles<S::kDecodeRT>(tb, te, [&](auto rt, int64_t t) { w4a8_block<S, rt.value, 1, false, false>(w, a, e, t, 0); });
     return;
   }
   static_assert(S::kPrefillNT % S::kA8NT == 0, "a block of tokens lies within one panel");
   auto run = [&](auto g32) {
     over_tiles<S::kA8RT>(tb, te, [&](auto rt, int64_t t) {
-      over_tokens<S::kA8NT>(a.n, [&](auto nt, int t0) { w4a8_prefill<S, rt.value, nt.value, g32.value>(w, a, e, t, t0); });
+      over_tokens<S::kA8NT>(a.n, [&](auto nt, int t0) { w4a8_block<S, rt.value, nt.value, true, g32.value>(w, a, e, t, t0); });
     });
   };
   if (w.params.group_size == 32) run(std::true_type{});
