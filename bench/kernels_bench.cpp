@@ -112,12 +112,11 @@ void run(benchmark::State& state, const cpu::KernelTable* t, QuantParams p, int6
       a.q_scale = f.scales.data();
       a.q_group_sums = f.qsums.data();
       if (t->reads_q_panels(p.scheme, n)) {
-        const int np = (n + t->panel_tokens - 1) / t->panel_tokens;
         auto* quads = reinterpret_cast<int32_t*>(f.panels.data());
-        for (int i = 0; i < np; ++i)
-          t->make_q_panel(f.q.data(), stride, f.qsums.data(), n, cols, g, i, quads, quads + np * t->panel_tokens * stride / 4);
+        int32_t* sums = quads + t->q_panel_quads(n, stride);
+        for (int i = 0; i * t->panel_tokens < n; ++i) t->make_q_panel(f.q.data(), stride, f.qsums.data(), n, cols, g, i, quads, sums);
         a.q_panels = quads;
-        a.q_panel_sums = quads + np * t->panel_tokens * stride / 4;
+        a.q_panel_sums = sums;
       }
     }
     m.data = f.copies[c].data();

@@ -223,7 +223,7 @@ void run_matmul(const cpu::KernelTable& t, const MatmulCase& c, const std::vecto
   if (t.reads_q_panels(c.p.scheme, c.n)) {
     // Filled with junk first: the padding tokens must be written, not left over.
     const int64_t np = (c.n + t.panel_tokens - 1) / t.panel_tokens, stride = (c.cols + 3) / 4 * 4;
-    q_panels.assign(static_cast<size_t>(np * t.panel_tokens * stride / 4), 0x5a5a5a5a);
+    q_panels.assign(static_cast<size_t>(t.q_panel_quads(c.n, stride)), 0x5a5a5a5a);
     q_panel_sums.assign(static_cast<size_t>(np * t.panel_tokens * (g > 0 ? c.cols / g : 1)), 0x5a5a5a5a);
     for (int p = 0; p < np; ++p)
       t.make_q_panel(q.data(), stride, qsums.data(), c.n, c.cols, g, p, q_panels.data(), q_panel_sums.data());

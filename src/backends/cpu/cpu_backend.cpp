@@ -298,9 +298,9 @@ class CpuKernel final : public Kernel {
       a.q_group_sums = qsums;
       if (k_.reads_q_panels(s, rows)) {
         // Quads then sums, in the region the float schemes' panels use.
-        const int64_t nt = k_.panel_tokens, panels = (rows + nt - 1) / nt;
+        const int64_t panels = (rows + k_.panel_tokens - 1) / k_.panel_tokens;
         auto* quads = reinterpret_cast<int32_t*>(base + scratch_.prep_tiles);
-        int32_t* sums = quads + panels * nt * (stride / 4);
+        int32_t* sums = quads + k_.q_panel_quads(rows, stride);
         elementwise(ctx.pool, panels, [&](int64_t p) {
           k_.make_q_panel(q, stride, qsums, rows, m.m.cols, g, static_cast<int>(p), quads, sums);
         });

@@ -121,6 +121,10 @@ struct KernelTable {
   void (*make_q_panel)(const int8_t* q, int64_t q_stride, const int32_t* group_sums, int n, int64_t cols, int group,
                        int p, int32_t* quads, int32_t* sums) = nullptr;
   bool reads_q_panels(Scheme s, int n) const { return make_q_panel && quantizes_activations(s) && n > 1; }
+  // Where the sums start after the quads of n tokens (in int32s from q_panels).
+  int64_t q_panel_quads(int n, int64_t q_stride) const {
+    return (n + panel_tokens - 1) / panel_tokens * panel_tokens * (q_stride / 4);
+  }
   void (*make_digits)(const float* x, int64_t cols, int8_t* digits, float* scales, int32_t* sums,
                       int32_t* plane_sums) = nullptr;
   void (*group_sums)(const float* x, int64_t x_stride, int n, int64_t cols, int group, float* sums) = nullptr;
