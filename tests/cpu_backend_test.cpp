@@ -14,12 +14,15 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <bit>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/kernels.h"
@@ -57,6 +60,36 @@ TEST(ThreadPool, EveryIndexExactlyOnce) {
       for (auto& h : hits) EXPECT_EQ(h.load(), 50) << threads << " threads, n " << n;
     }
   }
+}
+
+TEST(ThreadPool, ChunksCoverEveryIndexOnce) {
+  for (int threads : {1, 2, 3, 4, 8})
+    for (int64_t grain : {1, 3, 64}) {
+      ThreadPool pool(threads);
+      for (int64_t n : {0, 1, 2, 7, 64, 100, 1001}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        for (int rep = 0; rep < 50; ++rep)
+          pool.parallel_chunks(n, grain, [&](int64_t b, int64_t e, int t) {
+            EXPECT_GE(t, 0);
+            EXPECT_LT(t, threads);
+            EXPECT_LT(b, e);
+            if (threads > 1 && n > grain) EXPECT_LE(e - b, grain);
+            for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+          });
+        for (auto& h : hits) EXPECT_EQ(h.load(), 50) << threads << " threads, n " << n << ", grain " << grain;
+      }
+    }
+}
+
+TEST(ThreadPool, ChunksGoToTheThreadsThatAreFree) {
+  // Thread 0 is held up in its first chunk: the others take the rest of its share.
+  ThreadPool pool(2);
+  std::atomic<int> by_one{0};
+  pool.parallel_chunks(100, 1, [&](int64_t b, int64_t e, int t) {
+    if (t == 0 && b == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (t == 1) by_one += static_cast<int>(e - b);
+  });
+  EXPECT_GT(by_one.load(), 50);
 }
 
 TEST(ThreadPool, ManyLoopsAndIdleGaps) {
@@ -412,6 +445,31 @@ TEST(CpuOps, NormRopeSwigluAdd) {
         // The same expressions; the ISA files may contract them into FMAs.
         for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-6 * (std::fabs(a[i]) + 1)) << t->name << " head_dim " << hd;
       }
+}
+
+TEST(CpuOps, EveryTableMakesTheSameDigits) {
+  // The A16 decode kernels read x as three int8 digit planes (kernels.h): every table must make
+  // the same ones as the portable code, on ties, clamps, zero and non-finite blocks.
+  std::mt19937 rng(11);
+  const int64_t cols = 32 * 9;
+  auto x = random_vector(rng, static_cast<size_t>(cols), 3.0f);
+  for (int i = 0; i < 32; ++i) x[static_cast<size_t>(32 + i)] = 0.0f;
+  x[64 + 3] = std::numeric_limits<float>::infinity();
+  x[96 + 5] = std::nanf("");
+  for (int i = 0; i < 32; ++i) x[static_cast<size_t>(128 + i)] = static_cast<float>(i - 16) * 0.5f;  // halves
+  x[160] = 1e30f;
+  x[192] = -1e-30f;
+  auto digits = [&](const cpu::KernelTable& t) {
+    std::vector<int8_t> d(static_cast<size_t>(3 * cols));
+    std::vector<float> sc(static_cast<size_t>(cols / 32));
+    std::vector<int32_t> sums(static_cast<size_t>(cols / 32)), ps(static_cast<size_t>(3 * cols / 32));
+    t.make_digits(x.data(), cols, d.data(), sc.data(), sums.data(), ps.data());
+    std::vector<uint32_t> bits;
+    for (float f : sc) bits.push_back(std::bit_cast<uint32_t>(f));
+    return std::make_tuple(d, bits, sums, ps);
+  };
+  const auto want = digits(cpu::generic_kernels());
+  for (const cpu::KernelTable* t : tables_to_test()) EXPECT_TRUE(digits(*t) == want) << t->name;
 }
 
 struct AttnCase {

@@ -21,7 +21,7 @@ constexpr auto kSpin = std::chrono::microseconds(100);
 
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)), shares_(new Share[static_cast<size_t>(std::max(1, n_threads))]) {
   threads_.reserve(static_cast<size_t>(n_threads_ - 1));
   for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
 }
@@ -34,14 +34,49 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::do_share(int index) {
+  if (grain_ > 0) return do_chunks(index);
   const int64_t b = share_begin(n_, index, n_threads_), e = share_begin(n_, index + 1, n_threads_);
   if (b < e) fn_(f_, b, e, index);
 }
 
-void ThreadPool::run(int64_t n, Fn fn, void* f) {
+void ThreadPool::do_chunks(int index) {
+  const auto grain = static_cast<uint64_t>(grain_);
+  // Own share from the front.
+  std::atomic<uint64_t>& own = shares_[static_cast<size_t>(index)].range;
+  for (uint64_t r = own.load(std::memory_order_relaxed);;) {
+    const uint64_t front = r >> 32, back = r & 0xffffffffu;
+    if (front >= back) break;
+    const uint64_t end = std::min(back, front + grain);
+    if (own.compare_exchange_weak(r, end << 32 | back, std::memory_order_relaxed)) {
+      fn_(f_, static_cast<int64_t>(front), static_cast<int64_t>(end), index);
+      r = own.load(std::memory_order_relaxed);
+    }
+  }
+  // Then the others' from the back, nearest neighbour first.
+  for (int k = 1; k < n_threads_; ++k) {
+    std::atomic<uint64_t>& other = shares_[static_cast<size_t>((index + k) % n_threads_)].range;
+    for (uint64_t r = other.load(std::memory_order_relaxed);;) {
+      const uint64_t front = r >> 32, back = r & 0xffffffffu;
+      if (front >= back) break;
+      const uint64_t begin = back - std::min(back - front, grain);
+      if (other.compare_exchange_weak(r, front << 32 | begin, std::memory_order_relaxed)) {
+        fn_(f_, static_cast<int64_t>(begin), static_cast<int64_t>(back), index);
+        r = other.load(std::memory_order_relaxed);
+      }
+    }
+  }
+}
+
+void ThreadPool::run(int64_t n, int64_t grain, Fn fn, void* f) {
   fn_ = fn;
   f_ = f;
   n_ = n;
+  grain_ = grain;
+  if (grain > 0)
+    for (int t = 0; t < n_threads_; ++t)
+      shares_[static_cast<size_t>(t)].range.store(
+          static_cast<uint64_t>(share_begin(n, t, n_threads_)) << 32 | static_cast<uint64_t>(share_begin(n, t + 1, n_threads_)),
+          std::memory_order_relaxed);
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);
   generation_.fetch_add(1, std::memory_order_seq_cst);  // publishes the loop (release)
   if (sleepers_.load(std::memory_order_seq_cst) > 0) generation_.notify_all();

@@ -6,10 +6,15 @@
 // Work is split statically: parallel_for(n, f) gives thread t of T the range
 // [n * t / T, n * (t + 1) / T). Which thread computes an index therefore never depends on timing,
 // and a kernel that writes each output from one index gives the same bits at every thread count.
+// parallel_chunks starts from the same shares but lets a thread that finishes early take chunks
+// from the end of the others' (a core the host preempts, or that memory serves later, does not
+// hold up the loop); it is for loops whose result per index does not depend on the thread.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -35,7 +40,21 @@ class ThreadPool {
       f(int64_t{0}, n, 0);
       return;
     }
-    run(n, &invoke<F>, &f);
+    run(n, 0, &invoke<F>, &f);
+  }
+
+  // Calls f(begin, end, thread) over chunks of at most `grain` indices covering [0, n) once
+  // each: thread t first walks its static share from the front, then takes chunks from the back
+  // of the shares still open. Returns when every index is done. One thread, or n <= grain: one
+  // call f(0, n, 0).
+  template <typename F>
+  void parallel_chunks(int64_t n, int64_t grain, F&& f) {
+    if (n <= 0) return;
+    if (n_threads_ == 1 || n <= grain) {
+      f(int64_t{0}, n, 0);
+      return;
+    }
+    run(n, n < (int64_t{1} << 32) ? std::max<int64_t>(grain, 1) : 0, &invoke<F>, &f);
   }
 
   // Calls f(thread) once on every thread (for work a kernel splits itself).
@@ -57,9 +76,16 @@ class ThreadPool {
     (*static_cast<std::remove_reference_t<F>*>(f))(begin, end, thread);
   }
 
-  void run(int64_t n, Fn fn, void* f);
+  void run(int64_t n, int64_t grain, Fn fn, void* f);
   void worker(int index);
   void do_share(int index);
+  void do_chunks(int index);
+
+  // One thread's share in parallel_chunks: the open range [front, back) packed as front << 32 |
+  // back, so that the owner (front) and a thief (back) claim chunks with one compare-exchange.
+  struct alignas(64) Share {
+    std::atomic<uint64_t> range{0};
+  };
 
   int n_threads_ = 1;
   std::vector<std::thread> threads_;
@@ -67,6 +93,8 @@ class ThreadPool {
   Fn fn_ = nullptr;
   void* f_ = nullptr;
   int64_t n_ = 0;
+  int64_t grain_ = 0;  // 0: static shares (parallel_for)
+  std::unique_ptr<Share[]> shares_;
   alignas(64) std::atomic<uint32_t> generation_{0};
   alignas(64) std::atomic<int> pending_{0};   // workers still inside the current loop
   alignas(64) std::atomic<int> sleepers_{0};  // workers blocked in generation_.wait

@@ -79,6 +79,15 @@ void parallel(ThreadPool* pool, int64_t n, F&& f) {
   else if (n > 0) f(int64_t{0}, n);
 }
 
+// Runs f(begin, end) over the tiles [0, n) of one or more matrices: in chunks of about an eighth
+// of a thread's share, which the threads take from each other at the end (parallel_chunks), or
+// inline without a pool.
+template <typename F>
+void parallel_tiles(ThreadPool* pool, int64_t n, F&& f) {
+  if (pool) pool->parallel_chunks(n, std::max<int64_t>(1, n / (8 * pool->size())), [&f](int64_t b, int64_t e, int) { f(b, e); });
+  else if (n > 0) f(int64_t{0}, n);
+}
+
 struct Matrix {
   cpu::PackedMatrix m;
   const float* bias = nullptr;
@@ -324,7 +333,7 @@ class CpuKernel final : public Kernel {
     e.bias = m.bias;
     e.residual = residual;
     e.residual_stride = m.m.rows;
-    parallel(ctx.pool, m.tiles(), [&](int64_t b, int64_t end) { m.fn(m.m, a, e, b, end); });
+    parallel_tiles(ctx.pool, m.tiles(), [&](int64_t b, int64_t end) { m.fn(m.m, a, e, b, end); });
   }
 
   // q, k and v in one pass over the pool: the threads split the three matrices' tiles together.
@@ -346,7 +355,7 @@ class CpuKernel final : public Kernel {
       e[i].bias = m.bias;
       start[i + 1] = start[i] + m.tiles();
     }
-    parallel(ctx.pool, start[3], [&](int64_t b, int64_t end) {
+    parallel_tiles(ctx.pool, start[3], [&](int64_t b, int64_t end) {
       for (int i = 0; i < 3; ++i) {
         const int64_t lo = std::max(b, start[i]), hi = std::min(end, start[i + 1]);
         if (lo < hi) mats_[static_cast<size_t>(i)].fn(mats_[static_cast<size_t>(i)].m, a[i], e[i], lo - start[i], hi - start[i]);
@@ -368,7 +377,7 @@ class CpuKernel final : public Kernel {
     eg.y_stride = h;
     eu.y = up;
     eu.y_stride = h;
-    parallel(ctx.pool, mg.tiles(), [&](int64_t b, int64_t end) {
+    parallel_tiles(ctx.pool, mg.tiles(), [&](int64_t b, int64_t end) {
       mg.fn(mg.m, ag, eg, b, end);
       mu.fn(mu.m, au, eu, b, end);
       const int64_t c0 = b * kTileRows, c1 = std::min(h, end * kTileRows);

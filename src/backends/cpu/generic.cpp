@@ -63,6 +63,11 @@ struct Generic {
     for (int i = 0; i < N; ++i) r.v[i] = a.v[i] > b.v[i] ? a.v[i] : b.v[i];
     return r;
   }
+  static F round_even(const F& a) {
+    F r;
+    for (int i = 0; i < N; ++i) r.v[i] = std::nearbyint(a.v[i]);
+    return r;
+  }
   static F pow2i(const F& n) {
     F r;
     for (int i = 0; i < N; ++i) r.v[i] = std::bit_cast<float>((static_cast<int32_t>(n.v[i]) + 127) << 23);

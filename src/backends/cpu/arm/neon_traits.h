@@ -31,6 +31,7 @@ struct Neon {
   static F sub(F a, F b) { return vsubq_f32(a, b); }
   static F min(F a, F b) { return vminq_f32(a, b); }
   static F max(F a, F b) { return vmaxq_f32(a, b); }
+  static F round_even(F a) { return vrndnq_f32(a); }
   static F pow2i(F n) {
     return vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23));
   }
