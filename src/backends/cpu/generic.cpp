@@ -68,6 +68,9 @@ struct Generic {
     for (int i = 0; i < N; ++i) r.v[i] = std::nearbyint(a.v[i]);
     return r;
   }
+  static void store_s8(int8_t* p, const F& a) {
+    for (int i = 0; i < N; ++i) p[i] = static_cast<int8_t>(a.v[i]);
+  }
   static F pow2i(const F& n) {
     F r;
     for (int i = 0; i < N; ++i) r.v[i] = std::bit_cast<float>((static_cast<int32_t>(n.v[i]) + 127) << 23);

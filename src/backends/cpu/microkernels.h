@@ -653,36 +653,34 @@ inline void make_digits(const float* x, int64_t cols, int8_t* digits, float* sca
     float absmax = 0.0f;
     for (float l : lanes) absmax = std::max(absmax, l);
     const bool finite = !std::isnan(S::sum(nonfinite));
-    int32_t sum = 0, p1 = 0, p2 = 0, p3 = 0;
+    int32_t p1 = 0, p2 = 0, p3 = 0;
     if (!finite || absmax == 0.0f) {
       for (int i = 0; i < 32; ++i) d1[b * 32 + i] = d2[b * 32 + i] = d3[b * 32 + i] = 0;
       scales[b] = finite ? 0.0f : std::nanf("");
     } else {
-      // r - q and the scalings by 128 are exact: X / 16384 is r rounded to 2^-14.
+      // r - q and the scalings by 128 are exact: X / 16384 is r rounded to 2^-14. The plane sums
+      // (at most 32 * 127) are exact in f32.
       const F inv = S::set1(127.0f / absmax), lo = S::set1(-127.0f), hi = S::set1(127.0f), k128 = S::set1(128.0f);
-      alignas(64) float q[3][32];
+      F s1 = S::zero(), s2 = S::zero(), s3 = S::zero();
       for (int i = 0; i < 32; i += N) {
         const F r0 = S::mul(S::load(xb + i), inv);
         const F q1 = S::min(S::max(S::round_even(r0), lo), hi);
         const F r1 = S::mul(S::sub(r0, q1), k128);
         const F q2 = S::min(S::max(S::round_even(r1), lo), hi);
         const F q3 = S::min(S::max(S::round_even(S::mul(S::sub(r1, q2), k128)), lo), hi);
-        S::store(q[0] + i, q1);
-        S::store(q[1] + i, q2);
-        S::store(q[2] + i, q3);
+        S::store_s8(d1 + b * 32 + i, q1);
+        S::store_s8(d2 + b * 32 + i, q2);
+        S::store_s8(d3 + b * 32 + i, q3);
+        s1 = S::add(s1, q1);
+        s2 = S::add(s2, q2);
+        s3 = S::add(s3, q3);
       }
-      for (int i = 0; i < 32; ++i) {
-        const auto i1 = static_cast<int32_t>(q[0][i]), i2 = static_cast<int32_t>(q[1][i]), i3 = static_cast<int32_t>(q[2][i]);
-        d1[b * 32 + i] = static_cast<int8_t>(i1);
-        d2[b * 32 + i] = static_cast<int8_t>(i2);
-        d3[b * 32 + i] = static_cast<int8_t>(i3);
-        sum += i1 * 16384 + i2 * 128 + i3;
-        p1 += i1;
-        p2 += i2;
-        p3 += i3;
-      }
+      p1 = static_cast<int32_t>(S::sum(s1));
+      p2 = static_cast<int32_t>(S::sum(s2));
+      p3 = static_cast<int32_t>(S::sum(s3));
       scales[b] = absmax / 127.0f / 16384.0f;
     }
+    const int32_t sum = 16384 * p1 + 128 * p2 + p3;
     sums[b] = sum;
     plane_sums[b] = p1;
     plane_sums[nb + b] = p2;

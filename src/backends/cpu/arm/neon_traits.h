@@ -32,6 +32,12 @@ struct Neon {
   static F min(F a, F b) { return vminq_f32(a, b); }
   static F max(F a, F b) { return vmaxq_f32(a, b); }
   static F round_even(F a) { return vrndnq_f32(a); }
+  // The lanes, whole numbers in [-128, 127], as int8.
+  static void store_s8(int8_t* p, F a) {
+    const int16x4_t h = vmovn_s32(vcvtq_s32_f32(a));
+    const int8x8_t b = vmovn_s16(vcombine_s16(h, h));
+    vst1_lane_s32(reinterpret_cast<int32_t*>(p), vreinterpret_s32_s8(b), 0);
+  }
   static F pow2i(F n) {
     return vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23));
   }
