@@ -472,6 +472,30 @@ TEST(CpuOps, EveryTableMakesTheSameDigits) {
   for (const cpu::KernelTable* t : tables_to_test()) EXPECT_TRUE(digits(*t) == want) << t->name;
 }
 
+TEST(CpuOps, EveryTableQuantizesActivationsAlike) {
+  // The A8 schemes' int8 rows: the same values on every table as in the portable code, with
+  // halves (rounded away from zero), a width that is not a multiple of any vector, zero and
+  // non-finite rows.
+  std::mt19937 rng(12);
+  const int n = 4;
+  const int64_t cols = 16 * 5 + 7, stride = (cols + 3) / 4 * 4;
+  auto x = random_vector(rng, static_cast<size_t>(n * cols), 3.0f);
+  for (int64_t i = 0; i < cols; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i % 255 - 127) * 0.5f;  // x * inv on halves
+  for (int64_t i = 0; i < cols; ++i) x[static_cast<size_t>(cols + i)] = 0.0f;
+  x[static_cast<size_t>(2 * cols + 90)] = std::numeric_limits<float>::infinity();
+  auto quantize = [&](const cpu::KernelTable& t) {
+    std::vector<int8_t> q(static_cast<size_t>(n * stride), 1);
+    std::vector<float> sc(n);
+    std::vector<int32_t> sums(static_cast<size_t>(n * (cols / 29)));
+    t.quantize_rows(x.data(), cols, n, cols, 29, q.data(), stride, sc.data(), sums.data());
+    std::vector<uint32_t> bits;
+    for (float f : sc) bits.push_back(std::bit_cast<uint32_t>(f));
+    return std::make_tuple(q, bits, sums);
+  };
+  const auto want = quantize(cpu::generic_kernels());
+  for (const cpu::KernelTable* t : tables_to_test()) EXPECT_TRUE(quantize(*t) == want) << t->name;
+}
+
 struct AttnCase {
   int n_heads, n_kv, hd, n_tokens, first_pos, window;
 };

@@ -68,6 +68,11 @@ struct Generic {
     for (int i = 0; i < N; ++i) r.v[i] = std::nearbyint(a.v[i]);
     return r;
   }
+  static F round_away(const F& a) {
+    F r;
+    for (int i = 0; i < N; ++i) r.v[i] = round_half_away(a.v[i]);
+    return r;
+  }
   static void store_s8(int8_t* p, const F& a) {
     for (int i = 0; i < N; ++i) p[i] = static_cast<int8_t>(a.v[i]);
   }

@@ -32,6 +32,7 @@ struct Neon {
   static F min(F a, F b) { return vminq_f32(a, b); }
   static F max(F a, F b) { return vmaxq_f32(a, b); }
   static F round_even(F a) { return vrndnq_f32(a); }
+  static F round_away(F a) { return vrndaq_f32(a); }  // halves away from zero, as std::round
   // The lanes, whole numbers in [-128, 127], as int8.
   static void store_s8(int8_t* p, F a) {
     const int16x4_t h = vmovn_s32(vcvtq_s32_f32(a));

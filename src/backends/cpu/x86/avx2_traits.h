@@ -30,6 +30,14 @@ struct Avx2 {
   static F min(F a, F b) { return _mm256_min_ps(a, b); }
   static F max(F a, F b) { return _mm256_max_ps(a, b); }
   static F round_even(F a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  // Halves away from zero (std::round): v - trunc(v) is exact, so is its comparison with 0.5.
+  static F round_away(F a) {
+    const F t = _mm256_round_ps(a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const F f = _mm256_sub_ps(a, t);
+    const F up = _mm256_cmp_ps(_mm256_max_ps(f, _mm256_sub_ps(_mm256_setzero_ps(), f)), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+    const F one = _mm256_or_ps(_mm256_and_ps(a, _mm256_set1_ps(-0.0f)), _mm256_set1_ps(1.0f));
+    return _mm256_add_ps(t, _mm256_and_ps(up, one));
+  }
   // The lanes, whole numbers in [-128, 127], as int8.
   static void store_s8(int8_t* p, F a) {
     const __m256i i = _mm256_cvtps_epi32(a);

@@ -31,6 +31,15 @@ struct Avx512 {
   static F min(F a, F b) { return _mm512_min_ps(a, b); }
   static F max(F a, F b) { return _mm512_max_ps(a, b); }
   static F round_even(F a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  // Halves away from zero (std::round): v - trunc(v) is exact, so is its comparison with 0.5.
+  static F round_away(F a) {
+    const F t = _mm512_roundscale_ps(a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const F f = _mm512_sub_ps(a, t);
+    const __mmask16 up = _mm512_cmp_ps_mask(_mm512_max_ps(f, _mm512_sub_ps(_mm512_setzero_ps(), f)), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+    const F one = _mm512_castsi512_ps(_mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(INT32_MIN)),
+                                                      _mm512_set1_epi32(0x3f800000)));  // +-1, AVX-512F only
+    return _mm512_mask_add_ps(t, up, t, one);
+  }
   // The lanes, whole numbers in [-128, 127], as int8.
   static void store_s8(int8_t* p, F a) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(a)));
