@@ -860,61 +860,108 @@ void attention(const AttentionArgs& a, int kvh, int hb, int he) {
           const float* kp = kc + static_cast<int64_t>(p0 + j) * kv_dim;
           for (int d = 0; d < hd; ++d) kt[d][j] = j < nb ? kp[d] : 0.0f;
         }
+      // HG query heads of token t at once, from head h0: each key column and value row loaded
+      // once serves them all (one head at a time, a score took two loads per FMA). The sums run
+      // in the same order whatever HG is, so a head's bits do not depend on its neighbours.
+      auto heads_block = [&](auto hg, int t, int h0, int lo, int hi) {
+        constexpr int HG = decltype(hg)::value;
+        const float* q[HG];
+        float* o[HG];
+        for (int u = 0; u < HG; ++u) {
+          q[u] = a.q + static_cast<int64_t>(t) * qd + (h0 + u) * hd;
+          o[u] = a.out + static_cast<int64_t>(t) * qd + (h0 + u) * hd;
+        }
+        alignas(64) float sc[HG][kBlock];
+        if (transposed) {
+          // Four partial sums over d: one chain of hd dependent FMAs waited on their latency.
+          F sv[HG][4][V];
+          for (int u = 0; u < HG; ++u)
+            for (int p = 0; p < 4; ++p)
+              for (int v = 0; v < V; ++v) sv[u][p][v] = S::zero();
+          int d = 0;
+          for (; d + 4 <= hd; d += 4)
+            for (int p = 0; p < 4; ++p)
+              for (int v = 0; v < V; ++v) {
+                const F k = S::load(kt[d + p] + v * S::N);
+                for (int u = 0; u < HG; ++u) sv[u][p][v] = S::fma(S::set1(q[u][d + p]), k, sv[u][p][v]);
+              }
+          for (; d < hd; ++d)
+            for (int v = 0; v < V; ++v) {
+              const F k = S::load(kt[d] + v * S::N);
+              for (int u = 0; u < HG; ++u) sv[u][0][v] = S::fma(S::set1(q[u][d]), k, sv[u][0][v]);
+            }
+          for (int u = 0; u < HG; ++u)
+            for (int v = 0; v < V; ++v)
+              S::store(sc[u] + v * S::N, S::mul(S::add(S::add(sv[u][0][v], sv[u][1][v]), S::add(sv[u][2][v], sv[u][3][v])),
+                                                S::set1(a.scale)));
+        } else {
+          for (int u = 0; u < HG; ++u)
+            for (int j = lo; j <= hi; ++j) sc[u][j] = dot<S>(q[u], kc + static_cast<int64_t>(p0 + j) * kv_dim, hd) * a.scale;
+        }
+        float corr[HG];
+        for (int u = 0; u < HG; ++u) {
+          float* su = sc[u];
+          for (int j = 0; j < lo; ++j) su[j] = -INFINITY;
+          for (int j = hi + 1; j < kBlock; ++j) su[j] = -INFINITY;
+          float mx = su[lo];
+          for (int j = lo + 1; j <= hi; ++j) mx = std::max(mx, su[j]);
+          const int qi = (t - t0) * heads + (h0 + u - hb);
+          const float m_new = std::max(m[qi], mx);
+          corr[u] = fast_exp(m[qi] - m_new);
+          F sum = S::zero();
+          for (int v = 0; v < V; ++v) {
+            const F e = vexp<S>(S::sub(S::load(su + v * S::N), S::set1(m_new)));
+            S::store(su + v * S::N, e);
+          }
+          for (int j = 0; j < lo; ++j) su[j] = 0.0f;
+          for (int j = hi + 1; j < kBlock; ++j) su[j] = 0.0f;
+          for (int v = 0; v < V; ++v) sum = S::add(sum, S::load(su + v * S::N));
+          l[qi] = l[qi] * corr[u] + S::sum(sum);
+          m[qi] = m_new;
+        }
+        // o = o * corr + sum_j p_j v_j, in j order for every element, four vectors at a time.
+        constexpr int kCols = 4;
+        int i = 0;
+        for (; i + kCols * S::N <= hd; i += kCols * S::N) {
+          F acc[HG][kCols];
+          for (int u = 0; u < HG; ++u)
+            for (int c = 0; c < kCols; ++c) {
+              const F ov = S::load(o[u] + i + c * S::N);
+              acc[u][c] = corr[u] != 1.0f ? S::mul(ov, S::set1(corr[u])) : ov;
+            }
+          for (int j = lo; j <= hi; ++j) {
+            const float* vr = vc + static_cast<int64_t>(p0 + j) * kv_dim + i;
+            F vv[kCols];
+            for (int c = 0; c < kCols; ++c) vv[c] = S::load(vr + c * S::N);
+            for (int u = 0; u < HG; ++u) {
+              const F pj = S::set1(sc[u][j]);
+              for (int c = 0; c < kCols; ++c) acc[u][c] = S::fma(pj, vv[c], acc[u][c]);
+            }
+          }
+          for (int u = 0; u < HG; ++u)
+            for (int c = 0; c < kCols; ++c) S::store(o[u] + i + c * S::N, acc[u][c]);
+        }
+        for (int u = 0; u < HG; ++u) {
+          int iu = i;
+          for (; iu + S::N <= hd; iu += S::N) {
+            F acc = corr[u] != 1.0f ? S::mul(S::load(o[u] + iu), S::set1(corr[u])) : S::load(o[u] + iu);
+            for (int j = lo; j <= hi; ++j)
+              acc = S::fma(S::set1(sc[u][j]), S::load(vc + static_cast<int64_t>(p0 + j) * kv_dim + iu), acc);
+            S::store(o[u] + iu, acc);
+          }
+          for (; iu < hd; ++iu) {
+            float acc = o[u][iu] * corr[u];
+            for (int j = lo; j <= hi; ++j) acc += sc[u][j] * vc[static_cast<int64_t>(p0 + j) * kv_dim + iu];
+            o[u][iu] = acc;
+          }
+        }
+      };
       for (int t = t0; t < t1; ++t) {
         const int lo = std::max(p0, first_of(t)) - p0, hi = std::min(p0 + nb - 1, a.first_pos + t) - p0;
         if (lo > hi) continue;
-        for (int h = hb; h < he; ++h) {
-          const float* q = a.q + static_cast<int64_t>(t) * qd + h * hd;
-          float* o = a.out + static_cast<int64_t>(t) * qd + h * hd;
-          alignas(64) float sc[kBlock];
-          if (transposed) {
-            // Four partial sums over d: one chain of hd dependent FMAs waited on their latency.
-            F sv[4][V];
-            for (int u = 0; u < 4; ++u)
-              for (int v = 0; v < V; ++v) sv[u][v] = S::zero();
-            int d = 0;
-            for (; d + 4 <= hd; d += 4)
-              for (int u = 0; u < 4; ++u) {
-                const F qv = S::set1(q[d + u]);
-                for (int v = 0; v < V; ++v) sv[u][v] = S::fma(qv, S::load(kt[d + u] + v * S::N), sv[u][v]);
-              }
-            for (; d < hd; ++d)
-              for (int v = 0; v < V; ++v) sv[0][v] = S::fma(S::set1(q[d]), S::load(kt[d] + v * S::N), sv[0][v]);
-            for (int v = 0; v < V; ++v)
-              S::store(sc + v * S::N, S::mul(S::add(S::add(sv[0][v], sv[1][v]), S::add(sv[2][v], sv[3][v])), S::set1(a.scale)));
-          } else {
-            for (int j = lo; j <= hi; ++j) sc[j] = dot<S>(q, kc + static_cast<int64_t>(p0 + j) * kv_dim, hd) * a.scale;
-          }
-          for (int j = 0; j < lo; ++j) sc[j] = -INFINITY;
-          for (int j = hi + 1; j < kBlock; ++j) sc[j] = -INFINITY;
-          float mx = sc[lo];
-          for (int j = lo + 1; j <= hi; ++j) mx = std::max(mx, sc[j]);
-          const int qi = (t - t0) * heads + (h - hb);
-          const float m_new = std::max(m[qi], mx);
-          const float corr = fast_exp(m[qi] - m_new);
-          F sum = S::zero();
-          for (int v = 0; v < V; ++v) {
-            const F e = vexp<S>(S::sub(S::load(sc + v * S::N), S::set1(m_new)));
-            S::store(sc + v * S::N, e);
-          }
-          for (int j = 0; j < lo; ++j) sc[j] = 0.0f;
-          for (int j = hi + 1; j < kBlock; ++j) sc[j] = 0.0f;
-          for (int v = 0; v < V; ++v) sum = S::add(sum, S::load(sc + v * S::N));
-          l[qi] = l[qi] * corr + S::sum(sum);
-          m[qi] = m_new;
-          int i = 0;
-          for (; i + S::N <= hd; i += S::N) {
-            F acc = corr != 1.0f ? S::mul(S::load(o + i), S::set1(corr)) : S::load(o + i);
-            for (int j = lo; j <= hi; ++j)
-              acc = S::fma(S::set1(sc[j]), S::load(vc + static_cast<int64_t>(p0 + j) * kv_dim + i), acc);
-            S::store(o + i, acc);
-          }
-          for (; i < hd; ++i) {
-            float acc = o[i] * corr;
-            for (int j = lo; j <= hi; ++j) acc += sc[j] * vc[static_cast<int64_t>(p0 + j) * kv_dim + i];
-            o[i] = acc;
-          }
-        }
+        int h = hb;
+        for (; h + 4 <= he; h += 4) heads_block(std::integral_constant<int, 4>{}, t, h, lo, hi);
+        for (; h < he; ++h) heads_block(std::integral_constant<int, 1>{}, t, h, lo, hi);
       }
     }
     for (int t = t0; t < t1; ++t)
