@@ -115,7 +115,13 @@ inline void w4_decode(const PackedMatrix& w, const Activations& a, const Epilogu
   using F = typename S::F;
   using I = typename S::I;
   constexpr int V = kTileRows / S::N;
-  const auto [g, sym, groups, gb, hdr] = w4_groups(w);
+  // Plain copies: the unrolled steps' lambda uses them, and clang before 16 cannot capture
+  // structured bindings.
+  const W4Groups geo = w4_groups(w);
+  const int g = geo.g, hdr = geo.hdr;
+  const bool sym = geo.sym;
+  const int64_t groups = geo.groups;
+  const uint64_t gb = geo.gb;
   const int8_t* d1 = a.digits;
   const int8_t* d2 = d1 + w.cols;
   const int8_t* d3 = d2 + w.cols;
