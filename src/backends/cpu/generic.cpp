@@ -129,6 +129,11 @@ struct Generic {
     for (int i = 0; i < N; ++i) r.v[i] = static_cast<float>(a.v[i] & 15u);
     return r;
   }
+  static F nib_centered(const I& a) {
+    F r;
+    for (int i = 0; i < N; ++i) r.v[i] = static_cast<float>(static_cast<int>(a.v[i] & 15u) - 8);
+    return r;
+  }
   static I lo_nibbles(const I& a) {
     I r;
     for (int i = 0; i < N; ++i) r.v[i] = a.v[i] & 0x0f0f0f0fu;

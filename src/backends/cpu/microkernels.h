@@ -178,15 +178,18 @@ inline void w4_decode(const PackedMatrix& w, const Activations& a, const Epilogu
   for (int r = 0; r < RT; ++r) store_tile<S>(w, e, tile + r, 0, y[r]);
 }
 
-// Prefill (NT tokens from t0, RT tiles): each column is dequantized once, w = u d + o, and
-// multiplied into NT accumulators; each activation broadcast serves the RT tiles.
-template <class S, int RT, int NT>
+// Prefill (NT tokens from t0, RT tiles): each column is dequantized once, w = u d + m (kSym:
+// (u - 8) d), and multiplied into NT accumulators; each activation broadcast serves the RT tiles.
+template <class S, int RT, int NT, bool kSym>
 inline void w4_prefill(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile, int t0) {
   using F = typename S::F;
   using I = typename S::I;
   constexpr int V = kTileRows / S::N;
   constexpr int P = S::kPrefillNT;
-  const auto [g, sym, groups, gb, hdr] = w4_groups(w);
+  const W4Groups geo = w4_groups(w);  // geo.sym is kSym
+  const int g = geo.g, hdr = geo.hdr;
+  const int64_t groups = geo.groups;
+  const uint64_t gb = geo.gb;
   F y[RT][NT][V];
   for (int r = 0; r < RT; ++r)
     for (int t = 0; t < NT; ++t)
@@ -199,7 +202,7 @@ inline void w4_prefill(const PackedMatrix& w, const Activations& a, const Epilog
       for (int v = 0; v < V; ++v) {
         const uint8_t* grp = base + r * w.tile_bytes + b * gb;
         d[r][v] = S::from_f16(grp + v * S::N * 2);
-        o[r][v] = sym ? S::mul(d[r][v], S::set1(-8.0f)) : S::from_f16(grp + 32 + v * S::N * 2);
+        o[r][v] = kSym ? S::zero() : S::from_f16(grp + 32 + v * S::N * 2);
       }
     for (int c = 0; c < g / 8; ++c) {
       const float* xk = xp + (b * g + c * 8) * P;
@@ -208,7 +211,11 @@ inline void w4_prefill(const PackedMatrix& w, const Activations& a, const Epilog
         for (int r = 0; r < RT; ++r) q[r] = S::loadi(base + r * w.tile_bytes + b * gb + hdr + c * 64 + v * S::N * 4);
         static_for<8>([&](auto j) {
           F col[RT];
-          for (int r = 0; r < RT; ++r) col[r] = S::fma(S::nib(S::template srli<4 * j>(q[r])), d[r][v], o[r][v]);
+          // Symmetric: (u - 8) d, one rounding, the same value as fma(u, d, -8 d) (exact -8 d), and
+          // no offset kept in a register for each tile (at RT 2, NT 12 they made GCC spill sums).
+          for (int r = 0; r < RT; ++r)
+            col[r] = kSym ? S::mul(S::nib_centered(S::template srli<4 * j>(q[r])), d[r][v])
+                          : S::fma(S::nib(S::template srli<4 * j>(q[r])), d[r][v], o[r][v]);
           for (int t = 0; t < NT; ++t) {
             const F xv = S::set1(xk[kNibbleK[j] * P + t]);
             for (int r = 0; r < RT; ++r) y[r][t][v] = S::fma(col[r], xv, y[r][t][v]);
@@ -509,7 +516,10 @@ void matmul_w4a16(const PackedMatrix& w, const Activations& a, const Epilogue& e
     return;
   }
   over_tiles<S::kPrefillRT>(tb, te, [&](auto rt, int64_t t) {
-    over_tokens<S::kPrefillNT>(a.n, [&](auto nt, int t0) { w4_prefill<S, rt.value, nt.value>(w, a, e, t, t0); });
+    over_tokens<S::kPrefillNT>(a.n, [&](auto nt, int t0) {
+      if (w.params.symmetric) w4_prefill<S, rt.value, nt.value, true>(w, a, e, t, t0);
+      else w4_prefill<S, rt.value, nt.value, false>(w, a, e, t, t0);
+    });
   });
 }
 

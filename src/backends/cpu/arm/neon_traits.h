@@ -57,6 +57,9 @@ struct Neon {
   static I subi(I a, int32_t b) { return vsubq_u32(a, vdupq_n_u32(static_cast<uint32_t>(b))); }
   static F cvt(I a) { return vcvtq_f32_s32(vreinterpretq_s32_u32(a)); }
   static F nib(I a) { return vcvtq_f32_u32(vandq_u32(a, vdupq_n_u32(15))); }
+  static F nib_centered(I a) {
+    return vcvtq_f32_s32(vsubq_s32(vreinterpretq_s32_u32(vandq_u32(a, vdupq_n_u32(15))), vdupq_n_s32(8)));
+  }
   static I lo_nibbles(I a) { return vandq_u32(a, vdupq_n_u32(0x0f0f0f0fu)); }
   static I hi_nibbles(I a) { return vandq_u32(vshrq_n_u32(a, 4), vdupq_n_u32(0x0f0f0f0fu)); }
   static F from_f16(const uint8_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(p)))); }

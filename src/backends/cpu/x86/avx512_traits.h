@@ -63,6 +63,11 @@ struct Avx512 {
     const __m512 lut = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     return _mm512_permutexvar_ps(a, lut);
   }
+  // The nibble minus 8 (a symmetric 4-bit weight's integer), by the same lookup.
+  static F nib_centered(I a) {
+    const __m512 lut = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm512_permutexvar_ps(a, lut);
+  }
   static I lo_nibbles(I a) { return _mm512_and_si512(a, _mm512_set1_epi8(0x0f)); }
   static I hi_nibbles(I a) { return _mm512_and_si512(_mm512_srli_epi32(a, 4), _mm512_set1_epi8(0x0f)); }
   static F from_f16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
