@@ -39,31 +39,31 @@ void ThreadPool::do_share(int index) {
   if (b < e) fn_(f_, b, e, index);
 }
 
+namespace {
+
+// Claims up to `grain` indices of an open range [front, back) packed as front << 32 | back: from
+// the front (its owner) or from the back (another thread). False once the range is empty.
+bool claim(std::atomic<uint64_t>& range, uint64_t grain, bool from_front, uint64_t& begin, uint64_t& end) {
+  for (uint64_t r = range.load(std::memory_order_relaxed);;) {
+    const uint64_t front = r >> 32, back = r & 0xffffffffu;
+    if (front >= back) return false;
+    const uint64_t take = std::min(back - front, grain);
+    begin = from_front ? front : back - take;
+    end = begin + take;
+    const uint64_t rest = from_front ? (end << 32 | back) : (front << 32 | begin);
+    if (range.compare_exchange_weak(r, rest, std::memory_order_relaxed)) return true;
+  }
+}
+
+}  // namespace
+
 void ThreadPool::do_chunks(int index) {
   const auto grain = static_cast<uint64_t>(grain_);
-  // Own share from the front.
-  std::atomic<uint64_t>& own = shares_[static_cast<size_t>(index)].range;
-  for (uint64_t r = own.load(std::memory_order_relaxed);;) {
-    const uint64_t front = r >> 32, back = r & 0xffffffffu;
-    if (front >= back) break;
-    const uint64_t end = std::min(back, front + grain);
-    if (own.compare_exchange_weak(r, end << 32 | back, std::memory_order_relaxed)) {
-      fn_(f_, static_cast<int64_t>(front), static_cast<int64_t>(end), index);
-      r = own.load(std::memory_order_relaxed);
-    }
-  }
-  // Then the others' from the back, nearest neighbour first.
-  for (int k = 1; k < n_threads_; ++k) {
-    std::atomic<uint64_t>& other = shares_[static_cast<size_t>((index + k) % n_threads_)].range;
-    for (uint64_t r = other.load(std::memory_order_relaxed);;) {
-      const uint64_t front = r >> 32, back = r & 0xffffffffu;
-      if (front >= back) break;
-      const uint64_t begin = back - std::min(back - front, grain);
-      if (other.compare_exchange_weak(r, front << 32 | begin, std::memory_order_relaxed)) {
-        fn_(f_, static_cast<int64_t>(begin), static_cast<int64_t>(back), index);
-        r = other.load(std::memory_order_relaxed);
-      }
-    }
+  uint64_t b = 0, e = 0;
+  // Its own share from the front, then the others' from the back, nearest neighbour first.
+  for (int k = 0; k < n_threads_; ++k) {
+    std::atomic<uint64_t>& range = shares_[static_cast<size_t>((index + k) % n_threads_)].range;
+    while (claim(range, grain, k == 0, b, e)) fn_(f_, static_cast<int64_t>(b), static_cast<int64_t>(e), index);
   }
 }
 

@@ -593,6 +593,34 @@ inline float round_half_away(float v) {
   return std::fabs(v - t) >= 0.5f ? t + std::copysign(1.0f, v) : t;
 }
 
+// The largest |x[i]| of n elements and whether all are finite, S::N at a time (the max is exact,
+// so the lanes' order does not matter).
+struct AbsMax {
+  float absmax;
+  bool finite;
+};
+template <class S>
+inline AbsMax abs_max(const float* x, int64_t n) {
+  using F = typename S::F;
+  constexpr int N = S::N;
+  F m = S::zero(), nonfinite = S::zero();
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    const F v = S::load(x + i);
+    m = S::max(m, S::max(v, S::sub(S::zero(), v)));
+    nonfinite = S::add(nonfinite, S::mul(v, S::zero()));  // NaN where an element is inf or NaN
+  }
+  alignas(64) float lanes[N];
+  S::store(lanes, m);
+  AbsMax r{0.0f, !std::isnan(S::sum(nonfinite))};
+  for (float l : lanes) r.absmax = std::max(r.absmax, l);
+  for (; i < n; ++i) {
+    r.finite &= std::isfinite(x[i]);
+    r.absmax = std::max(r.absmax, std::fabs(x[i]));
+  }
+  return r;
+}
+
 // As quantize_activation_row in quant/ref_matmul.cpp (the same values: the same f32 product and
 // rounding per element), with k padded to q_stride with zeros, and the integer sums per group;
 // S::N elements at a time (scalar, it was 17 % of a W4A8 prefill).
@@ -604,22 +632,7 @@ inline void quantize_rows(const float* x, int64_t x_stride, int n, int64_t cols,
   for (int t = 0; t < n; ++t) {
     const float* xt = x + t * x_stride;
     int8_t* qt = q + t * q_stride;
-    F m = S::zero(), nonfinite = S::zero();
-    int64_t i = 0;
-    for (; i + N <= cols; i += N) {
-      const F v = S::load(xt + i);
-      m = S::max(m, S::max(v, S::sub(S::zero(), v)));
-      nonfinite = S::add(nonfinite, S::mul(v, S::zero()));  // NaN where an element is inf or NaN
-    }
-    alignas(64) float lanes[N];
-    S::store(lanes, m);
-    float absmax = 0.0f;
-    for (float l : lanes) absmax = std::max(absmax, l);
-    bool finite = !std::isnan(S::sum(nonfinite));
-    for (; i < cols; ++i) {
-      finite &= std::isfinite(xt[i]);
-      absmax = std::max(absmax, std::fabs(xt[i]));
-    }
+    const auto [absmax, finite] = abs_max<S>(xt, cols);
     if (!finite || absmax == 0.0f) {
       std::memset(qt, 0, static_cast<size_t>(q_stride));
       scales[t] = finite ? 0.0f : std::nanf("");
@@ -627,7 +640,8 @@ inline void quantize_rows(const float* x, int64_t x_stride, int n, int64_t cols,
       scales[t] = absmax / 127.0f;
       const float inv = 127.0f / absmax;
       const F vinv = S::set1(inv), lo = S::set1(-127.0f), hi = S::set1(127.0f);
-      for (i = 0; i + N <= cols; i += N)
+      int64_t i = 0;
+      for (; i + N <= cols; i += N)
         S::store_s8(qt + i, S::min(S::max(S::round_away(S::mul(S::load(xt + i), vinv)), lo), hi));
       for (; i < cols; ++i) qt[i] = static_cast<int8_t>(std::clamp(round_half_away(xt[i] * inv), -127.0f, 127.0f));
       for (i = cols; i < q_stride; ++i) qt[i] = 0;
@@ -686,17 +700,7 @@ inline void make_digits(const float* x, int64_t cols, int8_t* digits, float* sca
   int8_t* d3 = d2 + cols;
   for (int64_t b = 0; b < nb; ++b) {
     const float* xb = x + b * 32;
-    F m = S::zero(), nonfinite = S::zero();
-    for (int i = 0; i < 32; i += N) {
-      const F v = S::load(xb + i);
-      m = S::max(m, S::max(v, S::sub(S::zero(), v)));
-      nonfinite = S::add(nonfinite, S::mul(v, S::zero()));  // NaN where an element is inf or NaN
-    }
-    alignas(64) float lanes[N];
-    S::store(lanes, m);
-    float absmax = 0.0f;
-    for (float l : lanes) absmax = std::max(absmax, l);
-    const bool finite = !std::isnan(S::sum(nonfinite));
+    const auto [absmax, finite] = abs_max<S>(xb, 32);
     int32_t p1 = 0, p2 = 0, p3 = 0;
     if (!finite || absmax == 0.0f) {
       for (int i = 0; i < 32; ++i) d1[b * 32 + i] = d2[b * 32 + i] = d3[b * 32 + i] = 0;
