@@ -58,11 +58,11 @@ Fixture make(const QuantParams& p, int64_t rows, int64_t cols, int n, bool from_
   f.scales.resize(static_cast<size_t>(n));
   f.q.resize(static_cast<size_t>(n * (cols + 4)));
   f.qsums.resize(static_cast<size_t>(n * cols / 32 + 1));
-  f.digits.resize(static_cast<size_t>(3 * cols));
+  f.digits.resize(static_cast<size_t>(std::max<int64_t>(3 * cols, 2 * n * cols)));
   f.tiles.resize(static_cast<size_t>(4 * ((n + 15) / 16 * 16) * cols));
   f.panels.resize(static_cast<size_t>(((n + 15) / 16 * 16 + 16) * cols));
-  f.dscales.resize(static_cast<size_t>(cols / 32 + 1));
-  f.dsums.resize(static_cast<size_t>(cols / 32 + 1));
+  f.dscales.resize(static_cast<size_t>(n * (cols / 32) + 1));
+  f.dsums.resize(static_cast<size_t>(n * (cols / 32) + 1));
   f.psums.resize(static_cast<size_t>(3 * (cols / 32 + 1)));
   return f;
 }
@@ -95,6 +95,26 @@ void run(benchmark::State& state, const cpu::KernelTable* t, QuantParams p, int6
       a.digit_scale = f.dscales.data();
       a.digit_sums = f.dsums.data();
       a.digit_plane_sums = f.psums.data();
+    }
+    if (cpu::KernelTable::reads_a16(p.scheme)) {
+      const int64_t nb = cols / 32;
+      for (int i = 0; i < n; ++i)
+        t->make_a16(f.x.data() + i * cols, cols, f.digits.data() + 2 * i * cols, f.dscales.data() + i * nb,
+                    f.dsums.data() + i * nb);
+      a.a16 = f.digits.data();
+      a.a16_scale = f.dscales.data();
+      a.a16_sums = f.dsums.data();
+      if (n > 1) {
+        auto* quads = reinterpret_cast<int32_t*>(f.panels.data());
+        const int np = (n + t->panel_tokens - 1) / t->panel_tokens;
+        auto* pscales = reinterpret_cast<float*>(quads + t->a16_panel_quads(n, cols));
+        auto* psums = reinterpret_cast<int32_t*>(pscales + np * t->panel_tokens * nb);
+        for (int i = 0; i < np; ++i)
+          t->make_a16_panel(f.digits.data(), f.dscales.data(), f.dsums.data(), n, cols, i, quads, pscales, psums);
+        a.a16_panels = quads;
+        a.a16_panel_scale = pscales;
+        a.a16_panel_sums = psums;
+      }
     }
     if (t->reads_bf16_tiles(p.scheme, n, cols)) {
       t->make_bf16_tiles(f.x.data(), cols, n, cols, f.tiles.data());

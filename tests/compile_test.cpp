@@ -252,13 +252,14 @@ TEST_P(Schemes, ComputeWhatTheirWeightsSay) {
   EXPECT_GT(worst_fp32, 0.0) << c.scheme << " changed nothing: was it applied?";
 }
 
-// A16 schemes must be exact against their own dequantized weights, up to the summation order of
-// the fast back end's kernels (measured up to 1.1e-5 relative over five layers; a wrong layout or
-// scale gives 1e-2 and more); A8 ones also round the
-// activations (per token, absmax / 127), which moves the logits by about a percent here.
+// Float schemes and W8A16 must be exact against their own dequantized weights, up to the
+// summation order of the fast back end's kernels (measured up to 1.1e-5 relative over five
+// layers; a wrong layout or scale gives 1e-2 and more); W4A16 also rounds the activations to 16
+// bits per block of 32 (measured 8.3e-5), A8 ones to 8 bits per token (absmax / 127), which
+// moves the logits by about a percent here.
 INSTANTIATE_TEST_SUITE_P(All, Schemes,
                          ::testing::Values(SchemeCase{"f16", 5e-5, 2e-3}, SchemeCase{"bf16", 5e-5, 3e-2},
-                                           SchemeCase{"w8a16", 5e-5, 5e-2}, SchemeCase{"w4a16", 5e-5, 0.6},
+                                           SchemeCase{"w8a16", 5e-5, 5e-2}, SchemeCase{"w4a16", 5e-4, 0.6},
                                            SchemeCase{"w8a8", 5e-2, 6e-2}, SchemeCase{"w4a8", 0.1, 0.6}));
 
 TEST(Schemes, W8A16PerplexityWithinOnePercentOfFp32) {

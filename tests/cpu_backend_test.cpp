@@ -6,9 +6,10 @@
 //
 // Error bounds, per output y[t][r] against quant/ref_matmul.h's y_ref on the same reference bytes:
 //   every scheme   |y - y_ref| <= 1e-5 * S + 1e-30,   S = sum_k |w[r][k]| * |x[t][k]|
-// with w the dequantized weights and, for the A8 schemes, x the dequantized int8 activations.
-// The kernels widen weights exactly and sum in f32 (A16), or sum int8 products exactly (A8), so
-// what is left is the f32 rounding of sums of at most a few thousand terms, in another order.
+// with w the dequantized weights and x as quant/ref_matmul.h rounds it: the dequantized int8
+// activations for the A8 schemes, the 16-bit ones for W4A16. The kernels widen weights exactly
+// and sum in f32 (float schemes, W8A16), or sum integer products exactly (W4A16, A8), so what is
+// left is the f32 rounding of sums of at most a few thousand terms, in another order.
 #include <gtest/gtest.h>
 
 #include <sys/resource.h>
@@ -212,16 +213,38 @@ void run_matmul(const cpu::KernelTable& t, const MatmulCase& c, const std::vecto
   a.x_stride = c.cols;
   a.n = c.n;
   const int g = is_4bit(c.p.scheme) ? c.p.group_size : 0;
-  std::vector<float> sums, scales(static_cast<size_t>(c.n));
+  std::vector<float> scales(static_cast<size_t>(c.n));
   std::vector<int8_t> q;
   std::vector<int32_t> qsums;
   std::vector<int8_t> digits(static_cast<size_t>(3 * c.cols));
   std::vector<float> dscales(static_cast<size_t>(c.cols / 32 + 1));
   std::vector<int32_t> dsums(dscales.size()), psums(3 * dscales.size());
-  if (g > 0) {
-    sums.resize(static_cast<size_t>(c.n * (c.cols / g)));
-    t.group_sums(x, c.cols, c.n, c.cols, g, sums.data());
-    a.group_sums = sums.data();
+  std::vector<int8_t> a16;
+  std::vector<float> a16_scales;
+  std::vector<int32_t> a16_sums, a16_panels;
+  if (cpu::KernelTable::reads_a16(c.p.scheme)) {
+    const int64_t nb = c.cols / 32;
+    a16.resize(static_cast<size_t>(2 * c.n * c.cols));
+    a16_scales.resize(static_cast<size_t>(c.n * nb));
+    a16_sums.resize(a16_scales.size());
+    for (int i = 0; i < c.n; ++i)
+      t.make_a16(x + i * c.cols, c.cols, a16.data() + 2 * i * c.cols, a16_scales.data() + i * nb, a16_sums.data() + i * nb);
+    a.a16 = a16.data();
+    a.a16_scale = a16_scales.data();
+    a.a16_sums = a16_sums.data();
+    if (c.n > 1) {
+      // Filled with junk first: the padding tokens must be written, not left over.
+      const int64_t np = (c.n + t.panel_tokens - 1) / t.panel_tokens;
+      a16_panels.assign(static_cast<size_t>(t.a16_panel_quads(c.n, c.cols) + 2 * np * t.panel_tokens * nb), 0x5a5a5a5a);
+      int32_t* quads = a16_panels.data();
+      auto* pscales = reinterpret_cast<float*>(quads + t.a16_panel_quads(c.n, c.cols));
+      int32_t* psums = reinterpret_cast<int32_t*>(pscales + np * t.panel_tokens * nb);
+      for (int p = 0; p < np; ++p)
+        t.make_a16_panel(a16.data(), a16_scales.data(), a16_sums.data(), c.n, c.cols, p, quads, pscales, psums);
+      a.a16_panels = quads;
+      a.a16_panel_scale = pscales;
+      a.a16_panel_sums = psums;
+    }
   }
   if (cpu::KernelTable::reads_digits(c.p.scheme, c.n, c.cols)) {
     t.make_digits(x, c.cols, digits.data(), dscales.data(), dsums.data(), psums.data());
@@ -291,10 +314,18 @@ void check_matmul(const cpu::KernelTable& t, const MatmulCase& c, std::mt19937& 
 
   std::vector<float> want(static_cast<size_t>(c.n * c.rows));
   ASSERT_TRUE(ref_matmul(c.p, ref, c.rows, c.cols, x.data(), c.n, want.data()));
-  // The bound's scale: sum |w| |x|, with x as the kernel sees it (dequantized int8 for A8).
+  // The bound's scale: sum |w| |x|, with x as the kernel sees it (dequantized int8 for A8, the
+  // 16-bit values for W4A16).
   std::vector<float> wd(static_cast<size_t>(c.rows * c.cols));
   ASSERT_TRUE(dequantize_matrix(c.p, ref, c.rows, c.cols, wd.data()));
   std::vector<float> xs = x;
+  if (c.p.scheme == Scheme::kW4A16)
+    for (int i = 0; i < c.n; ++i) {
+      std::vector<int16_t> q(static_cast<size_t>(c.cols));
+      std::vector<float> s(static_cast<size_t>((c.cols + 31) / 32));
+      quantize_activation_a16(x.data() + i * c.cols, c.cols, q.data(), s.data());
+      for (int64_t k = 0; k < c.cols; ++k) xs[static_cast<size_t>(i * c.cols + k)] = q[static_cast<size_t>(k)] * s[static_cast<size_t>(k / 32)];
+    }
   if (quantizes_activations(c.p.scheme))
     for (int i = 0; i < c.n; ++i) {
       std::vector<int8_t> q(static_cast<size_t>(c.cols));
@@ -447,18 +478,25 @@ TEST(CpuOps, NormRopeSwigluAdd) {
       }
 }
 
-TEST(CpuOps, EveryTableMakesTheSameDigits) {
-  // The A16 decode kernels read x as three int8 digit planes (kernels.h): every table must make
-  // the same ones as the portable code, on ties, clamps, zero and non-finite blocks.
-  std::mt19937 rng(11);
-  const int64_t cols = 32 * 9;
-  auto x = random_vector(rng, static_cast<size_t>(cols), 3.0f);
+// Nine blocks of 32 activations for the digit tests: random, then a zero block, an infinity, a
+// NaN, block 4 left to the test (its ties), a huge and a tiny value.
+std::vector<float> digit_blocks(uint32_t seed) {
+  std::mt19937 rng(seed);
+  auto x = random_vector(rng, 32 * 9, 3.0f);
   for (int i = 0; i < 32; ++i) x[static_cast<size_t>(32 + i)] = 0.0f;
   x[64 + 3] = std::numeric_limits<float>::infinity();
   x[96 + 5] = std::nanf("");
-  for (int i = 0; i < 32; ++i) x[static_cast<size_t>(128 + i)] = static_cast<float>(i - 16) * 0.5f;  // halves
   x[160] = 1e30f;
   x[192] = -1e-30f;
+  return x;
+}
+
+TEST(CpuOps, EveryTableMakesTheSameDigits) {
+  // W8A16's decode kernel reads x as three int8 digit planes (kernels.h): every table must make
+  // the same ones as the portable code, on ties, clamps, zero and non-finite blocks.
+  const int64_t cols = 32 * 9;
+  auto x = digit_blocks(11);
+  for (int i = 0; i < 32; ++i) x[static_cast<size_t>(128 + i)] = static_cast<float>(i - 16) * 0.5f;  // halves
   auto digits = [&](const cpu::KernelTable& t) {
     std::vector<int8_t> d(static_cast<size_t>(3 * cols));
     std::vector<float> sc(static_cast<size_t>(cols / 32));
@@ -470,6 +508,39 @@ TEST(CpuOps, EveryTableMakesTheSameDigits) {
   };
   const auto want = digits(cpu::generic_kernels());
   for (const cpu::KernelTable* t : tables_to_test()) EXPECT_TRUE(digits(*t) == want) << t->name;
+}
+
+TEST(CpuOps, EveryTableRoundsW4A16ActivationsAsTheReference) {
+  // W4A16's kernels read x as quant/ref_matmul.h's 16-bit values, two int8 digits each: every
+  // table must make digits that put the reference's X back together (hi * 256 + lo, hi in
+  // [-127, 127]), its scales bit for bit and the sums of X, on ties, the clamp, zero and
+  // non-finite blocks.
+  const int64_t cols = 32 * 9;
+  auto x = digit_blocks(13);
+  // x * 127 / 16 * 256 on halves and on multiples of 128 (the digit boundary), and the extremes.
+  for (int i = 0; i < 32; ++i) x[static_cast<size_t>(128 + i)] = (static_cast<float>(i) - 16.0f) * 16.0f / 127.0f / 256.0f * 128.5f;
+  x[128 + 31] = 16.0f;
+  std::vector<int16_t> want(static_cast<size_t>(cols));
+  std::vector<float> want_scales(static_cast<size_t>(cols / 32));
+  quantize_activation_a16(x.data(), cols, want.data(), want_scales.data());
+  for (const cpu::KernelTable* t : tables_to_test()) {
+    SCOPED_TRACE(t->name);
+    std::vector<int8_t> d(static_cast<size_t>(2 * cols), 1);
+    std::vector<float> sc(static_cast<size_t>(cols / 32));
+    std::vector<int32_t> sums(static_cast<size_t>(cols / 32));
+    t->make_a16(x.data(), cols, d.data(), sc.data(), sums.data());
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      EXPECT_EQ(std::bit_cast<uint32_t>(sc[static_cast<size_t>(b)]), std::bit_cast<uint32_t>(want_scales[static_cast<size_t>(b)])) << "block " << b;
+      int32_t sum = 0;
+      for (int64_t k = b * 32; k < b * 32 + 32; ++k) {
+        const int hi = d[static_cast<size_t>(k)], lo = d[static_cast<size_t>(cols + k)];
+        EXPECT_LE(std::abs(hi), 127) << "element " << k;
+        EXPECT_EQ(hi * 256 + lo, want[static_cast<size_t>(k)]) << "element " << k;
+        sum += want[static_cast<size_t>(k)];
+      }
+      EXPECT_EQ(sums[static_cast<size_t>(b)], sum) << "block " << b;
+    }
+  }
 }
 
 TEST(CpuOps, EveryTableQuantizesActivationsAlike) {

@@ -525,9 +525,22 @@ TEST(QuantRefMatmul, EverySchemeAgainstDequantizedProduct) {
         Status st = ref_matmul(p, q, sh.rows, sh.cols, x.data(), n, y.data());
         ASSERT_TRUE(st) << describe(p) << ": " << st.message();
 
-        // The activations the scheme actually multiplies: x itself, or qx * sx.
+        // The activations the scheme actually multiplies: x itself, qx * sx, or W4A16's X * s,
+        // and the rounding bound of each element (half its scale).
         std::vector<float> xa = x;
         std::vector<float> sx(static_cast<size_t>(n), 0.0f);
+        std::vector<double> half_step(x.size(), 0.0);
+        if (p.scheme == Scheme::kW4A16) {
+          std::vector<int16_t> qx(static_cast<size_t>(sh.cols));
+          std::vector<float> sb(static_cast<size_t>((sh.cols + 31) / 32));
+          for (int64_t t = 0; t < n; ++t) {
+            quantize_activation_a16(x.data() + t * sh.cols, sh.cols, qx.data(), sb.data());
+            for (int64_t c = 0; c < sh.cols; ++c) {
+              xa[t * sh.cols + c] = qx[c] * sb[c / 32];
+              half_step[t * sh.cols + c] = sb[c / 32] / 2.0;
+            }
+          }
+        }
         if (quantizes_activations(p.scheme)) {
           std::vector<int8_t> qx(static_cast<size_t>(sh.cols));
           for (int64_t t = 0; t < n; ++t) {
@@ -548,10 +561,12 @@ TEST(QuantRefMatmul, EverySchemeAgainstDequantizedProduct) {
             ASSERT_LE(err, sum_bound) << describe(p) << " [" << sh.rows << "x" << sh.cols << "] n=" << n
                                       << " t=" << t << " r=" << r;
             if (ymax > 0) worst_rel = std::max(worst_rel, err / ymax);
-            if (quantizes_activations(p.scheme)) {
-              double wabs = 0;
-              for (int64_t c = 0; c < sh.cols; ++c) wabs += std::fabs(wd[r * sh.cols + c]);
-              const double act_bound = sx[t] / 2.0 * wabs * (1 + 1e-5);
+            if (quantizes_activations(p.scheme) || p.scheme == Scheme::kW4A16) {
+              double act_bound = 0;  // sum |W| times each element's rounding bound
+              for (int64_t c = 0; c < sh.cols; ++c)
+                act_bound += std::fabs(wd[r * sh.cols + c]) *
+                             (p.scheme == Scheme::kW4A16 ? half_step[t * sh.cols + c] : sx[t] / 2.0);
+              act_bound *= 1 + 1e-5;
               const double err_orig = std::fabs(y[i] - exact_orig[i]);
               ASSERT_LE(err_orig, act_bound + sum_bound * 2)
                   << describe(p) << " vs original activations, [" << sh.rows << "x" << sh.cols << "] t=" << t;
@@ -561,7 +576,8 @@ TEST(QuantRefMatmul, EverySchemeAgainstDequantizedProduct) {
       }
     }
     std::printf("[ matmul   ] %-16s max |err| / max |y| = %.2e", describe(p).c_str(), worst_rel);
-    if (quantizes_activations(p.scheme)) std::printf(", vs f32 x: max |err| / act bound = %.3f", worst_act_ratio);
+    if (quantizes_activations(p.scheme) || p.scheme == Scheme::kW4A16)
+      std::printf(", vs f32 x: max |err| / act bound = %.3f", worst_act_ratio);
     std::printf("\n");
     if (!quantizes_activations(p.scheme)) {
       EXPECT_LT(worst_rel, 1e-5) << describe(p);

@@ -92,7 +92,35 @@ void quantize_activation_row(const float* x, int64_t n, int8_t* q, float* scale)
   for (int64_t i = 0; i < n; ++i) q[i] = static_cast<int8_t>(std::clamp(std::round(x[i] * inv), -127.0f, 127.0f));
 }
 
+void quantize_activation_a16(const float* x, int64_t n, int16_t* X, float* scales) {
+  for (int64_t b0 = 0; b0 < n; b0 += 32) {
+    const int64_t len = std::min<int64_t>(32, n - b0);
+    float absmax = 0.0f;
+    bool finite = true;
+    for (int64_t i = 0; i < len; ++i) {
+      if (!std::isfinite(x[b0 + i])) finite = false;
+      else absmax = std::max(absmax, std::fabs(x[b0 + i]));
+    }
+    if (!finite || absmax == 0.0f) {
+      std::fill(X + b0, X + b0 + len, int16_t{0});
+      scales[b0 / 32] = finite ? 0.0f : std::nanf("");
+      continue;
+    }
+    scales[b0 / 32] = absmax / 127.0f / 256.0f;
+    const float inv = 127.0f / absmax;
+    for (int64_t i = 0; i < len; ++i) {
+      const float r = x[b0 + i] * inv;
+      X[b0 + i] = static_cast<int16_t>(std::clamp(std::nearbyint(r * 256.0f), -32512.0f, 32512.0f));
+    }
+  }
+}
+
 size_t ref_matmul_scratch_bytes(const QuantParams& p, int64_t cols, int64_t n) {
+  // W4A16: a weight row, the rounded activations X * s of every token, and one token's block
+  // scales and 16-bit values.
+  if (p.scheme == Scheme::kW4A16)
+    return static_cast<size_t>(cols) * sizeof(float) * static_cast<size_t>(n + 1) +
+           static_cast<size_t>((cols + 31) / 32) * sizeof(float) + static_cast<size_t>(cols) * sizeof(int16_t);
   if (!quantizes_activations(p.scheme)) return static_cast<size_t>(cols) * sizeof(float);
   // int8 activations, then their scales, 4-byte aligned.
   return (static_cast<size_t>(n * cols) + 3) / 4 * 4 + static_cast<size_t>(n) * sizeof(float);
@@ -121,6 +149,18 @@ Status ref_matmul(const QuantParams& p, std::span<const uint8_t> w, int64_t rows
   if (scratch_in.size() < skip + ref_matmul_scratch_bytes(p, cols, n))
     return invalid_argument("ref_matmul: scratch too small");
   uint8_t* scratch = scratch_in.data() + skip;
+  if (p.scheme == Scheme::kW4A16) {
+    auto* row = reinterpret_cast<float*>(scratch);
+    float* xr = row + cols;  // [n][cols]: X * s
+    auto* scales = xr + n * cols;
+    auto* xq = reinterpret_cast<int16_t*>(scales + (cols + 31) / 32);
+    for (int64_t t = 0; t < n; ++t) {
+      quantize_activation_a16(x + t * cols, cols, xq, scales);
+      for (int64_t c = 0; c < cols; ++c) xr[t * cols + c] = static_cast<float>(xq[c]) * scales[c / 32];
+    }
+    matmul_dequantized(p, w, rows, cols, xr, n, y, row);
+    return Status::ok();
+  }
   if (!quantizes_activations(p.scheme)) {
     matmul_dequantized(p, w, rows, cols, x, n, y, reinterpret_cast<float*>(scratch));
     return Status::ok();

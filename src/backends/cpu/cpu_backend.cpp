@@ -38,24 +38,27 @@ size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 // The per-session scratch, carved into 64-byte aligned regions for up to T tokens of width W.
 struct ScratchLayout {
   size_t norm = 0, tmp = 0, rope = 0, prep[3] = {}, total = 0;
-  // One activation preparation: group sums (f32), int8 values, scales, int group sums.
-  size_t prep_sums = 0, prep_q = 0, prep_scales = 0, prep_qsums = 0, prep_digits = 0, prep_dscales = 0, prep_dsums = 0,
-         prep_psums = 0, prep_tiles = 0, prep_bytes = 0;
+  // One activation preparation: int8 values, scales, int group sums, digits.
+  size_t prep_q = 0, prep_scales = 0, prep_qsums = 0, prep_digits = 0, prep_dscales = 0, prep_dsums = 0,
+         prep_psums = 0, prep_a16 = 0, prep_a16_scales = 0, prep_a16_sums = 0, prep_tiles = 0, prep_bytes = 0;
   ScratchLayout(int64_t w, int t, int64_t head_dim) {
     const auto T = static_cast<size_t>(t), W = static_cast<size_t>(w);
     const size_t groups = W / 32 + 1;
-    prep_sums = 0;
-    prep_q = align64(prep_sums + 4 * T * groups);
+    prep_q = 0;
     prep_scales = align64(prep_q + T * (W + 4));
     prep_qsums = align64(prep_scales + 4 * T);
     prep_digits = align64(prep_qsums + 4 * T * groups);
     prep_dscales = align64(prep_digits + 3 * W);
     prep_dsums = align64(prep_dscales + 4 * groups);
     prep_psums = align64(prep_dsums + 4 * groups);
-    prep_tiles = align64(prep_psums + 12 * groups);
+    // W4A16's rows: two int8 digits per element, a scale and a sum per block of 32.
+    prep_a16 = align64(prep_psums + 12 * groups);
+    prep_a16_scales = align64(prep_a16 + 2 * T * W);
+    prep_a16_sums = align64(prep_a16_scales + 4 * T * groups);
+    prep_tiles = align64(prep_a16_sums + 4 * T * groups);
     // The bf16 tiles (2 bf16 per element, tokens rounded up to 16), the f32 prefill panels
-    // (tokens rounded up to the table's panel of at most 16) or the int8 ones with their group
-    // sums (fewer bytes: (T + 16) (W + 4) + 4 (T + 16) groups).
+    // (tokens rounded up to the table's panel of at most 16) or the int8 or a16 ones with their
+    // sums (fewer bytes: (T + 16) (2 W + 8 groups)).
     prep_bytes = align64(prep_tiles + 4 * ((T + 15) / 16 * 16 + 16) * W);
     size_t at = 0;
     norm = at;
@@ -265,7 +268,30 @@ class CpuKernel final : public Kernel {
     uint8_t* base = ctx.scratch + scratch_.prep[slot];
     const Scheme s = m.m.params.scheme;
     const int g = is_4bit(s) ? m.m.params.group_size : 0;
-    if (cpu::KernelTable::reads_digits(s, rows, m.m.cols)) {
+    if (cpu::KernelTable::reads_a16(s)) {
+      auto* digits = reinterpret_cast<int8_t*>(base + scratch_.prep_a16);
+      auto* scales = reinterpret_cast<float*>(base + scratch_.prep_a16_scales);
+      auto* sums = reinterpret_cast<int32_t*>(base + scratch_.prep_a16_sums);
+      const int64_t cols = m.m.cols, nb = cols / 32;
+      elementwise(ctx.pool, rows, [&](int64_t t) {
+        k_.make_a16(x + t * cols, cols, digits + t * 2 * cols, scales + t * nb, sums + t * nb);
+      });
+      a.a16 = digits;
+      a.a16_scale = scales;
+      a.a16_sums = sums;
+      if (rows > 1) {
+        auto* quads = reinterpret_cast<int32_t*>(base + scratch_.prep_tiles);
+        const int64_t pt = k_.panel_tokens, panels = (rows + pt - 1) / pt;
+        auto* pscales = reinterpret_cast<float*>(quads + k_.a16_panel_quads(rows, cols));
+        auto* psums = reinterpret_cast<int32_t*>(pscales + panels * pt * nb);
+        elementwise(ctx.pool, static_cast<int>(panels), [&](int64_t p) {
+          k_.make_a16_panel(digits, scales, sums, rows, cols, static_cast<int>(p), quads, pscales, psums);
+        });
+        a.a16_panels = quads;
+        a.a16_panel_scale = pscales;
+        a.a16_panel_sums = psums;
+      }
+    } else if (cpu::KernelTable::reads_digits(s, rows, m.m.cols)) {
       auto* digits = reinterpret_cast<int8_t*>(base + scratch_.prep_digits);
       auto* dscales = reinterpret_cast<float*>(base + scratch_.prep_dscales);
       auto* dsums = reinterpret_cast<int32_t*>(base + scratch_.prep_dsums);
@@ -284,11 +310,6 @@ class CpuKernel final : public Kernel {
                            tiles + tb * (cols / 32) * 2 * 16 * 32);
       });
       a.bf16_tiles = tiles;
-      if (s == Scheme::kW4A16 && !m.m.params.symmetric) {
-        auto* sums = reinterpret_cast<float*>(base + scratch_.prep_sums);
-        k_.group_sums(x, m.m.cols, rows, m.m.cols, g, sums);
-        a.group_sums = sums;
-      }
     } else if (k_.reads_x_panels(s, rows, m.m.cols)) {
       auto* panels = reinterpret_cast<float*>(base + scratch_.prep_tiles);
       const int64_t cols = m.m.cols, nt = k_.panel_tokens;

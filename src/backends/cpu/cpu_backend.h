@@ -5,15 +5,17 @@
 //
 // Numerics, against the reference back end (tests/cpu_backend_test.cpp checks each kernel to
 // |y - y_ref| <= 1e-5 * sum_k |w_k x_k|):
-//  - A16 schemes (f32, f16, bf16, w8a16, w4a16): activations are never quantized to int8.
-//    f32/f16/bf16/w8a16 widen each weight to f32 exactly and multiply in f32 with FMA.
-//    w4a16, one token (decoding): x is written per block of 32 as 21-bit fixed point, three int8
-//    digits (|error| <= 2.4e-7 of the block's max |x|, well below bf16's 2^-9 or fp16's 2^-11
-//    relative), and the nibbles times the digits are summed exactly in int32 (VNNI vpdpbusd,
-//    SDOT); the group's f16 scale is applied in f32.
-//    w4a16, many tokens: each weight column is dequantized to f32 exactly and multiplied in f32
-//    with FMA; on AMX machines x is split into two bf16 parts (hi + lo, |error| <= 2^-17 |x|)
-//    and multiplied by the exact bf16 nibbles on the tile units, summing in f32.
+//  - float schemes (f32, f16, bf16) and w8a16: activations are never quantized.
+//    f32/f16/bf16/w8a16 widen each weight to f32 exactly and multiply in f32 with FMA (on AMX
+//    machines, prefill: x split into two bf16 parts, hi + lo, |error| <= 2^-17 |x|, times the
+//    bf16-exact weights on the tile units, summing in f32).
+//    w8a16, one token (decoding): x is written per block of 32 as 21-bit fixed point, three int8
+//    digits (|error| <= 2.4e-7 of the block's max |x|), and the weights times the digits are
+//    summed exactly in int32 (VNNI vpdpbusd, SDOT); the row scale is applied in f32.
+//  - w4a16: each activation row is rounded to 16 bits per block of 32 exactly as
+//    quant/ref_matmul.h does (make_a16), X = 256 hi + lo with int8 digits, and the nibbles times
+//    the digits are summed exactly in int32 (two sums per output from one load of the weights);
+//    the group's f16 scale and the block's activation scale are applied in f32.
 //  - A8 schemes (w8a8, w4a8): each activation row is quantized to int8 exactly as
 //    quant/ref_matmul.h does; the integer sums are exact; only the final f32 scaling differs in
 //    rounding order.

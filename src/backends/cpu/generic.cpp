@@ -14,6 +14,8 @@ struct Generic {
   static constexpr int kPrefillRT = 1;
   static constexpr int kA8RT = 1;
   static constexpr int kA8NT = 4;
+  static constexpr int kA16RT = 1;
+  static constexpr int kA16NT = 4;
   static constexpr int kW8Bias = 0;
   struct F {
     float v[N];
@@ -66,6 +68,11 @@ struct Generic {
   static F round_even(const F& a) {
     F r;
     for (int i = 0; i < N; ++i) r.v[i] = std::nearbyint(a.v[i]);
+    return r;
+  }
+  static F floor(const F& a) {
+    F r;
+    for (int i = 0; i < N; ++i) r.v[i] = std::floor(a.v[i]);
     return r;
   }
   static F round_away(const F& a) {
@@ -122,16 +129,6 @@ struct Generic {
   static F cvt(const I& a) {
     F r;
     for (int i = 0; i < N; ++i) r.v[i] = static_cast<float>(static_cast<int32_t>(a.v[i]));
-    return r;
-  }
-  static F nib(const I& a) {
-    F r;
-    for (int i = 0; i < N; ++i) r.v[i] = static_cast<float>(a.v[i] & 15u);
-    return r;
-  }
-  static F nib_centered(const I& a) {
-    F r;
-    for (int i = 0; i < N; ++i) r.v[i] = static_cast<float>(static_cast<int>(a.v[i] & 15u) - 8);
     return r;
   }
   static I lo_nibbles(const I& a) {

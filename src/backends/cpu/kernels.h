@@ -4,9 +4,10 @@
 // matrix-unit files (x86/amx.cpp, arm/i8mm.cpp) replace some entries with their own kernels. dispatch.cpp
 // is the one place that picks a table for a set of CPU features.
 //
-// Numerics (documented in cpu_backend.h): A16 and float schemes multiply f32 activations with
-// f32 weights in f32 (FMA), like the reference, in another summation order; A8 schemes quantize
-// each activation row exactly as quant/ref_matmul.h does and sum int8 products exactly.
+// Numerics (documented in cpu_backend.h): float schemes and W8A16 multiply f32 activations with
+// f32 weights in f32 (FMA), like the reference, in another summation order; W4A16 rounds each
+// activation row to 16 bits per block of 32 and A8 schemes to int8 per row, exactly as
+// quant/ref_matmul.h does, and sum the integer products exactly.
 #pragma once
 
 #include <cstdint>
@@ -23,14 +24,25 @@ struct PackedMatrix {
   QuantParams params;
 };
 
-// The activations of one matmul: n rows of x, and what the A8 and 4-bit kernels precompute from
+// The activations of one matmul: n rows of x, and what the A8 and A16 kernels precompute from
 // them once (prepare_activations).
 struct Activations {
   const float* x = nullptr;  // [n][x_stride]
   int64_t x_stride = 0;
   int n = 0;
-  const float* group_sums = nullptr;  // 4-bit A16 asymmetric: [n][cols / g] sums of x over each group
-  // 4-bit A16, one token (decoding): x as 21-bit fixed point per block of 32 elements,
+  // W4A16: x as quant/ref_matmul.h's 16-bit X per block of 32, x ~ a16_scale[block] * X, each
+  // X written as two int8 digits X = 256 hi + lo (make_a16), so that the nibbles times X are two
+  // exact integer dot products.
+  const int8_t* a16 = nullptr;         // [n][2][cols]: per token the hi digits, then the lo ones
+  const float* a16_scale = nullptr;    // [n][cols / 32]
+  const int32_t* a16_sums = nullptr;   // [n][cols / 32]: sum of X over the block
+  // The same for many tokens in panels of P = panel_tokens (make_a16_panel): per quad of
+  // elements the hi then the lo digits of P tokens, [ceil(n / P)][cols / 4][2][P] u32, and the
+  // scales and sums as [ceil(n / P)][cols / 32][P]; the last panel padded with zero tokens.
+  const int32_t* a16_panels = nullptr;
+  const float* a16_panel_scale = nullptr;
+  const int32_t* a16_panel_sums = nullptr;
+  // W8A16, one token (decoding): x as 21-bit fixed point per block of 32 elements,
   //   x[k] ~ scale[k / 32] * X[k],  X = 16384 d1 + 128 d2 + d3  with int8 digits d1, d2, d3,
   // |x - scale X| <= 2.4e-7 * max |x| of the block (make_digits); the products with the
   // nibbles are then exact integer sums.
@@ -106,14 +118,15 @@ struct KernelTable {
   }
   int panel_tokens = 0;
   void (*make_x_panels)(const float* x, int64_t x_stride, int n, int64_t cols, float* panels) = nullptr;
-  // One token of the A16 schemes, where the width is a multiple of the digits' block of 32.
-  static bool reads_digits(Scheme s, int n, int64_t cols) {
-    return n == 1 && (s == Scheme::kW4A16 || (s == Scheme::kW8A16 && cols % 32 == 0));
-  }
+  // One token of W8A16, where the width is a multiple of the digits' block of 32.
+  static bool reads_digits(Scheme s, int n, int64_t cols) { return n == 1 && s == Scheme::kW8A16 && cols % 32 == 0; }
+  // W4A16 (its widths are multiples of the group, itself of 32): a16 for one token, the a16
+  // panels for more.
+  static bool reads_a16(Scheme s) { return s == Scheme::kW4A16; }
   // The float kernels' many-token path reads them, and so does w8a16's one-token path where the
   // digits do not fit.
   bool reads_x_panels(Scheme s, int n, int64_t cols) const {
-    if (quantizes_activations(s) || reads_bf16_tiles(s, n, cols)) return false;
+    if (quantizes_activations(s) || reads_a16(s) || reads_bf16_tiles(s, n, cols)) return false;
     return n > 1 || (s == Scheme::kW8A16 && !reads_digits(s, n, cols));
   }
   // Panel p of the A8 rows (q, and the group sums where group > 0) into q_panels / q_panel_sums
@@ -125,9 +138,18 @@ struct KernelTable {
   int64_t q_panel_quads(int n, int64_t q_stride) const {
     return (n + panel_tokens - 1) / panel_tokens * panel_tokens * (q_stride / 4);
   }
+  // One row of x (cols a multiple of 32) as the a16 digits, scales and sums above.
+  void (*make_a16)(const float* x, int64_t cols, int8_t* digits, float* scales, int32_t* sums) = nullptr;
+  // Panel p of the a16 panels from the rows of n tokens.
+  void (*make_a16_panel)(const int8_t* digits, const float* scales, const int32_t* sums, int n, int64_t cols, int p,
+                         int32_t* quads, float* panel_scales, int32_t* panel_sums) = nullptr;
+  // Where the scales start after the quads of n tokens (in int32s from a16_panels), and the sums
+  // after the scales.
+  int64_t a16_panel_quads(int n, int64_t cols) const {
+    return (n + panel_tokens - 1) / panel_tokens * panel_tokens * (cols / 2);
+  }
   void (*make_digits)(const float* x, int64_t cols, int8_t* digits, float* scales, int32_t* sums,
                       int32_t* plane_sums) = nullptr;
-  void (*group_sums)(const float* x, int64_t x_stride, int n, int64_t cols, int group, float* sums) = nullptr;
   void (*rmsnorm)(float* y, const float* x, const float* w, int64_t n, float eps) = nullptr;
   void (*swiglu)(float* y, const float* gate, const float* up, int64_t n) = nullptr;
   void (*add)(float* y, const float* a, const float* b, int64_t n) = nullptr;

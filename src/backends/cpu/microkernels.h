@@ -7,7 +7,7 @@
 //   pow2i(F)           2^n for lanes holding integers n in [-126, 127]
 //   loadi(p)           N u32 from p
 //   srli<s>(I)         logical right shift of each u32
-//   nib(I)             float(v & 15) per lane
+//   floor(F)           round toward -infinity
 //   from_f16/bf16/s8(p) N values at p as floats
 //   lo_nibbles(I), hi_nibbles(I)   v & 0x0f0f0f0f, (v >> 4) & 0x0f0f0f0f
 //   dot_u4(acc, w, x4) acc[i] += sum_j u8(w[4i+j]) * s8(x4[j])      (w: nibbles 0..15)
@@ -20,6 +20,7 @@
 //                                     per prefill block
 //   kPrefillRT         tiles per float prefill block (each activation broadcast serves them all)
 //   kA8RT, kA8NT       tiles and tokens per W4A8 prefill block (kA8NT divides kPrefillNT)
+//   kA16RT, kA16NT     the same for W4A16 (two integer sums per output)
 #pragma once
 
 #include <algorithm>
@@ -85,10 +86,7 @@ inline void prefetch_ahead(const uint8_t* p, uint64_t bytes, const uint8_t* end)
   }
 }
 
-// ---- 4-bit weights, f32 activations ----
-//
-// The element offsets, within a chunk of 8, of nibble j = 0..7 of a u32 (bits 4j..4j+3).
-constexpr int kNibbleK[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+// ---- 4-bit weights, 16-bit activations ----
 
 inline uint64_t w4_group_bytes(const QuantParams& p) { return (p.symmetric ? 32u : 64u) + 8u * static_cast<uint64_t>(p.group_size); }
 
@@ -106,121 +104,103 @@ inline W4Groups w4_groups(const PackedMatrix& w) {
   return {g, w.params.symmetric, w.cols / g, w4_group_bytes(w.params), w.params.symmetric ? 32 : 64};
 }
 
-// Decode (one token): RT tiles at once, from the activation digits (kernels.h). Per block of 32
-// elements the three integer sums of u * d_i give D = sum (u - 8) X exactly (symmetric; the
-// asymmetric sum keeps u and adds m * sum X per group), and y += d * scale_block * D. Against
-// the f32 product this is off by at most sum |w| * 2.4e-7 * (the block's max |x|).
-template <class S, int RT>
-inline void w4_decode(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile) {
-  using F = typename S::F;
-  using I = typename S::I;
-  constexpr int V = kTileRows / S::N;
-  // Plain copies: the unrolled steps' lambda uses them, and clang before 16 cannot capture
-  // structured bindings.
-  const W4Groups geo = w4_groups(w);
-  const int g = geo.g, hdr = geo.hdr;
-  const bool sym = geo.sym;
-  const int64_t groups = geo.groups;
-  const uint64_t gb = geo.gb;
-  const int8_t* d1 = a.digits;
-  const int8_t* d2 = d1 + w.cols;
-  const int8_t* d3 = d2 + w.cols;
-  F y[RT][V];
-  for (int r = 0; r < RT; ++r)
-    for (int v = 0; v < V; ++v) y[r][v] = S::zero();
-  const uint8_t* base = w.data + tile * w.tile_bytes;
-  const uint8_t* tile_end = base + RT * w.tile_bytes;
-  for (int64_t b = 0; b < groups; ++b) {
-    for (int r = 0; r < RT; ++r) prefetch_ahead(base + r * w.tile_bytes + b * gb, gb, tile_end);
-    F acc[RT][V];
-    for (int r = 0; r < RT; ++r)
-      for (int v = 0; v < V; ++v) acc[r][v] = S::zero();
-    for (int blk = 0; blk < g / 32; ++blk) {
-      I i1[RT][V], i2[RT][V], i3[RT][V];
-      for (int r = 0; r < RT; ++r)
-        for (int v = 0; v < V; ++v) i1[r][v] = i2[r][v] = i3[r][v] = S::zeroi();
-      // Unrolled: as a loop, GCC kept the twelve sums in memory between steps (1.4x slower).
-      static_for<4>([&](auto cc) {
-        const int64_t k0 = b * g + blk * 32 + cc.value * 8;
-        const int32_t x1l = load_i32(d1 + k0), x1h = load_i32(d1 + k0 + 4), x2l = load_i32(d2 + k0),
-                      x2h = load_i32(d2 + k0 + 4), x3l = load_i32(d3 + k0), x3h = load_i32(d3 + k0 + 4);
-        for (int r = 0; r < RT; ++r)
-          for (int v = 0; v < V; ++v) {
-            const I q = S::loadi(base + r * w.tile_bytes + b * gb + hdr + (blk * 4 + cc.value) * 64 + v * S::N * 4);
-            const I lo = S::lo_nibbles(q), hi = S::hi_nibbles(q);
-            i1[r][v] = S::dot_u4(S::dot_u4(i1[r][v], lo, x1l), hi, x1h);
-            i2[r][v] = S::dot_u4(S::dot_u4(i2[r][v], lo, x2l), hi, x2h);
-            i3[r][v] = S::dot_u4(S::dot_u4(i3[r][v], lo, x3l), hi, x3h);
-          }
-      });
-      const int64_t kb = (b * g + blk * 32) / 32;
-      const F sc = S::set1(a.digit_scale[kb]);
-      const int32_t bias = sym ? 8 * a.digit_sums[kb] : 0;
-      for (int r = 0; r < RT; ++r)
-        for (int v = 0; v < V; ++v) {
-          const I dsum = S::addv(S::addv(S::template slli<14>(i1[r][v]), S::template slli<7>(i2[r][v])), i3[r][v]);
-          acc[r][v] = S::fma(S::cvt(S::subi(dsum, bias)), sc, acc[r][v]);
-        }
-    }
-    // The min term sums the same fixed-point x, so that sum (d u + m) x stays one consistent sum.
-    float xs = 0.0f;
-    if (!sym)
-      for (int blk = 0; blk < g / 32; ++blk)
-        xs += a.digit_scale[(b * g) / 32 + blk] * static_cast<float>(a.digit_sums[(b * g) / 32 + blk]);
-    for (int r = 0; r < RT; ++r) {
-      const uint8_t* grp = base + r * w.tile_bytes + b * gb;
-      for (int v = 0; v < V; ++v) {
-        y[r][v] = S::fma(acc[r][v], S::from_f16(grp + v * S::N * 2), y[r][v]);
-        if (!sym) y[r][v] = S::fma(S::from_f16(grp + 32 + v * S::N * 2), S::set1(xs), y[r][v]);
-      }
-    }
-  }
-  for (int r = 0; r < RT; ++r) store_tile<S>(w, e, tile + r, 0, y[r]);
-}
-
-// Prefill (NT tokens from t0, RT tiles): each column is dequantized once, w = u d + m (kSym:
-// (u - 8) d), and multiplied into NT accumulators; each activation broadcast serves the RT tiles.
-template <class S, int RT, int NT, bool kSym>
-inline void w4_prefill(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile, int t0) {
+// W4A16, NT tokens from t0 and RT tiles: per block of 32 elements the exact integer
+// D = 256 sum u hi + sum u lo = sum u X (|D| < 2^24), both sums from one load of the nibbles;
+// symmetric: D - 8 sum X. Then, as quant/ref_matmul.h up to f32 rounding,
+//   y += d * (s_block * D)      and, asymmetric, per group  y += m * sum_blocks s_block sum X.
+// kPanels: the digits from the a16 panels (prefill: every broadcast at a fixed offset from one
+// pointer, serving RT tiles), else from the token rows (decode).
+template <class S, int RT, int NT, bool kPanels>
+inline void w4a16_block(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile, int t0) {
   using F = typename S::F;
   using I = typename S::I;
   constexpr int V = kTileRows / S::N;
   constexpr int P = S::kPrefillNT;
-  const W4Groups geo = w4_groups(w);  // geo.sym is kSym
+  // Plain copies: the step lambda uses them, and clang before 16 cannot capture structured bindings.
+  const W4Groups geo = w4_groups(w);
   const int g = geo.g, hdr = geo.hdr;
-  const int64_t groups = geo.groups;
+  const bool sym = geo.sym;
+  const int64_t groups = geo.groups, nb = w.cols / 32;
   const uint64_t gb = geo.gb;
+  const int32_t* xq = kPanels ? a.a16_panels + (t0 / P) * (w.cols / 2) * P + t0 % P : nullptr;
+  const float* xsc = kPanels ? a.a16_panel_scale + (t0 / P) * nb * P + t0 % P : nullptr;
+  const int32_t* xsm = kPanels ? a.a16_panel_sums + (t0 / P) * nb * P + t0 % P : nullptr;
+  // Four digits (plane 0: hi, 1: lo) of token t0 + t from quad k4; the token's scale and sum of
+  // block kb.
+  auto x4 = [&](int t, int plane, int64_t k4) {
+    if constexpr (kPanels) return xq[(k4 * 2 + plane) * P + t];
+    else return load_i32(a.a16 + ((t0 + t) * 2 + plane) * w.cols + 4 * k4);
+  };
+  auto scale = [&](int t, int64_t kb) {
+    if constexpr (kPanels) return xsc[kb * P + t];
+    else return a.a16_scale[(t0 + t) * nb + kb];
+  };
+  auto xsum = [&](int t, int64_t kb) {
+    if constexpr (kPanels) return xsm[kb * P + t];
+    else return a.a16_sums[(t0 + t) * nb + kb];
+  };
   F y[RT][NT][V];
   for (int r = 0; r < RT; ++r)
     for (int t = 0; t < NT; ++t)
       for (int v = 0; v < V; ++v) y[r][t][v] = S::zero();
   const uint8_t* base = w.data + tile * w.tile_bytes;
-  const float* xp = a.x_panels + (t0 / P) * w.cols * P;
+  const uint8_t* tile_end = base + RT * w.tile_bytes;
   for (int64_t b = 0; b < groups; ++b) {
-    F d[RT][V], o[RT][V];
-    for (int r = 0; r < RT; ++r)
-      for (int v = 0; v < V; ++v) {
-        const uint8_t* grp = base + r * w.tile_bytes + b * gb;
-        d[r][v] = S::from_f16(grp + v * S::N * 2);
-        o[r][v] = kSym ? S::zero() : S::from_f16(grp + 32 + v * S::N * 2);
-      }
-    for (int c = 0; c < g / 8; ++c) {
-      const float* xk = xp + (b * g + c * 8) * P;
-      for (int v = 0; v < V; ++v) {
-        I q[RT];
-        for (int r = 0; r < RT; ++r) q[r] = S::loadi(base + r * w.tile_bytes + b * gb + hdr + c * 64 + v * S::N * 4);
-        static_for<8>([&](auto j) {
-          F col[RT];
-          // Symmetric: (u - 8) d, one rounding, the same value as fma(u, d, -8 d) (exact -8 d), and
-          // no offset kept in a register for each tile (at RT 2, NT 12 they made GCC spill sums).
-          for (int r = 0; r < RT; ++r)
-            col[r] = kSym ? S::mul(S::nib_centered(S::template srli<4 * j>(q[r])), d[r][v])
-                          : S::fma(S::nib(S::template srli<4 * j>(q[r])), d[r][v], o[r][v]);
-          for (int t = 0; t < NT; ++t) {
-            const F xv = S::set1(xk[kNibbleK[j] * P + t]);
-            for (int r = 0; r < RT; ++r) y[r][t][v] = S::fma(col[r], xv, y[r][t][v]);
+    if constexpr (NT == 1)  // decode streams the weights; prefill reuses each group NT times
+      for (int r = 0; r < RT; ++r) prefetch_ahead(base + r * w.tile_bytes + b * gb, gb, tile_end);
+    for (int blk = 0; blk < g / 32; ++blk) {
+      const int64_t kb = b * (g / 32) + blk;
+      I ah[RT][NT][V], al[RT][NT][V];
+      for (int r = 0; r < RT; ++r)
+        for (int t = 0; t < NT; ++t)
+          for (int v = 0; v < V; ++v) ah[r][t][v] = al[r][t][v] = S::zeroi();
+      // Four steps of eight elements (nibbles lo: elements 0-3, hi: 4-7 of each row's u32), each
+      // into both sums; unrolled, as a loop GCC kept the sums in memory.
+      static_for<4>([&](auto c) {
+        const int64_t k4 = kb * 8 + 2 * c.value;
+        for (int v = 0; v < V; ++v) {
+          I lo[RT], hi[RT];
+          for (int r = 0; r < RT; ++r) {
+            const I q = S::loadi(base + r * w.tile_bytes + b * gb + hdr + (blk * 4 + c.value) * 64 + v * S::N * 4);
+            lo[r] = S::lo_nibbles(q);
+            hi[r] = S::hi_nibbles(q);
           }
-        });
+          for (int t = 0; t < NT; ++t) {
+            const int32_t h0 = x4(t, 0, k4), h1 = x4(t, 0, k4 + 1), l0 = x4(t, 1, k4), l1 = x4(t, 1, k4 + 1);
+            for (int r = 0; r < RT; ++r) {
+              ah[r][t][v] = S::dot_u4(S::dot_u4(ah[r][t][v], lo[r], h0), hi[r], h1);
+              al[r][t][v] = S::dot_u4(S::dot_u4(al[r][t][v], lo[r], l0), hi[r], l1);
+            }
+          }
+        }
+      });
+      for (int r = 0; r < RT; ++r)
+        for (int t = 0; t < NT; ++t)
+          for (int v = 0; v < V; ++v) ah[r][t][v] = S::addv(S::template slli<8>(ah[r][t][v]), al[r][t][v]);
+      for (int r = 0; r < RT; ++r) {
+        const uint8_t* grp = base + r * w.tile_bytes + b * gb;
+        for (int v = 0; v < V; ++v) {
+          const F d = S::from_f16(grp + v * S::N * 2);
+          for (int t = 0; t < NT; ++t) {
+            const I dsum = sym ? S::subi(ah[r][t][v], 8 * xsum(t, kb)) : ah[r][t][v];
+            y[r][t][v] = S::fma(S::cvt(dsum), S::mul(d, S::set1(scale(t, kb))), y[r][t][v]);
+          }
+        }
+      }
+    }
+    if (!sym) {
+      float xs[NT];
+      for (int t = 0; t < NT; ++t) {
+        xs[t] = 0.0f;
+        for (int blk = 0; blk < g / 32; ++blk)
+          xs[t] += scale(t, b * (g / 32) + blk) * static_cast<float>(xsum(t, b * (g / 32) + blk));
+      }
+      for (int r = 0; r < RT; ++r) {
+        const uint8_t* grp = base + r * w.tile_bytes + b * gb;
+        for (int v = 0; v < V; ++v) {
+          const F m = S::from_f16(grp + 32 + v * S::N * 2);
+          for (int t = 0; t < NT; ++t) y[r][t][v] = S::fma(m, S::set1(xs[t]), y[r][t][v]);
+        }
       }
     }
   }
@@ -323,7 +303,7 @@ inline void w8a16_decode(const PackedMatrix& w, const Activations& a, const Epil
     I i1[RT][V], i2[RT][V], i3[RT][V];
     for (int r = 0; r < RT; ++r)
       for (int v = 0; v < V; ++v) i1[r][v] = i2[r][v] = i3[r][v] = S::zeroi();
-    static_for<8>([&](auto c) {  // unrolled, as w4_decode's steps
+    static_for<8>([&](auto c) {  // unrolled, as w4a16_block's steps
       const int64_t k0 = kb * 32 + c.value * 4;
       const int32_t x1 = load_i32(d1 + k0), x2 = load_i32(d2 + k0), x3 = load_i32(d3 + k0);
       for (int r = 0; r < RT; ++r)
@@ -526,12 +506,12 @@ inline void over_tile_runs(const PackedMatrix& w, int64_t tb, int64_t te, int n,
 template <class S>
 void matmul_w4a16(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
   if (a.n == 1) {
-    over_tiles<S::kDigitRT>(tb, te, [&](auto rt, int64_t t) { w4_decode<S, rt.value>(w, a, e, t); });
+    over_tiles<S::kDigitRT>(tb, te, [&](auto rt, int64_t t) { w4a16_block<S, rt.value, 1, false>(w, a, e, t, 0); });
     return;
   }
-  over_tile_runs<S::kPrefillRT, S::kPrefillNT>(w, tb, te, a.n, [&](auto rt, auto nt, int64_t t, int t0) {
-    if (w.params.symmetric) w4_prefill<S, rt.value, nt.value, true>(w, a, e, t, t0);
-    else w4_prefill<S, rt.value, nt.value, false>(w, a, e, t, t0);
+  static_assert(S::kPrefillNT % S::kA16NT == 0, "a block of tokens lies within one panel");
+  over_tile_runs<S::kA16RT, S::kA16NT>(w, tb, te, a.n, [&](auto rt, auto nt, int64_t t, int t0) {
+    w4a16_block<S, rt.value, nt.value, true>(w, a, e, t, t0);
   });
 }
 
@@ -736,6 +716,63 @@ inline void make_digits(const float* x, int64_t cols, int8_t* digits, float* sca
   }
 }
 
+// quant/ref_matmul.h's W4A16 rounding of one row of x (cols a multiple of 32), S::N elements at
+// a time with the same f32 operations (ties to even), each X written as the digits
+// hi = floor((X + 128) / 256) in [-127, 127] and lo = X - 256 hi in [-128, 127] (exact in f32).
+template <class S>
+inline void make_a16(const float* x, int64_t cols, int8_t* digits, float* scales, int32_t* sums) {
+  using F = typename S::F;
+  constexpr int N = S::N;
+  static_assert(32 % N == 0);
+  int8_t* hi = digits;
+  int8_t* lo = digits + cols;
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    const float* xb = x + b * 32;
+    const auto [absmax, finite] = abs_max<S>(xb, 32);
+    if (!finite || absmax == 0.0f) {
+      std::memset(hi + b * 32, 0, 32);
+      std::memset(lo + b * 32, 0, 32);
+      scales[b] = finite ? 0.0f : std::nanf("");
+      sums[b] = 0;
+      continue;
+    }
+    const F inv = S::set1(127.0f / absmax), k256 = S::set1(256.0f), k128 = S::set1(128.0f), r256 = S::set1(1.0f / 256.0f),
+            bound = S::set1(32512.0f), nbound = S::set1(-32512.0f);
+    F sum = S::zero();  // at most 32 * 32512: exact in f32
+    for (int i = 0; i < 32; i += N) {
+      const F X = S::min(S::max(S::round_even(S::mul(S::mul(S::load(xb + i), inv), k256)), nbound), bound);
+      const F h = S::floor(S::mul(S::add(X, k128), r256));
+      S::store_s8(hi + b * 32 + i, h);
+      S::store_s8(lo + b * 32 + i, S::sub(X, S::mul(h, k256)));
+      sum = S::add(sum, X);
+    }
+    scales[b] = absmax / 127.0f / 256.0f;
+    sums[b] = static_cast<int32_t>(S::sum(sum));
+  }
+}
+
+// Panel p of kernels.h's a16 panels (P tokens each) from the rows of make_a16.
+template <int P>
+void make_a16_panel(const int8_t* digits, const float* scales, const int32_t* sums, int n, int64_t cols, int p,
+                    int32_t* quads, float* panel_scales, int32_t* panel_sums) {
+  const int64_t kq = cols / 4, nb = cols / 32;
+  const int nt = std::min(P, n - p * P);
+  int32_t* out = quads + p * kq * 2 * P;
+  for (int64_t k = 0; k < kq; ++k)
+    for (int plane = 0; plane < 2; ++plane) {
+      int32_t* o = out + (k * 2 + plane) * P;
+      for (int t = 0; t < nt; ++t) o[t] = load_i32(digits + ((p * P + t) * 2 + plane) * cols + 4 * k);
+      for (int t = nt; t < P; ++t) o[t] = 0;
+    }
+  float* so = panel_scales + p * nb * P;
+  int32_t* sm = panel_sums + p * nb * P;
+  for (int64_t b = 0; b < nb; ++b)
+    for (int t = 0; t < P; ++t) {
+      so[b * P + t] = t < nt ? scales[(p * P + t) * nb + b] : 0.0f;
+      sm[b * P + t] = t < nt ? sums[(p * P + t) * nb + b] : 0;
+    }
+}
+
 template <class S>
 inline float dot(const float* a, const float* b, int64_t n) {
   typename S::F acc = S::zero();
@@ -744,20 +781,6 @@ inline float dot(const float* a, const float* b, int64_t n) {
   float s = S::sum(acc);
   for (; i < n; ++i) s += a[i] * b[i];
   return s;
-}
-
-template <class S>
-void group_sums(const float* x, int64_t x_stride, int n, int64_t cols, int group, float* sums) {
-  for (int t = 0; t < n; ++t)
-    for (int64_t b = 0; b < cols / group; ++b) {
-      const float* p = x + t * x_stride + b * group;
-      typename S::F acc = S::zero();
-      int i = 0;
-      for (; i + S::N <= group; i += S::N) acc = S::add(acc, S::load(p + i));
-      float s = S::sum(acc);
-      for (; i < group; ++i) s += p[i];
-      sums[t * (cols / group) + b] = s;
-    }
 }
 
 // ---- float ops ----
@@ -1022,7 +1045,8 @@ void fill_table(KernelTable& t) {
   t.make_x_panels = &make_x_panels<S::kPrefillNT>;
   t.make_q_panel = &make_q_panel<S::kPrefillNT>;
   t.make_digits = &make_digits<S>;
-  t.group_sums = &group_sums<S>;
+  t.make_a16 = &make_a16<S>;
+  t.make_a16_panel = &make_a16_panel<S::kPrefillNT>;
   t.rmsnorm = &rmsnorm<S>;
   t.swiglu = &swiglu;
   t.add = &add;

@@ -18,6 +18,8 @@ struct Neon {
   static constexpr int kPrefillRT = 1;
   static constexpr int kA8RT = 1;
   static constexpr int kA8NT = 4;
+  static constexpr int kA16RT = 1;
+  static constexpr int kA16NT = 2;
   static constexpr int kW8Bias = 0;
   using F = float32x4_t;
   using I = uint32x4_t;
@@ -32,6 +34,7 @@ struct Neon {
   static F min(F a, F b) { return vminq_f32(a, b); }
   static F max(F a, F b) { return vmaxq_f32(a, b); }
   static F round_even(F a) { return vrndnq_f32(a); }
+  static F floor(F a) { return vrndmq_f32(a); }
   static F round_away(F a) { return vrndaq_f32(a); }  // halves away from zero, as std::round
   // The lanes, whole numbers in [-128, 127], as int8.
   static void store_s8(int8_t* p, F a) {
@@ -56,10 +59,6 @@ struct Neon {
   static I subv(I a, I b) { return vsubq_u32(a, b); }
   static I subi(I a, int32_t b) { return vsubq_u32(a, vdupq_n_u32(static_cast<uint32_t>(b))); }
   static F cvt(I a) { return vcvtq_f32_s32(vreinterpretq_s32_u32(a)); }
-  static F nib(I a) { return vcvtq_f32_u32(vandq_u32(a, vdupq_n_u32(15))); }
-  static F nib_centered(I a) {
-    return vcvtq_f32_s32(vsubq_s32(vreinterpretq_s32_u32(vandq_u32(a, vdupq_n_u32(15))), vdupq_n_s32(8)));
-  }
   static I lo_nibbles(I a) { return vandq_u32(a, vdupq_n_u32(0x0f0f0f0fu)); }
   static I hi_nibbles(I a) { return vandq_u32(vshrq_n_u32(a, 4), vdupq_n_u32(0x0f0f0f0fu)); }
   static F from_f16(const uint8_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(p)))); }

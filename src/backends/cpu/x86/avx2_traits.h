@@ -16,6 +16,8 @@ struct Avx2 {
   static constexpr int kPrefillRT = 1;
   static constexpr int kA8RT = 1;
   static constexpr int kA8NT = 3;
+  static constexpr int kA16RT = 1;
+  static constexpr int kA16NT = 1;
   static constexpr int kW8Bias = 0;  // |w| times sign(x, w): no bias to remove
   using F = __m256;
   using I = __m256i;
@@ -30,6 +32,7 @@ struct Avx2 {
   static F min(F a, F b) { return _mm256_min_ps(a, b); }
   static F max(F a, F b) { return _mm256_max_ps(a, b); }
   static F round_even(F a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static F floor(F a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
   // Halves away from zero (std::round): v - trunc(v) is exact, so is its comparison with 0.5.
   static F round_away(F a) {
     const F t = _mm256_round_ps(a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
@@ -62,10 +65,6 @@ struct Avx2 {
   static I subv(I a, I b) { return _mm256_sub_epi32(a, b); }
   static I subi(I a, int32_t b) { return _mm256_sub_epi32(a, _mm256_set1_epi32(b)); }
   static F cvt(I a) { return _mm256_cvtepi32_ps(a); }
-  static F nib(I a) { return _mm256_cvtepi32_ps(_mm256_and_si256(a, _mm256_set1_epi32(15))); }
-  static F nib_centered(I a) {
-    return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(a, _mm256_set1_epi32(15)), _mm256_set1_epi32(8)));
-  }
   static I lo_nibbles(I a) { return _mm256_and_si256(a, _mm256_set1_epi8(0x0f)); }
   static I hi_nibbles(I a) { return _mm256_and_si256(_mm256_srli_epi32(a, 4), _mm256_set1_epi8(0x0f)); }
   static F from_f16(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }

@@ -17,6 +17,8 @@ struct Avx512 {
   static constexpr int kPrefillRT = 2;
   static constexpr int kA8RT = 2;
   static constexpr int kA8NT = 6;
+  static constexpr int kA16RT = 2;
+  static constexpr int kA16NT = 4;
   static constexpr int kW8Bias = 128;  // vpdpbusd multiplies u8 by s8: x + 128 by w
   using F = __m512;
   using I = __m512i;
@@ -31,6 +33,7 @@ struct Avx512 {
   static F min(F a, F b) { return _mm512_min_ps(a, b); }
   static F max(F a, F b) { return _mm512_max_ps(a, b); }
   static F round_even(F a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static F floor(F a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
   // Halves away from zero (std::round): v - trunc(v) is exact, so is its comparison with 0.5.
   static F round_away(F a) {
     const F t = _mm512_roundscale_ps(a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
@@ -58,16 +61,6 @@ struct Avx512 {
   static I subv(I a, I b) { return _mm512_sub_epi32(a, b); }
   static I subi(I a, int32_t b) { return _mm512_sub_epi32(a, _mm512_set1_epi32(b)); }
   static F cvt(I a) { return _mm512_cvtepi32_ps(a); }
-  // vpermps reads the low 4 bits of each index: the nibble, whatever lies above it.
-  static F nib(I a) {
-    const __m512 lut = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    return _mm512_permutexvar_ps(a, lut);
-  }
-  // The nibble minus 8 (a symmetric 4-bit weight's integer), by the same lookup.
-  static F nib_centered(I a) {
-    const __m512 lut = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm512_permutexvar_ps(a, lut);
-  }
   static I lo_nibbles(I a) { return _mm512_and_si512(a, _mm512_set1_epi8(0x0f)); }
   static I hi_nibbles(I a) { return _mm512_and_si512(_mm512_srli_epi32(a, 4), _mm512_set1_epi8(0x0f)); }
   static F from_f16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
