@@ -93,7 +93,7 @@ void parallel_tiles(ThreadPool* pool, int64_t n, int tokens, F&& f) {
     if (n > 0) f(int64_t{0}, n);
     return;
   }
-  const int64_t grain = tokens == 1 ? 4 : std::max<int64_t>(4, (n / (8 * pool->size()) + 3) / 4 * 4);
+  const int64_t grain = tokens == 1 ? 8 : std::max<int64_t>(4, (n / (8 * pool->size()) + 3) / 4 * 4);
   pool->parallel_chunks(n, grain, [&f](int64_t b, int64_t e, int) { f(b, e); });
 }
 

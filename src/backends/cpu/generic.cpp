@@ -16,6 +16,7 @@ struct Generic {
   static constexpr int kA8NT = 4;
   static constexpr int kA16RT = 1;
   static constexpr int kA16NT = 4;
+  static constexpr int kA16DecodeRT = 1;
   static constexpr int kW8Bias = 0;
   struct F {
     float v[N];

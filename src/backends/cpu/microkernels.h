@@ -159,6 +159,16 @@ inline void w4a16_block(const PackedMatrix& w, const Activations& a, const Epilo
       static_for<4>([&](auto c) {
         const int64_t k4 = kb * 8 + 2 * c.value;
         for (int v = 0; v < V; ++v) {
+          if constexpr (NT == 1) {  // many tiles, one token: each tile's nibbles used at once
+            const int32_t h0 = x4(0, 0, k4), h1 = x4(0, 0, k4 + 1), l0 = x4(0, 1, k4), l1 = x4(0, 1, k4 + 1);
+            for (int r = 0; r < RT; ++r) {
+              const I q = S::loadi(base + r * w.tile_bytes + b * gb + hdr + (blk * 4 + c.value) * 64 + v * S::N * 4);
+              const I lo = S::lo_nibbles(q), hi = S::hi_nibbles(q);
+              ah[r][0][v] = S::dot_u4(S::dot_u4(ah[r][0][v], lo, h0), hi, h1);
+              al[r][0][v] = S::dot_u4(S::dot_u4(al[r][0][v], lo, l0), hi, l1);
+            }
+            continue;
+          }
           I lo[RT], hi[RT];
           for (int r = 0; r < RT; ++r) {
             const I q = S::loadi(base + r * w.tile_bytes + b * gb + hdr + (blk * 4 + c.value) * 64 + v * S::N * 4);
@@ -506,7 +516,7 @@ inline void over_tile_runs(const PackedMatrix& w, int64_t tb, int64_t te, int n,
 template <class S>
 void matmul_w4a16(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
   if (a.n == 1) {
-    over_tiles<S::kDigitRT>(tb, te, [&](auto rt, int64_t t) { w4a16_block<S, rt.value, 1, false>(w, a, e, t, 0); });
+    over_tiles<S::kA16DecodeRT>(tb, te, [&](auto rt, int64_t t) { w4a16_block<S, rt.value, 1, false>(w, a, e, t, 0); });
     return;
   }
   static_assert(S::kPrefillNT % S::kA16NT == 0, "a block of tokens lies within one panel");

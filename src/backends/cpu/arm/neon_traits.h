@@ -20,6 +20,7 @@ struct Neon {
   static constexpr int kA8NT = 4;
   static constexpr int kA16RT = 1;
   static constexpr int kA16NT = 2;
+  static constexpr int kA16DecodeRT = 1;
   static constexpr int kW8Bias = 0;
   using F = float32x4_t;
   using I = uint32x4_t;

@@ -18,6 +18,7 @@ struct Avx2 {
   static constexpr int kA8NT = 3;
   static constexpr int kA16RT = 1;
   static constexpr int kA16NT = 1;
+  static constexpr int kA16DecodeRT = 1;
   static constexpr int kW8Bias = 0;  // |w| times sign(x, w): no bias to remove
   using F = __m256;
   using I = __m256i;

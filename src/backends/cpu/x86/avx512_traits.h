@@ -19,6 +19,7 @@ struct Avx512 {
   static constexpr int kA8NT = 6;
   static constexpr int kA16RT = 2;
   static constexpr int kA16NT = 4;
+  static constexpr int kA16DecodeRT = 8;
   static constexpr int kW8Bias = 128;  // vpdpbusd multiplies u8 by s8: x + 128 by w
   using F = __m512;
   using I = __m512i;
