@@ -62,7 +62,7 @@ Fixture make(const QuantParams& p, int64_t rows, int64_t cols, int n, bool from_
   f.tiles.resize(static_cast<size_t>(4 * ((n + 15) / 16 * 16) * cols));
   f.panels.resize(static_cast<size_t>(((n + 15) / 16 * 16 + 16) * cols));
   f.dscales.resize(static_cast<size_t>(n * (cols / 32) + 1));
-  f.dsums.resize(static_cast<size_t>(n * (cols / 32) + 1));
+  f.dsums.resize(static_cast<size_t>(3 * n * (cols / 32) + 1));
   f.psums.resize(static_cast<size_t>(3 * (cols / 32 + 1)));
   return f;
 }
@@ -100,7 +100,7 @@ void run(benchmark::State& state, const cpu::KernelTable* t, QuantParams p, int6
       const int64_t nb = cols / 32;
       for (int i = 0; i < n; ++i)
         t->make_a16(f.x.data() + i * cols, cols, f.digits.data() + 2 * i * cols, f.dscales.data() + i * nb,
-                    f.dsums.data() + i * nb);
+                    f.dsums.data() + 3 * i * nb);
       a.a16 = f.digits.data();
       a.a16_scale = f.dscales.data();
       a.a16_sums = f.dsums.data();

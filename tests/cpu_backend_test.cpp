@@ -226,16 +226,16 @@ void run_matmul(const cpu::KernelTable& t, const MatmulCase& c, const std::vecto
     const int64_t nb = c.cols / 32;
     a16.resize(static_cast<size_t>(2 * c.n * c.cols));
     a16_scales.resize(static_cast<size_t>(c.n * nb));
-    a16_sums.resize(a16_scales.size());
+    a16_sums.resize(3 * a16_scales.size());
     for (int i = 0; i < c.n; ++i)
-      t.make_a16(x + i * c.cols, c.cols, a16.data() + 2 * i * c.cols, a16_scales.data() + i * nb, a16_sums.data() + i * nb);
+      t.make_a16(x + i * c.cols, c.cols, a16.data() + 2 * i * c.cols, a16_scales.data() + i * nb, a16_sums.data() + 3 * i * nb);
     a.a16 = a16.data();
     a.a16_scale = a16_scales.data();
     a.a16_sums = a16_sums.data();
     if (c.n > 1) {
       // Filled with junk first: the padding tokens must be written, not left over.
       const int64_t np = (c.n + t.panel_tokens - 1) / t.panel_tokens;
-      a16_panels.assign(static_cast<size_t>(t.a16_panel_quads(c.n, c.cols) + 2 * np * t.panel_tokens * nb), 0x5a5a5a5a);
+      a16_panels.assign(static_cast<size_t>(t.a16_panel_quads(c.n, c.cols) + 4 * np * t.panel_tokens * nb), 0x5a5a5a5a);
       int32_t* quads = a16_panels.data();
       auto* pscales = reinterpret_cast<float*>(quads + t.a16_panel_quads(c.n, c.cols));
       int32_t* psums = reinterpret_cast<int32_t*>(pscales + np * t.panel_tokens * nb);
@@ -513,8 +513,8 @@ TEST(CpuOps, EveryTableMakesTheSameDigits) {
 TEST(CpuOps, EveryTableRoundsW4A16ActivationsAsTheReference) {
   // W4A16's kernels read x as quant/ref_matmul.h's 16-bit values, two int8 digits each: every
   // table must make digits that put the reference's X back together (hi * 256 + lo, hi in
-  // [-127, 127]), its scales bit for bit and the sums of X, on ties, the clamp, zero and
-  // non-finite blocks.
+  // [-127, 127]), its scales bit for bit and the sums (of X, -8 times those of hi and of lo), on
+  // ties, the clamp, zero and non-finite blocks.
   const int64_t cols = 32 * 9;
   auto x = digit_blocks(13);
   // x * 127 / 16 * 256 on halves and on multiples of 128 (the digit boundary), and the extremes.
@@ -527,18 +527,22 @@ TEST(CpuOps, EveryTableRoundsW4A16ActivationsAsTheReference) {
     SCOPED_TRACE(t->name);
     std::vector<int8_t> d(static_cast<size_t>(2 * cols), 1);
     std::vector<float> sc(static_cast<size_t>(cols / 32));
-    std::vector<int32_t> sums(static_cast<size_t>(cols / 32));
+    std::vector<int32_t> sums(static_cast<size_t>(3 * cols / 32));
     t->make_a16(x.data(), cols, d.data(), sc.data(), sums.data());
     for (int64_t b = 0; b < cols / 32; ++b) {
       EXPECT_EQ(std::bit_cast<uint32_t>(sc[static_cast<size_t>(b)]), std::bit_cast<uint32_t>(want_scales[static_cast<size_t>(b)])) << "block " << b;
-      int32_t sum = 0;
+      int32_t sum = 0, sum_hi = 0, sum_lo = 0;
       for (int64_t k = b * 32; k < b * 32 + 32; ++k) {
         const int hi = d[static_cast<size_t>(k)], lo = d[static_cast<size_t>(cols + k)];
         EXPECT_LE(std::abs(hi), 127) << "element " << k;
         EXPECT_EQ(hi * 256 + lo, want[static_cast<size_t>(k)]) << "element " << k;
         sum += want[static_cast<size_t>(k)];
+        sum_hi += hi;
+        sum_lo += lo;
       }
-      EXPECT_EQ(sums[static_cast<size_t>(b)], sum) << "block " << b;
+      EXPECT_EQ(sums[static_cast<size_t>(3 * b)], sum) << "block " << b;
+      EXPECT_EQ(sums[static_cast<size_t>(3 * b + 1)], -8 * sum_hi) << "block " << b;
+      EXPECT_EQ(sums[static_cast<size_t>(3 * b + 2)], -8 * sum_lo) << "block " << b;
     }
   }
 }

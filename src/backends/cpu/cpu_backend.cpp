@@ -51,14 +51,14 @@ struct ScratchLayout {
     prep_dscales = align64(prep_digits + 3 * W);
     prep_dsums = align64(prep_dscales + 4 * groups);
     prep_psums = align64(prep_dsums + 4 * groups);
-    // W4A16's rows: two int8 digits per element, a scale and a sum per block of 32.
+    // W4A16's rows: two int8 digits per element, a scale and three sums per block of 32.
     prep_a16 = align64(prep_psums + 12 * groups);
     prep_a16_scales = align64(prep_a16 + 2 * T * W);
     prep_a16_sums = align64(prep_a16_scales + 4 * T * groups);
-    prep_tiles = align64(prep_a16_sums + 4 * T * groups);
+    prep_tiles = align64(prep_a16_sums + 12 * T * groups);
     // The bf16 tiles (2 bf16 per element, tokens rounded up to 16), the f32 prefill panels
     // (tokens rounded up to the table's panel of at most 16) or the int8 or a16 ones with their
-    // sums (fewer bytes: (T + 16) (2 W + 8 groups)).
+    // sums (fewer bytes: (T + 16) (2 W + 16 groups)).
     prep_bytes = align64(prep_tiles + 4 * ((T + 15) / 16 * 16 + 16) * W);
     size_t at = 0;
     norm = at;
@@ -274,7 +274,7 @@ class CpuKernel final : public Kernel {
       auto* sums = reinterpret_cast<int32_t*>(base + scratch_.prep_a16_sums);
       const int64_t cols = m.m.cols, nb = cols / 32;
       elementwise(ctx.pool, rows, [&](int64_t t) {
-        k_.make_a16(x + t * cols, cols, digits + t * 2 * cols, scales + t * nb, sums + t * nb);
+        k_.make_a16(x + t * cols, cols, digits + t * 2 * cols, scales + t * nb, sums + t * nb * 3);
       });
       a.a16 = digits;
       a.a16_scale = scales;

@@ -95,6 +95,11 @@ struct Generic {
     return s;
   }
   static I zeroi() { return I{}; }
+  static I set1i(int32_t x) {
+    I r;
+    for (int i = 0; i < N; ++i) r.v[i] = static_cast<uint32_t>(x);
+    return r;
+  }
   static I loadi(const uint8_t* p) {
     I r;
     std::memcpy(r.v, p, sizeof r.v);

@@ -35,10 +35,13 @@ struct Activations {
   // exact integer dot products.
   const int8_t* a16 = nullptr;         // [n][2][cols]: per token the hi digits, then the lo ones
   const float* a16_scale = nullptr;    // [n][cols / 32]
-  const int32_t* a16_sums = nullptr;   // [n][cols / 32]: sum of X over the block
+  // [n][cols / 32][3]: per block the sum of X (asymmetric groups' min term), and -8 times the
+  // sums of hi and of lo (where a symmetric group's two integer sums start).
+  const int32_t* a16_sums = nullptr;
   // The same for many tokens in panels of P = panel_tokens (make_a16_panel): per quad of
   // elements the hi then the lo digits of P tokens, [ceil(n / P)][cols / 4][2][P] u32, and the
-  // scales and sums as [ceil(n / P)][cols / 32][P]; the last panel padded with zero tokens.
+  // scales as [ceil(n / P)][cols / 32][P] and the sums as [ceil(n / P)][cols / 32][3][P]; the last
+  // panel padded with zero tokens.
   const int32_t* a16_panels = nullptr;
   const float* a16_panel_scale = nullptr;
   const int32_t* a16_panel_sums = nullptr;

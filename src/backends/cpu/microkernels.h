@@ -12,7 +12,7 @@
 //   lo_nibbles(I), hi_nibbles(I)   v & 0x0f0f0f0f, (v >> 4) & 0x0f0f0f0f
 //   dot_u4(acc, w, x4) acc[i] += sum_j u8(w[4i+j]) * s8(x4[j])      (w: nibbles 0..15)
 //   dot_s8(acc, w, x4) acc[i] += sum_j s8(w[4i+j]) * s8(x4[j]) + kW8Bias * sum_j s8(w[4i+j])
-//   zeroi subi(I, int32) addv(I, I) subv(I, I) slli<s>(I) cvt(I)
+//   zeroi set1i(int32) subi(I, int32) addv(I, I) subv(I, I) slli<s>(I) cvt(I)
 //   sext_byte<j>(I)    byte j of each u32, sign-extended
 //   w8_prep(I), dot_w8(acc, w', x4)   acc[i] += sum_j s8(w[4i+j]) * s8(x4[j]) + kW8DigitBias *
 //                                     sum_j s8(x4[j]), with w' = w8_prep(w) computed once
@@ -124,7 +124,7 @@ inline void w4a16_block(const PackedMatrix& w, const Activations& a, const Epilo
   const uint64_t gb = geo.gb;
   const int32_t* xq = kPanels ? a.a16_panels + (t0 / P) * (w.cols / 2) * P + t0 % P : nullptr;
   const float* xsc = kPanels ? a.a16_panel_scale + (t0 / P) * nb * P + t0 % P : nullptr;
-  const int32_t* xsm = kPanels ? a.a16_panel_sums + (t0 / P) * nb * P + t0 % P : nullptr;
+  const int32_t* xsm = kPanels ? a.a16_panel_sums + (t0 / P) * nb * 3 * P + t0 % P : nullptr;
   // Four digits (plane 0: hi, 1: lo) of token t0 + t from quad k4; the token's scale and sum of
   // block kb.
   auto x4 = [&](int t, int plane, int64_t k4) {
@@ -135,9 +135,10 @@ inline void w4a16_block(const PackedMatrix& w, const Activations& a, const Epilo
     if constexpr (kPanels) return xsc[kb * P + t];
     else return a.a16_scale[(t0 + t) * nb + kb];
   };
-  auto xsum = [&](int t, int64_t kb) {
-    if constexpr (kPanels) return xsm[kb * P + t];
-    else return a.a16_sums[(t0 + t) * nb + kb];
+  // Entry j of block kb's sums (kernels.h): 0 the sum of X, 1 and 2 the symmetric starts.
+  auto xsum = [&](int t, int64_t kb, int j) {
+    if constexpr (kPanels) return xsm[(kb * 3 + j) * P + t];
+    else return a.a16_sums[((t0 + t) * nb + kb) * 3 + j];
   };
   F y[RT][NT][V];
   for (int r = 0; r < RT; ++r)
@@ -150,10 +151,16 @@ inline void w4a16_block(const PackedMatrix& w, const Activations& a, const Epilo
       for (int r = 0; r < RT; ++r) prefetch_ahead(base + r * w.tile_bytes + b * gb, gb, tile_end);
     for (int blk = 0; blk < g / 32; ++blk) {
       const int64_t kb = b * (g / 32) + blk;
+      // Symmetric: the sums start at -8 sum hi and -8 sum lo, so that they end as sum (u - 8) X.
       I ah[RT][NT][V], al[RT][NT][V];
-      for (int r = 0; r < RT; ++r)
-        for (int t = 0; t < NT; ++t)
-          for (int v = 0; v < V; ++v) ah[r][t][v] = al[r][t][v] = S::zeroi();
+      for (int t = 0; t < NT; ++t) {
+        const I h = sym ? S::set1i(xsum(t, kb, 1)) : S::zeroi(), l = sym ? S::set1i(xsum(t, kb, 2)) : S::zeroi();
+        for (int r = 0; r < RT; ++r)
+          for (int v = 0; v < V; ++v) {
+            ah[r][t][v] = h;
+            al[r][t][v] = l;
+          }
+      }
       // Four steps of eight elements (nibbles lo: elements 0-3, hi: 4-7 of each row's u32), each
       // into both sums; unrolled, as a loop GCC kept the sums in memory.
       static_for<4>([&](auto c) {
@@ -192,8 +199,7 @@ inline void w4a16_block(const PackedMatrix& w, const Activations& a, const Epilo
         for (int v = 0; v < V; ++v) {
           const F d = S::from_f16(grp + v * S::N * 2);
           for (int t = 0; t < NT; ++t) {
-            const I dsum = sym ? S::subi(ah[r][t][v], 8 * xsum(t, kb)) : ah[r][t][v];
-            y[r][t][v] = S::fma(S::cvt(dsum), S::mul(d, S::set1(scale(t, kb))), y[r][t][v]);
+            y[r][t][v] = S::fma(S::cvt(ah[r][t][v]), S::mul(d, S::set1(scale(t, kb))), y[r][t][v]);
           }
         }
       }
@@ -203,7 +209,7 @@ inline void w4a16_block(const PackedMatrix& w, const Activations& a, const Epilo
       for (int t = 0; t < NT; ++t) {
         xs[t] = 0.0f;
         for (int blk = 0; blk < g / 32; ++blk)
-          xs[t] += scale(t, b * (g / 32) + blk) * static_cast<float>(xsum(t, b * (g / 32) + blk));
+          xs[t] += scale(t, b * (g / 32) + blk) * static_cast<float>(xsum(t, b * (g / 32) + blk, 0));
       }
       for (int r = 0; r < RT; ++r) {
         const uint8_t* grp = base + r * w.tile_bytes + b * gb;
@@ -743,21 +749,25 @@ inline void make_a16(const float* x, int64_t cols, int8_t* digits, float* scales
       std::memset(hi + b * 32, 0, 32);
       std::memset(lo + b * 32, 0, 32);
       scales[b] = finite ? 0.0f : std::nanf("");
-      sums[b] = 0;
+      sums[3 * b] = sums[3 * b + 1] = sums[3 * b + 2] = 0;
       continue;
     }
     const F inv = S::set1(127.0f / absmax), k256 = S::set1(256.0f), k128 = S::set1(128.0f), r256 = S::set1(1.0f / 256.0f),
             bound = S::set1(32512.0f), nbound = S::set1(-32512.0f);
-    F sum = S::zero();  // at most 32 * 32512: exact in f32
+    F sum = S::zero(), sum_hi = S::zero(), sum_lo = S::zero();  // at most 32 * 32512: exact in f32
     for (int i = 0; i < 32; i += N) {
       const F X = S::min(S::max(S::round_even(S::mul(S::mul(S::load(xb + i), inv), k256)), nbound), bound);
-      const F h = S::floor(S::mul(S::add(X, k128), r256));
+      const F h = S::floor(S::mul(S::add(X, k128), r256)), l = S::sub(X, S::mul(h, k256));
       S::store_s8(hi + b * 32 + i, h);
-      S::store_s8(lo + b * 32 + i, S::sub(X, S::mul(h, k256)));
+      S::store_s8(lo + b * 32 + i, l);
       sum = S::add(sum, X);
+      sum_hi = S::add(sum_hi, h);
+      sum_lo = S::add(sum_lo, l);
     }
     scales[b] = absmax / 127.0f / 256.0f;
-    sums[b] = static_cast<int32_t>(S::sum(sum));
+    sums[3 * b] = static_cast<int32_t>(S::sum(sum));
+    sums[3 * b + 1] = -8 * static_cast<int32_t>(S::sum(sum_hi));
+    sums[3 * b + 2] = -8 * static_cast<int32_t>(S::sum(sum_lo));
   }
 }
 
@@ -775,11 +785,11 @@ void make_a16_panel(const int8_t* digits, const float* scales, const int32_t* su
       for (int t = nt; t < P; ++t) o[t] = 0;
     }
   float* so = panel_scales + p * nb * P;
-  int32_t* sm = panel_sums + p * nb * P;
+  int32_t* sm = panel_sums + p * nb * 3 * P;
   for (int64_t b = 0; b < nb; ++b)
     for (int t = 0; t < P; ++t) {
       so[b * P + t] = t < nt ? scales[(p * P + t) * nb + b] : 0.0f;
-      sm[b * P + t] = t < nt ? sums[(p * P + t) * nb + b] : 0;
+      for (int j = 0; j < 3; ++j) sm[(b * 3 + j) * P + t] = t < nt ? sums[((p * P + t) * nb + b) * 3 + j] : 0;
     }
 }
 

@@ -48,6 +48,7 @@ struct Neon {
   }
   static float sum(F a) { return vaddvq_f32(a); }
   static I zeroi() { return vdupq_n_u32(0); }
+  static I set1i(int32_t x) { return vdupq_n_u32(static_cast<uint32_t>(x)); }
   static I loadi(const uint8_t* p) { return vld1q_u32(reinterpret_cast<const uint32_t*>(p)); }
   template <int s>
   static I srli(I a) {

@@ -57,6 +57,7 @@ struct Avx2 {
     return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
   }
   static I zeroi() { return _mm256_setzero_si256(); }
+  static I set1i(int32_t x) { return _mm256_set1_epi32(x); }
   static I loadi(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
   template <int s>
   static I srli(I a) { return _mm256_srli_epi32(a, s); }

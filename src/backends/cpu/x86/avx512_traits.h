@@ -53,6 +53,7 @@ struct Avx512 {
   }
   static float sum(F a) { return _mm512_reduce_add_ps(a); }
   static I zeroi() { return _mm512_setzero_si512(); }
+  static I set1i(int32_t x) { return _mm512_set1_epi32(x); }
   static I loadi(const uint8_t* p) { return _mm512_loadu_si512(p); }
   template <int s>
   static I srli(I a) { return _mm512_srli_epi32(a, s); }
