@@ -104,7 +104,10 @@ void run(benchmark::State& state, const cpu::KernelTable* t, QuantParams p, int6
       a.a16 = f.digits.data();
       a.a16_scale = f.dscales.data();
       a.a16_sums = f.dsums.data();
-      if (n > 1) {
+      if (t->reads_bf16_tiles(p.scheme, n, cols)) {
+        t->make_bf16_tiles_a16(f.digits.data(), f.dscales.data(), n, cols, f.tiles.data());
+        a.bf16_tiles = f.tiles.data();
+      } else if (n > 1) {
         auto* quads = reinterpret_cast<int32_t*>(f.panels.data());
         const int np = (n + t->panel_tokens - 1) / t->panel_tokens;
         auto* pscales = reinterpret_cast<float*>(quads + t->a16_panel_quads(n, cols));
@@ -116,7 +119,7 @@ void run(benchmark::State& state, const cpu::KernelTable* t, QuantParams p, int6
         a.a16_panel_sums = psums;
       }
     }
-    if (t->reads_bf16_tiles(p.scheme, n, cols)) {
+    if (!cpu::KernelTable::reads_a16(p.scheme) && t->reads_bf16_tiles(p.scheme, n, cols)) {
       t->make_bf16_tiles(f.x.data(), cols, n, cols, f.tiles.data());
       a.bf16_tiles = f.tiles.data();
     }

@@ -219,6 +219,7 @@ void run_matmul(const cpu::KernelTable& t, const MatmulCase& c, const std::vecto
   std::vector<int8_t> digits(static_cast<size_t>(3 * c.cols));
   std::vector<float> dscales(static_cast<size_t>(c.cols / 32 + 1));
   std::vector<int32_t> dsums(dscales.size()), psums(3 * dscales.size());
+  std::vector<uint16_t> bf16_tiles;
   std::vector<int8_t> a16;
   std::vector<float> a16_scales;
   std::vector<int32_t> a16_sums, a16_panels;
@@ -232,7 +233,11 @@ void run_matmul(const cpu::KernelTable& t, const MatmulCase& c, const std::vecto
     a.a16 = a16.data();
     a.a16_scale = a16_scales.data();
     a.a16_sums = a16_sums.data();
-    if (c.n > 1) {
+    if (t.reads_bf16_tiles(c.p.scheme, c.n, c.cols)) {
+      bf16_tiles.resize(static_cast<size_t>(4 * ((c.n + 15) / 16 * 16) * c.cols));
+      t.make_bf16_tiles_a16(a16.data(), a16_scales.data(), c.n, c.cols, bf16_tiles.data());
+      a.bf16_tiles = bf16_tiles.data();
+    } else if (c.n > 1) {
       // Filled with junk first: the padding tokens must be written, not left over.
       const int64_t np = (c.n + t.panel_tokens - 1) / t.panel_tokens;
       a16_panels.assign(static_cast<size_t>(t.a16_panel_quads(c.n, c.cols) + 4 * np * t.panel_tokens * nb), 0x5a5a5a5a);
@@ -253,8 +258,7 @@ void run_matmul(const cpu::KernelTable& t, const MatmulCase& c, const std::vecto
     a.digit_sums = dsums.data();
     a.digit_plane_sums = psums.data();
   }
-  std::vector<uint16_t> bf16_tiles;
-  if (t.reads_bf16_tiles(c.p.scheme, c.n, c.cols)) {
+  if (!cpu::KernelTable::reads_a16(c.p.scheme) && t.reads_bf16_tiles(c.p.scheme, c.n, c.cols)) {
     bf16_tiles.resize(static_cast<size_t>(4 * ((c.n + 15) / 16 * 16) * c.cols));
     t.make_bf16_tiles(x, c.cols, c.n, c.cols, bf16_tiles.data());
     a.bf16_tiles = bf16_tiles.data();

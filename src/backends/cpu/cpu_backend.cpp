@@ -279,7 +279,15 @@ class CpuKernel final : public Kernel {
       a.a16 = digits;
       a.a16_scale = scales;
       a.a16_sums = sums;
-      if (rows > 1) {
+      if (k_.reads_bf16_tiles(s, rows, cols)) {
+        auto* tiles = reinterpret_cast<uint16_t*>(base + scratch_.prep_tiles);
+        elementwise(ctx.pool, (rows + 15) / 16, [&](int64_t tb) {
+          k_.make_bf16_tiles_a16(digits + tb * 16 * 2 * cols, scales + tb * 16 * nb,
+                                 static_cast<int>(std::min<int64_t>(16, rows - tb * 16)), cols,
+                                 tiles + tb * (cols / 32) * 2 * 16 * 32);
+        });
+        a.bf16_tiles = tiles;
+      } else if (rows > 1) {
         auto* quads = reinterpret_cast<int32_t*>(base + scratch_.prep_tiles);
         const int64_t pt = k_.panel_tokens, panels = (rows + pt - 1) / pt;
         auto* pscales = reinterpret_cast<float*>(quads + k_.a16_panel_quads(rows, cols));

@@ -53,9 +53,9 @@ struct Activations {
   const float* digit_scale = nullptr;   // [cols / 32]
   const int32_t* digit_sums = nullptr;  // [cols / 32]: sum of X over the block
   const int32_t* digit_plane_sums = nullptr;  // [3][cols / 32]: sums of d1, d2, d3 over the block
-  // 4-bit A16, many tokens, on tables with matrix units (AMX): x split into two bf16 parts,
-  // x = hi + lo + r with |r| <= 2^-17 |x|, laid out as the tiles the units multiply
-  // (make_bf16_tiles); null where the table has none.
+  // Many tokens, on tables with matrix units (AMX): x (W4A16: its rounded s X) split into two
+  // bf16 parts, x = hi + lo + r with |r| <= 2^-17 |x|, laid out as the tiles the units multiply
+  // (make_bf16_tiles, make_bf16_tiles_a16); null where the table has none.
   const uint16_t* bf16_tiles = nullptr;
   // Prefill (n > 1) on the float kernels: x in panels of the table's panel_tokens (NT) tokens,
   // [ceil(n / NT)][cols][NT], the last one padded with zero tokens (make_x_panels): a block of
@@ -114,6 +114,8 @@ struct KernelTable {
   // schemes (a bit per Scheme) whose prefill reads them when cols is a multiple of 32, and the
   // fewest rows worth them.
   void (*make_bf16_tiles)(const float* x, int64_t x_stride, int n, int64_t cols, uint16_t* tiles) = nullptr;
+  // The same tiles of W4A16's rounded activations s X, from n tokens' a16 digits and scales.
+  void (*make_bf16_tiles_a16)(const int8_t* digits, const float* scales, int n, int64_t cols, uint16_t* tiles) = nullptr;
   uint32_t bf16_tile_schemes = 0;
   int bf16_tiles_min_rows = 0;
   bool reads_bf16_tiles(Scheme s, int n, int64_t cols) const {
@@ -124,7 +126,7 @@ struct KernelTable {
   // One token of W8A16, where the width is a multiple of the digits' block of 32.
   static bool reads_digits(Scheme s, int n, int64_t cols) { return n == 1 && s == Scheme::kW8A16 && cols % 32 == 0; }
   // W4A16 (its widths are multiples of the group, itself of 32): a16 for one token, the a16
-  // panels for more.
+  // panels (or, on matrix units, the bf16 tiles of s X) for more.
   static bool reads_a16(Scheme s) { return s == Scheme::kW4A16; }
   // The float kernels' many-token path reads them, and so does w8a16's one-token path where the
   // digits do not fit.

@@ -1,10 +1,13 @@
-// AVX-512 with AMX (Intel's tile matrix units): the AVX-512 table, with the prefill of W8A16 and
-// the 16-bit schemes on the tiles (W4A16's integer digits stay on VNNI). Compiled with the
-// AVX-512 flags and -mavx512bf16 -mamx-tile -mamx-bf16.
+// AVX-512 with AMX (Intel's tile matrix units): the AVX-512 table, with the prefill of every A16
+// and 16-bit scheme on the tiles. Compiled with the AVX-512 flags and -mavx512bf16 -mamx-tile
+// -mamx-bf16.
 //
 // Per 16 weight rows, 16 tokens and 32 input elements, TDPBF16PS multiplies the activations,
 // split into two bf16 parts hi + lo (|x - hi - lo| <= 2^-17 |x|), with weights that bf16 holds
 // exactly, and sums the products in f32:
+//   w4a16  the nibbles as bf16 integers (u - 8, or u for asymmetric groups) times its rounded
+//          activations s X (quant/ref_matmul.h), split the same way; each group's sum is scaled
+//          by its f16 scale on the AVX-512 side: y += d * C (+ m * sum_group s X);
 //   w8a16  the int8 values (|q| <= 127 is exact in bf16's 8 significant bits); y = s * C;
 //   bf16   the weights themselves;
 //   f16    each weight split as w = wh + wl, both bf16 (wh rounded to 8 significant bits, wl the
@@ -34,8 +37,9 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
-// Every tile 16 rows of 64 bytes: 0-3 (C of four token blocks), 4 and 5 (B, and the low part of
-// f16 weights), 6 and 7 (A hi and lo).
+// Every tile 16 rows of 64 bytes. w4a16: 0 (C, f32 16 x 16), 1 (B, 16 pairs x 16 rows), 2 and 3
+// (A hi and lo, 16 x 32 bf16). The others: 0-3 (C of four token blocks), 4 and 5 (B, and the low
+// part of f16 weights), 6 and 7 (A hi and lo).
 inline void configure_tiles() {
   TileConfig c;
   for (int i = 0; i < 8; ++i) {
@@ -52,9 +56,11 @@ decltype(KernelTable::matmul) avx512_matmul = {};
 constexpr int kTileTokens = 16;
 constexpr int kChunkBlocks = 4;  // token blocks whose sums stay in one stack buffer
 
-// The A tiles of x: per block of 16 tokens and 32 elements, hi then lo, each 16 rows of 32 bf16
-// in the order of the B tiles' pairs: (8c + j, 8c + 4 + j) for c = 0..3, j = 0..3.
-void make_bf16_tiles(const float* x, int64_t x_stride, int n, int64_t cols, uint16_t* tiles) {
+// The A tiles of n tokens: per block of 16 tokens and 32 elements, hi then lo, each 16 rows of
+// 32 bf16 in the order of the B tiles' pairs: (8c + j, 8c + 4 + j) for c = 0..3, j = 0..3.
+// load(t, k) gives token t's 16 values from element k.
+template <typename Load>
+void fill_bf16_tiles(int n, int64_t cols, uint16_t* tiles, Load&& load) {
   const int64_t kb = cols / 32;
   const int blocks = (n + kTileTokens - 1) / kTileTokens;
   const __m512i order = _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
@@ -65,7 +71,7 @@ void make_bf16_tiles(const float* x, int64_t x_stride, int n, int64_t cols, uint
       for (int m = 0; m < kTileTokens; ++m) {
         const int t = tb * kTileTokens + m;
         for (int half = 0; half < 2; ++half) {
-          __m512 v = t < n ? _mm512_loadu_ps(x + t * x_stride + b * 32 + half * 16) : _mm512_setzero_ps();
+          __m512 v = t < n ? load(t, b * 32 + half * 16) : _mm512_setzero_ps();
           v = _mm512_permutexvar_ps(order, v);
           const __m256i h = (__m256i)_mm512_cvtneps_pbh(v);
           const __m512 hf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -75,6 +81,110 @@ void make_bf16_tiles(const float* x, int64_t x_stride, int n, int64_t cols, uint
         }
       }
     }
+}
+
+void make_bf16_tiles(const float* x, int64_t x_stride, int n, int64_t cols, uint16_t* tiles) {
+  fill_bf16_tiles(n, cols, tiles, [&](int t, int64_t k) { return _mm512_loadu_ps(x + t * x_stride + k); });
+}
+
+// The same for W4A16's rounded activations s X from their digits (X = 256 hi + lo, exact in f32).
+void make_bf16_tiles_a16(const int8_t* digits, const float* scales, int n, int64_t cols, uint16_t* tiles) {
+  fill_bf16_tiles(n, cols, tiles, [&](int t, int64_t k) {
+    const int8_t* d = digits + t * 2 * cols + k;
+    const __m512i h = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d)));
+    const __m512i l = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + cols)));
+    const __m512 X = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(h, 8), l));
+    return _mm512_mul_ps(X, _mm512_set1_ps(scales[t * (cols / 32) + k / 32]));
+  });
+}
+
+// B tile p = (chunk c, byte j) of a block: per row n the pair (u[k0 + 8c + j], u[k0 + 8c + 4 + j])
+// as bf16 through a 32-entry word table indexed by the nibble (bit 4 is the next nibble's).
+template <int j>
+inline __m512i b_row(__m512i v, __m512i lut) {
+  const __m512i lo = _mm512_srli_epi32(v, 8 * j);
+  const __m512i hi = (12 - 8 * j) >= 0 ? _mm512_slli_epi32(v, (12 - 8 * j) >= 0 ? 12 - 8 * j : 0)
+                                        : _mm512_srli_epi32(v, (8 * j - 12) >= 0 ? 8 * j - 12 : 0);
+  return _mm512_permutexvar_epi16(_mm512_mask_blend_epi16(0xAAAAAAAAu, lo, hi), lut);
+}
+
+void matmul_w4a16_amx(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
+  if (a.bf16_tiles == nullptr) {
+    avx512_matmul[static_cast<int>(Scheme::kW4A16)](w, a, e, tb, te);
+    return;
+  }
+  configure_tiles();
+  const int g = w.params.group_size;
+  const bool sym = w.params.symmetric;
+  const int64_t groups = w.cols / g, kb = w.cols / 32;
+  const uint64_t gb = w4_group_bytes(w.params);
+  const int hdr = sym ? 32 : 64;
+  alignas(64) uint16_t table[32];
+  for (int i = 0; i < 32; ++i) {
+    const float u = static_cast<float>(i & 15) - (sym ? 8.0f : 0.0f);
+    uint32_t bits;
+    std::memcpy(&bits, &u, 4);
+    table[i] = static_cast<uint16_t>(bits >> 16);  // small integers: exact in bf16
+  }
+  const __m512i lut = _mm512_load_si512(table);
+  // The group's sum of the rounded activations, for the min term: sum over its blocks of s * sum X.
+  auto group_sum = [&](int t, int64_t b) {
+    float s = 0.0f;
+    for (int blk = 0; blk < g / 32; ++blk) {
+      const int64_t i = t * kb + b * (g / 32) + blk;
+      s += a.a16_scale[i] * static_cast<float>(a.a16_sums[3 * i]);
+    }
+    return s;
+  };
+  const int blocks = (a.n + kTileTokens - 1) / kTileTokens;
+  for (int64_t tile = tb; tile < te; ++tile) {
+    const uint8_t* base = w.data + tile * w.tile_bytes;
+    for (int c0 = 0; c0 < blocks; c0 += kChunkBlocks) {
+      const int c1 = std::min(blocks, c0 + kChunkBlocks);
+      alignas(64) float y[kChunkBlocks][kTileTokens][16];
+      for (int i = 0; i < c1 - c0; ++i)
+        for (int m = 0; m < kTileTokens; ++m) _mm512_store_ps(y[i][m], _mm512_setzero_ps());
+      for (int64_t b = 0; b < groups; ++b) {
+        const uint8_t* grp = base + b * gb;
+        alignas(64) uint16_t bt[4][16][32];  // the group's B tiles, g / 32 of them
+        for (int blk = 0; blk < g / 32; ++blk)
+          for (int c = 0; c < 4; ++c) {
+            const __m512i v = _mm512_loadu_si512(grp + hdr + (blk * 4 + c) * 64);
+            static_for<4>([&](auto j) { _mm512_store_si512(bt[blk][c * 4 + j], b_row<j.value>(v, lut)); });
+          }
+        const __m512 d = Avx512::from_f16(grp);
+        const __m512 mn = sym ? _mm512_setzero_ps() : Avx512::from_f16(grp + 32);
+        for (int tbk = c0; tbk < c1; ++tbk) {
+          _tile_zero(0);
+          for (int blk = 0; blk < g / 32; ++blk) {
+            const uint16_t* at = a.bf16_tiles + ((tbk * kb + b * (g / 32) + blk) * 2) * (kTileTokens * 32);
+            _tile_loadd(1, bt[blk], 64);
+            _tile_loadd(2, at, 64);
+            _tile_loadd(3, at + kTileTokens * 32, 64);
+            _tile_dpbf16ps(0, 2, 1);
+            _tile_dpbf16ps(0, 3, 1);
+          }
+          alignas(64) float cbuf[kTileTokens][16];
+          _tile_stored(0, cbuf, 64);
+          float (*yb)[16] = y[tbk - c0];
+          for (int m = 0; m < kTileTokens; ++m) {
+            __m512 acc = _mm512_fmadd_ps(_mm512_load_ps(cbuf[m]), d, _mm512_load_ps(yb[m]));
+            const int t = tbk * kTileTokens + m;
+            if (!sym && t < a.n) acc = _mm512_fmadd_ps(mn, _mm512_set1_ps(group_sum(t, b)), acc);
+            _mm512_store_ps(yb[m], acc);
+          }
+        }
+      }
+      for (int tbk = c0; tbk < c1; ++tbk)
+        for (int m = 0; m < kTileTokens; ++m) {
+          const int t = tbk * kTileTokens + m;
+          if (t >= a.n) break;
+          const __m512 v = _mm512_load_ps(y[tbk - c0][m]);
+          store_tile<Avx512>(w, e, tile, t, &v);
+        }
+    }
+  }
+  _tile_release();
 }
 
 // The B tile rows of block `blk` (32 elements) of one 16-row tile of a w8a16, bf16 or f16 matrix,
@@ -205,11 +315,13 @@ void KILN_FILL_AMX(KernelTable& t) {
   t.features = kCpuAvx2 | kCpuFma | kCpuF16c | kCpuAvx512f | kCpuAvx512bw | kCpuAvx512vl | kCpuAvx512vnni |
                kCpuAvx512bf16 | kCpuAmxTile | kCpuAmxBf16;
 #endif
+  t.matmul[static_cast<int>(Scheme::kW4A16)] = &matmul_w4a16_amx;
   t.matmul[static_cast<int>(Scheme::kW8A16)] = &matmul_wide_amx<Scheme::kW8A16>;
   t.matmul[static_cast<int>(Scheme::kBF16)] = &matmul_wide_amx<Scheme::kBF16>;
   t.matmul[static_cast<int>(Scheme::kF16)] = &matmul_wide_amx<Scheme::kF16>;
-  for (Scheme s : {Scheme::kW8A16, Scheme::kBF16, Scheme::kF16}) t.bf16_tile_schemes |= 1u << static_cast<int>(s);
+  for (Scheme s : {Scheme::kW4A16, Scheme::kW8A16, Scheme::kBF16, Scheme::kF16}) t.bf16_tile_schemes |= 1u << static_cast<int>(s);
   t.make_bf16_tiles = &make_bf16_tiles;
+  t.make_bf16_tiles_a16 = &make_bf16_tiles_a16;
   t.bf16_tiles_min_rows = 8;
 }
 
