@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/activations.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/layouts.h"
 #include "core/cpu_features.h"
@@ -28,12 +29,9 @@ struct Fixture {
   QuantParams p;
   int64_t rows, cols;
   std::vector<std::vector<uint8_t>> copies;  // packed weights
-  std::vector<float> x, y, sums, scales;
-  std::vector<int8_t> q, digits;
-  std::vector<int32_t> qsums, dsums, psums;
-  std::vector<float> dscales;
-  std::vector<uint16_t> tiles;
-  std::vector<float> panels;
+  std::vector<float> x, y;
+  std::vector<uint8_t> scratch;  // the activations' preparation, 64-byte aligned from prep()
+  uint8_t* prep() { return scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64; }
 };
 
 Fixture make(const QuantParams& p, int64_t rows, int64_t cols, int n, bool from_memory) {
@@ -54,16 +52,7 @@ Fixture make(const QuantParams& p, int64_t rows, int64_t cols, int n, bool from_
   f.x.resize(static_cast<size_t>(n * cols));
   for (float& v : f.x) v = d(rng);
   f.y.resize(static_cast<size_t>(n * rows));
-  f.sums.resize(static_cast<size_t>(n * cols / 32 + 1));
-  f.scales.resize(static_cast<size_t>(n));
-  f.q.resize(static_cast<size_t>(n * (cols + 4)));
-  f.qsums.resize(static_cast<size_t>(n * cols / 32 + 1));
-  f.digits.resize(static_cast<size_t>(std::max<int64_t>(3 * cols, 2 * n * cols)));
-  f.tiles.resize(static_cast<size_t>(4 * ((n + 15) / 16 * 16) * cols));
-  f.panels.resize(static_cast<size_t>(((n + 15) / 16 * 16 + 16) * cols));
-  f.dscales.resize(static_cast<size_t>(n * (cols / 32) + 1));
-  f.dsums.resize(static_cast<size_t>(3 * n * (cols / 32) + 1));
-  f.psums.resize(static_cast<size_t>(3 * (cols / 32 + 1)));
+  f.scratch.resize(cpu::ActivationScratch(cols, n).bytes + 64);
   return f;
 }
 
@@ -71,7 +60,7 @@ void run(benchmark::State& state, const cpu::KernelTable* t, QuantParams p, int6
   const int n = static_cast<int>(state.range(0));
   const bool cached = state.range(1) != 0;
   Fixture f = make(p, rows, cols, n, n == 1 && !cached);
-  const int g = is_4bit(p.scheme) ? p.group_size : 0;
+  const cpu::ActivationScratch layout(cols, n);
   ThreadPool pool(threads);
   cpu::PackedMatrix m;
   m.rows = rows;
@@ -84,64 +73,8 @@ void run(benchmark::State& state, const cpu::KernelTable* t, QuantParams p, int6
   const int64_t tiles = (rows + 15) / 16;
   size_t c = 0;
   for (auto _ : state) {
-    // The activations are prepared per call, as the back end does.
-    cpu::Activations a;
-    a.x = f.x.data();
-    a.x_stride = cols;
-    a.n = n;
-    if (cpu::KernelTable::reads_digits(p.scheme, n, cols)) {
-      t->make_digits(f.x.data(), cols, f.digits.data(), f.dscales.data(), f.dsums.data(), f.psums.data());
-      a.digits = f.digits.data();
-      a.digit_scale = f.dscales.data();
-      a.digit_sums = f.dsums.data();
-      a.digit_plane_sums = f.psums.data();
-    }
-    if (cpu::KernelTable::reads_a16(p.scheme)) {
-      const int64_t nb = cols / 32;
-      for (int i = 0; i < n; ++i)
-        t->make_a16(f.x.data() + i * cols, cols, f.digits.data() + 2 * i * cols, f.dscales.data() + i * nb,
-                    f.dsums.data() + 3 * i * nb);
-      a.a16 = f.digits.data();
-      a.a16_scale = f.dscales.data();
-      a.a16_sums = f.dsums.data();
-      if (t->reads_bf16_tiles(p.scheme, n, cols)) {
-        t->make_bf16_tiles_a16(f.digits.data(), f.dscales.data(), n, cols, f.tiles.data());
-        a.bf16_tiles = f.tiles.data();
-      } else if (n > 1) {
-        auto* quads = reinterpret_cast<int32_t*>(f.panels.data());
-        const int np = (n + t->panel_tokens - 1) / t->panel_tokens;
-        auto* pscales = reinterpret_cast<float*>(quads + t->a16_panel_quads(n, cols));
-        auto* psums = reinterpret_cast<int32_t*>(pscales + np * t->panel_tokens * nb);
-        for (int i = 0; i < np; ++i)
-          t->make_a16_panel(f.digits.data(), f.dscales.data(), f.dsums.data(), n, cols, i, quads, pscales, psums);
-        a.a16_panels = quads;
-        a.a16_panel_scale = pscales;
-        a.a16_panel_sums = psums;
-      }
-    }
-    if (!cpu::KernelTable::reads_a16(p.scheme) && t->reads_bf16_tiles(p.scheme, n, cols)) {
-      t->make_bf16_tiles(f.x.data(), cols, n, cols, f.tiles.data());
-      a.bf16_tiles = f.tiles.data();
-    }
-    if (t->reads_x_panels(p.scheme, n, cols)) {
-      t->make_x_panels(f.x.data(), cols, n, cols, f.panels.data());
-      a.x_panels = f.panels.data();
-    }
-    if (quantizes_activations(p.scheme)) {
-      const int64_t stride = (cols + 3) / 4 * 4;
-      t->quantize_rows(f.x.data(), cols, n, cols, g, f.q.data(), stride, f.scales.data(), f.qsums.data());
-      a.q = f.q.data();
-      a.q_stride = stride;
-      a.q_scale = f.scales.data();
-      a.q_group_sums = f.qsums.data();
-      if (t->reads_q_panels(p.scheme, n)) {
-        auto* quads = reinterpret_cast<int32_t*>(f.panels.data());
-        int32_t* sums = quads + t->q_panel_quads(n, stride);
-        for (int i = 0; i * t->panel_tokens < n; ++i) t->make_q_panel(f.q.data(), stride, f.qsums.data(), n, cols, g, i, quads, sums);
-        a.q_panels = quads;
-        a.q_panel_sums = sums;
-      }
-    }
+    // The activations are prepared per call, as the back end does (on the calling thread).
+    const cpu::Activations a = cpu::prepare_activations(*t, p, cols, f.x.data(), n, layout, f.prep(), nullptr);
     m.data = f.copies[c].data();
     c = (c + 1) % f.copies.size();
     pool.parallel_for(tiles, [&](int64_t b, int64_t end, int) { t->matmul[static_cast<int>(p.scheme)](m, a, e, b, end); });

@@ -25,6 +25,7 @@
 #include <thread>
 #include <tuple>
 
+#include "backends/cpu/activations.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/layouts.h"
@@ -74,7 +75,9 @@ TEST(ThreadPool, ChunksCoverEveryIndexOnce) {
             EXPECT_GE(t, 0);
             EXPECT_LT(t, threads);
             EXPECT_LT(b, e);
-            if (threads > 1 && n > grain) EXPECT_LE(e - b, grain);
+            if (threads > 1 && n > grain) {
+              EXPECT_LE(e - b, grain);
+            }
             for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
           });
         for (auto& h : hits) EXPECT_EQ(h.load(), 50) << threads << " threads, n " << n << ", grain " << grain;
@@ -208,88 +211,11 @@ void run_matmul(const cpu::KernelTable& t, const MatmulCase& c, const std::vecto
   m.cols = c.cols;
   m.params = c.p;
   m.tile_bytes = static_cast<int64_t>(*cpu::tile_bytes(c.p, cpu::matmul_layout(c.p.scheme), c.cols));
-  cpu::Activations a;
-  a.x = x;
-  a.x_stride = c.cols;
-  a.n = c.n;
-  const int g = is_4bit(c.p.scheme) ? c.p.group_size : 0;
-  std::vector<float> scales(static_cast<size_t>(c.n));
-  std::vector<int8_t> q;
-  std::vector<int32_t> qsums;
-  std::vector<int8_t> digits(static_cast<size_t>(3 * c.cols));
-  std::vector<float> dscales(static_cast<size_t>(c.cols / 32 + 1));
-  std::vector<int32_t> dsums(dscales.size()), psums(3 * dscales.size());
-  std::vector<uint16_t> bf16_tiles;
-  std::vector<int8_t> a16;
-  std::vector<float> a16_scales;
-  std::vector<int32_t> a16_sums, a16_panels;
-  if (cpu::KernelTable::reads_a16(c.p.scheme)) {
-    const int64_t nb = c.cols / 32;
-    a16.resize(static_cast<size_t>(2 * c.n * c.cols));
-    a16_scales.resize(static_cast<size_t>(c.n * nb));
-    a16_sums.resize(3 * a16_scales.size());
-    for (int i = 0; i < c.n; ++i)
-      t.make_a16(x + i * c.cols, c.cols, a16.data() + 2 * i * c.cols, a16_scales.data() + i * nb, a16_sums.data() + 3 * i * nb);
-    a.a16 = a16.data();
-    a.a16_scale = a16_scales.data();
-    a.a16_sums = a16_sums.data();
-    if (t.reads_bf16_tiles(c.p.scheme, c.n, c.cols)) {
-      bf16_tiles.resize(static_cast<size_t>(4 * ((c.n + 15) / 16 * 16) * c.cols));
-      t.make_bf16_tiles_a16(a16.data(), a16_scales.data(), c.n, c.cols, bf16_tiles.data());
-      a.bf16_tiles = bf16_tiles.data();
-    } else if (c.n > 1) {
-      // Filled with junk first: the padding tokens must be written, not left over.
-      const int64_t np = (c.n + t.panel_tokens - 1) / t.panel_tokens;
-      a16_panels.assign(static_cast<size_t>(t.a16_panel_quads(c.n, c.cols) + 4 * np * t.panel_tokens * nb), 0x5a5a5a5a);
-      int32_t* quads = a16_panels.data();
-      auto* pscales = reinterpret_cast<float*>(quads + t.a16_panel_quads(c.n, c.cols));
-      int32_t* psums = reinterpret_cast<int32_t*>(pscales + np * t.panel_tokens * nb);
-      for (int p = 0; p < np; ++p)
-        t.make_a16_panel(a16.data(), a16_scales.data(), a16_sums.data(), c.n, c.cols, p, quads, pscales, psums);
-      a.a16_panels = quads;
-      a.a16_panel_scale = pscales;
-      a.a16_panel_sums = psums;
-    }
-  }
-  if (cpu::KernelTable::reads_digits(c.p.scheme, c.n, c.cols)) {
-    t.make_digits(x, c.cols, digits.data(), dscales.data(), dsums.data(), psums.data());
-    a.digits = digits.data();
-    a.digit_scale = dscales.data();
-    a.digit_sums = dsums.data();
-    a.digit_plane_sums = psums.data();
-  }
-  if (!cpu::KernelTable::reads_a16(c.p.scheme) && t.reads_bf16_tiles(c.p.scheme, c.n, c.cols)) {
-    bf16_tiles.resize(static_cast<size_t>(4 * ((c.n + 15) / 16 * 16) * c.cols));
-    t.make_bf16_tiles(x, c.cols, c.n, c.cols, bf16_tiles.data());
-    a.bf16_tiles = bf16_tiles.data();
-  }
-  std::vector<float> panels;
-  if (t.reads_x_panels(c.p.scheme, c.n, c.cols)) {
-    panels.resize(static_cast<size_t>((c.n + t.panel_tokens - 1) / t.panel_tokens * t.panel_tokens * c.cols), NAN);
-    t.make_x_panels(x, c.cols, c.n, c.cols, panels.data());
-    a.x_panels = panels.data();
-  }
-  if (quantizes_activations(c.p.scheme)) {
-    const int64_t stride = (c.cols + 3) / 4 * 4;
-    q.resize(static_cast<size_t>(stride * c.n));
-    qsums.resize(static_cast<size_t>(c.n * (g > 0 ? c.cols / g : 1)));
-    t.quantize_rows(x, c.cols, c.n, c.cols, g, q.data(), stride, scales.data(), qsums.data());
-    a.q = q.data();
-    a.q_stride = stride;
-    a.q_scale = scales.data();
-    a.q_group_sums = qsums.data();
-  }
-  std::vector<int32_t> q_panels, q_panel_sums;
-  if (t.reads_q_panels(c.p.scheme, c.n)) {
-    // Filled with junk first: the padding tokens must be written, not left over.
-    const int64_t np = (c.n + t.panel_tokens - 1) / t.panel_tokens, stride = (c.cols + 3) / 4 * 4;
-    q_panels.assign(static_cast<size_t>(t.q_panel_quads(c.n, stride)), 0x5a5a5a5a);
-    q_panel_sums.assign(static_cast<size_t>(np * t.panel_tokens * (g > 0 ? c.cols / g : 1)), 0x5a5a5a5a);
-    for (int p = 0; p < np; ++p)
-      t.make_q_panel(q.data(), stride, qsums.data(), c.n, c.cols, g, p, q_panels.data(), q_panel_sums.data());
-    a.q_panels = q_panels.data();
-    a.q_panel_sums = q_panel_sums.data();
-  }
+  // Filled with junk first: the padding tokens of the panels must be written, not left over.
+  const cpu::ActivationScratch layout(c.cols, c.n);
+  std::vector<uint8_t> scratch(layout.bytes + 64, 0x5a);
+  uint8_t* base = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
+  const cpu::Activations a = cpu::prepare_activations(t, c.p, c.cols, x, c.n, layout, base, nullptr);
   cpu::Epilogue e;
   e.y = y;
   e.y_stride = c.rows;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backends/cpu/activations.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/layouts.h"
 #include "core/cpu_features.h"
@@ -35,31 +36,14 @@ int64_t max_head_dim(const Graph& g) {
 
 size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
-// The per-session scratch, carved into 64-byte aligned regions for up to T tokens of width W.
+// The per-session scratch, carved into 64-byte aligned regions for up to T tokens of width W:
+// the normalised rows, the up projection, the rope angles, and three activation preparations
+// (one per matrix of a fused op).
 struct ScratchLayout {
+  cpu::ActivationScratch prep_layout;
   size_t norm = 0, tmp = 0, rope = 0, prep[3] = {}, total = 0;
-  // One activation preparation: int8 values, scales, int group sums, digits.
-  size_t prep_q = 0, prep_scales = 0, prep_qsums = 0, prep_digits = 0, prep_dscales = 0, prep_dsums = 0,
-         prep_psums = 0, prep_a16 = 0, prep_a16_scales = 0, prep_a16_sums = 0, prep_tiles = 0, prep_bytes = 0;
-  ScratchLayout(int64_t w, int t, int64_t head_dim) {
+  ScratchLayout(int64_t w, int t, int64_t head_dim) : prep_layout(w, t) {
     const auto T = static_cast<size_t>(t), W = static_cast<size_t>(w);
-    const size_t groups = W / 32 + 1;
-    prep_q = 0;
-    prep_scales = align64(prep_q + T * (W + 4));
-    prep_qsums = align64(prep_scales + 4 * T);
-    prep_digits = align64(prep_qsums + 4 * T * groups);
-    prep_dscales = align64(prep_digits + 3 * W);
-    prep_dsums = align64(prep_dscales + 4 * groups);
-    prep_psums = align64(prep_dsums + 4 * groups);
-    // W4A16's rows: two int8 digits per element, a scale and three sums per block of 32.
-    prep_a16 = align64(prep_psums + 12 * groups);
-    prep_a16_scales = align64(prep_a16 + 2 * T * W);
-    prep_a16_sums = align64(prep_a16_scales + 4 * T * groups);
-    prep_tiles = align64(prep_a16_sums + 12 * T * groups);
-    // The bf16 tiles (2 bf16 per element, tokens rounded up to 16), the f32 prefill panels
-    // (tokens rounded up to the table's panel of at most 16) or the int8 or a16 ones with their
-    // sums (fewer bytes: (T + 16) (2 W + 16 groups)).
-    prep_bytes = align64(prep_tiles + 4 * ((T + 15) / 16 * 16 + 16) * W);
     size_t at = 0;
     norm = at;
     at = align64(at + 4 * T * W);
@@ -69,7 +53,7 @@ struct ScratchLayout {
     at = align64(at + 4 * T * static_cast<size_t>(head_dim));
     for (size_t& p : prep) {
       p = at;
-      at += prep_bytes;
+      at += prep_layout.bytes;
     }
     total = at + 64;
   }
@@ -259,100 +243,9 @@ class CpuKernel final : public Kernel {
     elementwise(pool, rows, [&](int64_t t) { k_.rmsnorm(y + t * d, x + t * d, w, d, node_.eps); });
   }
 
-  // What the kernels of matrix m need from x: group sums (4-bit A16, one token) or int8 rows.
   cpu::Activations prepare_activations(const StepContext& ctx, const Matrix& m, const float* x, int rows, int slot) const {
-    cpu::Activations a;
-    a.x = x;
-    a.x_stride = m.m.cols;
-    a.n = rows;
-    uint8_t* base = ctx.scratch + scratch_.prep[slot];
-    const Scheme s = m.m.params.scheme;
-    const int g = is_4bit(s) ? m.m.params.group_size : 0;
-    if (cpu::KernelTable::reads_a16(s)) {
-      auto* digits = reinterpret_cast<int8_t*>(base + scratch_.prep_a16);
-      auto* scales = reinterpret_cast<float*>(base + scratch_.prep_a16_scales);
-      auto* sums = reinterpret_cast<int32_t*>(base + scratch_.prep_a16_sums);
-      const int64_t cols = m.m.cols, nb = cols / 32;
-      elementwise(ctx.pool, rows, [&](int64_t t) {
-        k_.make_a16(x + t * cols, cols, digits + t * 2 * cols, scales + t * nb, sums + t * nb * 3);
-      });
-      a.a16 = digits;
-      a.a16_scale = scales;
-      a.a16_sums = sums;
-      if (k_.reads_bf16_tiles(s, rows, cols)) {
-        auto* tiles = reinterpret_cast<uint16_t*>(base + scratch_.prep_tiles);
-        elementwise(ctx.pool, (rows + 15) / 16, [&](int64_t tb) {
-          k_.make_bf16_tiles_a16(digits + tb * 16 * 2 * cols, scales + tb * 16 * nb,
-                                 static_cast<int>(std::min<int64_t>(16, rows - tb * 16)), cols,
-                                 tiles + tb * (cols / 32) * 2 * 16 * 32);
-        });
-        a.bf16_tiles = tiles;
-      } else if (rows > 1) {
-        auto* quads = reinterpret_cast<int32_t*>(base + scratch_.prep_tiles);
-        const int64_t pt = k_.panel_tokens, panels = (rows + pt - 1) / pt;
-        auto* pscales = reinterpret_cast<float*>(quads + k_.a16_panel_quads(rows, cols));
-        auto* psums = reinterpret_cast<int32_t*>(pscales + panels * pt * nb);
-        elementwise(ctx.pool, static_cast<int>(panels), [&](int64_t p) {
-          k_.make_a16_panel(digits, scales, sums, rows, cols, static_cast<int>(p), quads, pscales, psums);
-        });
-        a.a16_panels = quads;
-        a.a16_panel_scale = pscales;
-        a.a16_panel_sums = psums;
-      }
-    } else if (cpu::KernelTable::reads_digits(s, rows, m.m.cols)) {
-      auto* digits = reinterpret_cast<int8_t*>(base + scratch_.prep_digits);
-      auto* dscales = reinterpret_cast<float*>(base + scratch_.prep_dscales);
-      auto* dsums = reinterpret_cast<int32_t*>(base + scratch_.prep_dsums);
-      auto* psums = reinterpret_cast<int32_t*>(base + scratch_.prep_psums);
-      k_.make_digits(x, m.m.cols, digits, dscales, dsums, psums);
-      a.digits = digits;
-      a.digit_scale = dscales;
-      a.digit_sums = dsums;
-      a.digit_plane_sums = psums;
-    } else if (k_.reads_bf16_tiles(s, rows, m.m.cols)) {
-      auto* tiles = reinterpret_cast<uint16_t*>(base + scratch_.prep_tiles);
-      // Block-major: each block of 16 rows is written by itself, so the blocks go over the pool.
-      const int64_t cols = m.m.cols;
-      elementwise(ctx.pool, (rows + 15) / 16, [&](int64_t tb) {
-        k_.make_bf16_tiles(x + tb * 16 * cols, cols, static_cast<int>(std::min<int64_t>(16, rows - tb * 16)), cols,
-                           tiles + tb * (cols / 32) * 2 * 16 * 32);
-      });
-      a.bf16_tiles = tiles;
-    } else if (k_.reads_x_panels(s, rows, m.m.cols)) {
-      auto* panels = reinterpret_cast<float*>(base + scratch_.prep_tiles);
-      const int64_t cols = m.m.cols, nt = k_.panel_tokens;
-      elementwise(ctx.pool, static_cast<int>((rows + nt - 1) / nt), [&](int64_t p) {
-        k_.make_x_panels(x + p * nt * cols, cols, static_cast<int>(std::min<int64_t>(nt, rows - p * nt)), cols,
-                         panels + p * nt * cols);
-      });
-      a.x_panels = panels;
-    } else if (quantizes_activations(s)) {
-      auto* q = reinterpret_cast<int8_t*>(base + scratch_.prep_q);
-      auto* scales = reinterpret_cast<float*>(base + scratch_.prep_scales);
-      auto* qsums = reinterpret_cast<int32_t*>(base + scratch_.prep_qsums);
-      const int64_t stride = (m.m.cols + 3) / 4 * 4;
-      const int64_t groups = g > 0 ? m.m.cols / g : 0;
-      elementwise(ctx.pool, rows, [&](int64_t t) {
-        k_.quantize_rows(x + t * m.m.cols, m.m.cols, 1, m.m.cols, g, q + t * stride, stride, scales + t,
-                         qsums + t * groups);
-      });
-      a.q = q;
-      a.q_stride = stride;
-      a.q_scale = scales;
-      a.q_group_sums = qsums;
-      if (k_.reads_q_panels(s, rows)) {
-        // Quads then sums, in the region the float schemes' panels use.
-        const int64_t panels = (rows + k_.panel_tokens - 1) / k_.panel_tokens;
-        auto* quads = reinterpret_cast<int32_t*>(base + scratch_.prep_tiles);
-        int32_t* sums = quads + k_.q_panel_quads(rows, stride);
-        elementwise(ctx.pool, panels, [&](int64_t p) {
-          k_.make_q_panel(q, stride, qsums, rows, m.m.cols, g, static_cast<int>(p), quads, sums);
-        });
-        a.q_panels = quads;
-        a.q_panel_sums = sums;
-      }
-    }
-    return a;
+    return cpu::prepare_activations(k_, m.m.params, m.m.cols, x, rows, scratch_.prep_layout,
+                                    ctx.scratch + scratch_.prep[slot], ctx.pool);
   }
 
   static bool same_preparation(const Matrix& a, const Matrix& b) {

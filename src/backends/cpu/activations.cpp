@@ -1,0 +1,137 @@
+#include "backends/cpu/activations.h"
+
+#include <algorithm>
+
+#include "core/thread_pool.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+size_t align64(size_t n) { return (n + 63) / 64 * 64; }
+
+// f(i) for i < n: over the pool for more than one, else inline.
+template <typename F>
+void each(ThreadPool* pool, int64_t n, F&& f) {
+  if (pool == nullptr || n <= 1) {
+    for (int64_t i = 0; i < n; ++i) f(i);
+    return;
+  }
+  pool->parallel_for(n, [&f](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) f(i);
+  });
+}
+
+template <typename T>
+T* at(uint8_t* base, size_t off) {
+  return reinterpret_cast<T*>(base + off);
+}
+
+}  // namespace
+
+ActivationScratch::ActivationScratch(int64_t cols, int tokens) {
+  const auto T = static_cast<size_t>(tokens), W = static_cast<size_t>(cols);
+  const size_t groups = W / 32 + 1;
+  q = 0;
+  scales = align64(q + T * (W + 4));
+  qsums = align64(scales + 4 * T);
+  digits = align64(qsums + 4 * T * groups);
+  dscales = align64(digits + 3 * W);
+  dsums = align64(dscales + 4 * groups);
+  psums = align64(dsums + 4 * groups);
+  // W4A16's rows: two int8 digits per element, a scale and three sums per block of 32.
+  a16 = align64(psums + 12 * groups);
+  a16_scales = align64(a16 + 2 * T * W);
+  a16_sums = align64(a16_scales + 4 * T * groups);
+  panels = align64(a16_sums + 12 * T * groups);
+  // The bf16 tiles (2 bf16 per element, tokens rounded up to 16), the f32 prefill panels
+  // (tokens rounded up to the table's panel of at most 16) or the int8 or a16 ones with their
+  // sums (fewer bytes: (T + 16) (2 W + 16 groups)).
+  bytes = align64(panels + 4 * ((T + 15) / 16 * 16 + 16) * W);
+}
+
+Activations prepare_activations(const KernelTable& t, const QuantParams& p, int64_t cols, const float* x, int n,
+                                const ActivationScratch& layout, uint8_t* scratch, ThreadPool* pool) {
+  Activations a;
+  a.x = x;
+  a.x_stride = cols;
+  a.n = n;
+  const Scheme s = p.scheme;
+  const int g = is_4bit(s) ? p.group_size : 0;
+  const int64_t nb = cols / 32;
+  if (KernelTable::reads_a16(s)) {
+    auto* digits = at<int8_t>(scratch, layout.a16);
+    auto* scales = at<float>(scratch, layout.a16_scales);
+    auto* sums = at<int32_t>(scratch, layout.a16_sums);
+    each(pool, n, [&](int64_t r) { t.make_a16(x + r * cols, cols, digits + r * 2 * cols, scales + r * nb, sums + r * nb * 3); });
+    a.a16 = digits;
+    a.a16_scale = scales;
+    a.a16_sums = sums;
+    if (t.reads_bf16_tiles(s, n, cols)) {
+      auto* tiles = at<uint16_t>(scratch, layout.panels);
+      // Block-major: each block of 16 rows is written by itself.
+      each(pool, (n + 15) / 16, [&](int64_t tb) {
+        t.make_bf16_tiles_a16(digits + tb * 16 * 2 * cols, scales + tb * 16 * nb,
+                              static_cast<int>(std::min<int64_t>(16, n - tb * 16)), cols, tiles + tb * nb * 2 * 16 * 32);
+      });
+      a.bf16_tiles = tiles;
+    } else if (n > 1) {
+      auto* quads = at<int32_t>(scratch, layout.panels);
+      const int64_t pt = t.panel_tokens, np = (n + pt - 1) / pt;
+      auto* pscales = reinterpret_cast<float*>(quads + t.a16_panel_quads(n, cols));
+      auto* psums = reinterpret_cast<int32_t*>(pscales + np * pt * nb);
+      each(pool, np, [&](int64_t i) { t.make_a16_panel(digits, scales, sums, n, cols, static_cast<int>(i), quads, pscales, psums); });
+      a.a16_panels = quads;
+      a.a16_panel_scale = pscales;
+      a.a16_panel_sums = psums;
+    }
+  } else if (KernelTable::reads_digits(s, n, cols)) {
+    auto* digits = at<int8_t>(scratch, layout.digits);
+    auto* dscales = at<float>(scratch, layout.dscales);
+    auto* dsums = at<int32_t>(scratch, layout.dsums);
+    auto* psums = at<int32_t>(scratch, layout.psums);
+    t.make_digits(x, cols, digits, dscales, dsums, psums);
+    a.digits = digits;
+    a.digit_scale = dscales;
+    a.digit_sums = dsums;
+    a.digit_plane_sums = psums;
+  } else if (t.reads_bf16_tiles(s, n, cols)) {
+    auto* tiles = at<uint16_t>(scratch, layout.panels);
+    each(pool, (n + 15) / 16, [&](int64_t tb) {
+      t.make_bf16_tiles(x + tb * 16 * cols, cols, static_cast<int>(std::min<int64_t>(16, n - tb * 16)), cols,
+                        tiles + tb * nb * 2 * 16 * 32);
+    });
+    a.bf16_tiles = tiles;
+  } else if (t.reads_x_panels(s, n, cols)) {
+    auto* panels = at<float>(scratch, layout.panels);
+    const int64_t pt = t.panel_tokens;
+    each(pool, (n + pt - 1) / pt, [&](int64_t i) {
+      t.make_x_panels(x + i * pt * cols, cols, static_cast<int>(std::min<int64_t>(pt, n - i * pt)), cols, panels + i * pt * cols);
+    });
+    a.x_panels = panels;
+  } else if (quantizes_activations(s)) {
+    auto* q = at<int8_t>(scratch, layout.q);
+    auto* scales = at<float>(scratch, layout.scales);
+    auto* qsums = at<int32_t>(scratch, layout.qsums);
+    const int64_t stride = (cols + 3) / 4 * 4, groups = g > 0 ? cols / g : 0;
+    each(pool, n, [&](int64_t r) {
+      t.quantize_rows(x + r * cols, cols, 1, cols, g, q + r * stride, stride, scales + r, qsums + r * groups);
+    });
+    a.q = q;
+    a.q_stride = stride;
+    a.q_scale = scales;
+    a.q_group_sums = qsums;
+    if (t.reads_q_panels(s, n)) {
+      // Quads then sums, in the region the float schemes' panels use.
+      auto* quads = at<int32_t>(scratch, layout.panels);
+      int32_t* sums = quads + t.q_panel_quads(n, stride);
+      each(pool, (n + t.panel_tokens - 1) / t.panel_tokens,
+           [&](int64_t i) { t.make_q_panel(q, stride, qsums, n, cols, g, static_cast<int>(i), quads, sums); });
+      a.q_panels = quads;
+      a.q_panel_sums = sums;
+    }
+  }
+  return a;
+}
+
+}  // namespace kiln::cpu
