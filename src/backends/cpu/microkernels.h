@@ -600,8 +600,8 @@ inline AbsMax abs_max(const float* x, int64_t n) {
   using F = typename S::F;
   constexpr int N = S::N;
   F m = S::zero(), nonfinite = S::zero();
-  int64_t i = 0;
-  for (; i + N <= n; i += N) {
+  const int64_t full = n / N * N;  // GCC 12 warns of an overflow in `i + N <= n`
+  for (int64_t i = 0; i < full; i += N) {
     const F v = S::load(x + i);
     m = S::max(m, S::max(v, S::sub(S::zero(), v)));
     nonfinite = S::add(nonfinite, S::mul(v, S::zero()));  // NaN where an element is inf or NaN
@@ -610,7 +610,7 @@ inline AbsMax abs_max(const float* x, int64_t n) {
   S::store(lanes, m);
   AbsMax r{0.0f, !std::isnan(S::sum(nonfinite))};
   for (float l : lanes) r.absmax = std::max(r.absmax, l);
-  for (; i < n; ++i) {
+  for (int64_t i = full; i < n; ++i) {
     r.finite &= std::isfinite(x[i]);
     r.absmax = std::max(r.absmax, std::fabs(x[i]));
   }
