@@ -34,7 +34,7 @@ struct Fixture {
   uint8_t* prep() { return scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64; }
 };
 
-Fixture make(const QuantParams& p, int64_t rows, int64_t cols, int n, bool from_memory) {
+Fixture make(const QuantParams& p, int64_t rows, int64_t cols, int n, bool from_memory, const cpu::ActivationScratch& layout) {
   Fixture f;
   f.p = p;
   f.rows = rows;
@@ -52,15 +52,15 @@ Fixture make(const QuantParams& p, int64_t rows, int64_t cols, int n, bool from_
   f.x.resize(static_cast<size_t>(n * cols));
   for (float& v : f.x) v = d(rng);
   f.y.resize(static_cast<size_t>(n * rows));
-  f.scratch.resize(cpu::ActivationScratch(cols, n).bytes + 64);
+  f.scratch.resize(layout.bytes + 64);
   return f;
 }
 
 void run(benchmark::State& state, const cpu::KernelTable* t, QuantParams p, int64_t rows, int64_t cols, int threads) {
   const int n = static_cast<int>(state.range(0));
   const bool cached = state.range(1) != 0;
-  Fixture f = make(p, rows, cols, n, n == 1 && !cached);
   const cpu::ActivationScratch layout(cols, n);
+  Fixture f = make(p, rows, cols, n, n == 1 && !cached, layout);
   ThreadPool pool(threads);
   cpu::PackedMatrix m;
   m.rows = rows;

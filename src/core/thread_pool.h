@@ -101,4 +101,17 @@ class ThreadPool {
   std::atomic<bool> stop_{false};
 };
 
+// f(i) for every i < n: over the pool's static shares where there is a pool and more than one
+// index, else inline on the caller.
+template <typename F>
+void for_each_index(ThreadPool* pool, int64_t n, F&& f) {
+  if (pool == nullptr || n <= 1) {
+    for (int64_t i = 0; i < n; ++i) f(i);
+    return;
+  }
+  pool->parallel_for(n, [&f](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) f(i);
+  });
+}
+
 }  // namespace kiln

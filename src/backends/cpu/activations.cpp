@@ -10,18 +10,6 @@ namespace {
 
 size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
-// f(i) for i < n: over the pool for more than one, else inline.
-template <typename F>
-void each(ThreadPool* pool, int64_t n, F&& f) {
-  if (pool == nullptr || n <= 1) {
-    for (int64_t i = 0; i < n; ++i) f(i);
-    return;
-  }
-  pool->parallel_for(n, [&f](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) f(i);
-  });
-}
-
 template <typename T>
 T* at(uint8_t* base, size_t off) {
   return reinterpret_cast<T*>(base + off);
@@ -63,14 +51,14 @@ Activations prepare_activations(const KernelTable& t, const QuantParams& p, int6
     auto* digits = at<int8_t>(scratch, layout.a16);
     auto* scales = at<float>(scratch, layout.a16_scales);
     auto* sums = at<int32_t>(scratch, layout.a16_sums);
-    each(pool, n, [&](int64_t r) { t.make_a16(x + r * cols, cols, digits + r * 2 * cols, scales + r * nb, sums + r * nb * 3); });
+    for_each_index(pool, n, [&](int64_t r) { t.make_a16(x + r * cols, cols, digits + r * 2 * cols, scales + r * nb, sums + r * nb * 3); });
     a.a16 = digits;
     a.a16_scale = scales;
     a.a16_sums = sums;
     if (t.reads_bf16_tiles(s, n, cols)) {
       auto* tiles = at<uint16_t>(scratch, layout.panels);
       // Block-major: each block of 16 rows is written by itself.
-      each(pool, (n + 15) / 16, [&](int64_t tb) {
+      for_each_index(pool, (n + 15) / 16, [&](int64_t tb) {
         t.make_bf16_tiles_a16(digits + tb * 16 * 2 * cols, scales + tb * 16 * nb,
                               static_cast<int>(std::min<int64_t>(16, n - tb * 16)), cols, tiles + tb * nb * 2 * 16 * 32);
       });
@@ -80,7 +68,7 @@ Activations prepare_activations(const KernelTable& t, const QuantParams& p, int6
       const int64_t pt = t.panel_tokens, np = (n + pt - 1) / pt;
       auto* pscales = reinterpret_cast<float*>(quads + t.a16_panel_quads(n, cols));
       auto* psums = reinterpret_cast<int32_t*>(pscales + np * pt * nb);
-      each(pool, np, [&](int64_t i) { t.make_a16_panel(digits, scales, sums, n, cols, static_cast<int>(i), quads, pscales, psums); });
+      for_each_index(pool, np, [&](int64_t i) { t.make_a16_panel(digits, scales, sums, n, cols, static_cast<int>(i), quads, pscales, psums); });
       a.a16_panels = quads;
       a.a16_panel_scale = pscales;
       a.a16_panel_sums = psums;
@@ -97,7 +85,7 @@ Activations prepare_activations(const KernelTable& t, const QuantParams& p, int6
     a.digit_plane_sums = psums;
   } else if (t.reads_bf16_tiles(s, n, cols)) {
     auto* tiles = at<uint16_t>(scratch, layout.panels);
-    each(pool, (n + 15) / 16, [&](int64_t tb) {
+    for_each_index(pool, (n + 15) / 16, [&](int64_t tb) {
       t.make_bf16_tiles(x + tb * 16 * cols, cols, static_cast<int>(std::min<int64_t>(16, n - tb * 16)), cols,
                         tiles + tb * nb * 2 * 16 * 32);
     });
@@ -105,7 +93,7 @@ Activations prepare_activations(const KernelTable& t, const QuantParams& p, int6
   } else if (t.reads_x_panels(s, n, cols)) {
     auto* panels = at<float>(scratch, layout.panels);
     const int64_t pt = t.panel_tokens;
-    each(pool, (n + pt - 1) / pt, [&](int64_t i) {
+    for_each_index(pool, (n + pt - 1) / pt, [&](int64_t i) {
       t.make_x_panels(x + i * pt * cols, cols, static_cast<int>(std::min<int64_t>(pt, n - i * pt)), cols, panels + i * pt * cols);
     });
     a.x_panels = panels;
@@ -114,7 +102,7 @@ Activations prepare_activations(const KernelTable& t, const QuantParams& p, int6
     auto* scales = at<float>(scratch, layout.scales);
     auto* qsums = at<int32_t>(scratch, layout.qsums);
     const int64_t stride = (cols + 3) / 4 * 4, groups = g > 0 ? cols / g : 0;
-    each(pool, n, [&](int64_t r) {
+    for_each_index(pool, n, [&](int64_t r) {
       t.quantize_rows(x + r * cols, cols, 1, cols, g, q + r * stride, stride, scales + r, qsums + r * groups);
     });
     a.q = q;
@@ -125,7 +113,7 @@ Activations prepare_activations(const KernelTable& t, const QuantParams& p, int6
       // Quads then sums, in the region the float schemes' panels use.
       auto* quads = at<int32_t>(scratch, layout.panels);
       int32_t* sums = quads + t.q_panel_quads(n, stride);
-      each(pool, (n + t.panel_tokens - 1) / t.panel_tokens,
+      for_each_index(pool, (n + t.panel_tokens - 1) / t.panel_tokens,
            [&](int64_t i) { t.make_q_panel(q, stride, qsums, n, cols, g, static_cast<int>(i), quads, sums); });
       a.q_panels = quads;
       a.q_panel_sums = sums;

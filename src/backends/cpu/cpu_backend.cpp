@@ -190,7 +190,7 @@ class CpuKernel final : public Kernel {
       case OpCode::kRope: {
         const float* cs = rope_angles(ctx, rows);
         const int64_t w = in_width_[0];
-        elementwise(pool, rows, [&](int64_t t) {
+        for_each_index(pool, rows, [&](int64_t t) {
           std::memcpy(out(0) + t * w, in(0) + t * w, sizeof(float) * static_cast<size_t>(w));
           rope_row(ctx, cs, t, out(0) + t * w, node_.n_heads);
         });
@@ -200,7 +200,7 @@ class CpuKernel final : public Kernel {
       case OpCode::kRopeKvStore: {
         const float* cs = rope_angles(ctx, rows);
         const int64_t w = in_width_[0];
-        elementwise(pool, rows, [&](int64_t t) {
+        for_each_index(pool, rows, [&](int64_t t) {
           std::memcpy(out(0) + t * w, in(0) + t * w, sizeof(float) * static_cast<size_t>(w));
           rope_row(ctx, cs, t, out(0) + t * w, node_.n_heads);
         });
@@ -210,12 +210,12 @@ class CpuKernel final : public Kernel {
       case OpCode::kAttention: attention(ctx, in(0), out(0)); return Status::ok();
       case OpCode::kSwiGLU: {
         const int64_t w = out_width_[0];
-        elementwise(pool, rows, [&](int64_t t) { k_.swiglu(out(0) + t * w, in(0) + t * w, in(1) + t * w, w); });
+        for_each_index(pool, rows, [&](int64_t t) { k_.swiglu(out(0) + t * w, in(0) + t * w, in(1) + t * w, w); });
         return Status::ok();
       }
       case OpCode::kAdd: {
         const int64_t w = out_width_[0];
-        elementwise(pool, rows, [&](int64_t t) { k_.add(out(0) + t * w, in(0) + t * w, in(1) + t * w, w); });
+        for_each_index(pool, rows, [&](int64_t t) { k_.add(out(0) + t * w, in(0) + t * w, in(1) + t * w, w); });
         return Status::ok();
       }
     }
@@ -225,22 +225,10 @@ class CpuKernel final : public Kernel {
  private:
   static float* scratch_f32(const StepContext& ctx, size_t off) { return reinterpret_cast<float*>(ctx.scratch + off); }
 
-  // f(t) for every row t < rows: inline for one row, over the pool for more.
-  template <typename F>
-  static void elementwise(ThreadPool* pool, int rows, F&& f) {
-    if (rows == 1 || pool == nullptr) {
-      for (int t = 0; t < rows; ++t) f(t);
-      return;
-    }
-    pool->parallel_for(rows, [&f](int64_t b, int64_t e, int) {
-      for (int64_t t = b; t < e; ++t) f(t);
-    });
-  }
-
   void norm_rows(ThreadPool* pool, const float* x, float* y, int rows, size_t wi) const {
     const int64_t d = in_width_[0];
     const auto* w = reinterpret_cast<const float*>(weights_[wi].bytes.data());
-    elementwise(pool, rows, [&](int64_t t) { k_.rmsnorm(y + t * d, x + t * d, w, d, node_.eps); });
+    for_each_index(pool, rows, [&](int64_t t) { k_.rmsnorm(y + t * d, x + t * d, w, d, node_.eps); });
   }
 
   cpu::Activations prepare_activations(const StepContext& ctx, const Matrix& m, const float* x, int rows, int slot) const {

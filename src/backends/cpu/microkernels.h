@@ -81,9 +81,11 @@ inline void store_tile(const PackedMatrix& w, const Epilogue& e, int64_t tile, i
 // Near a tile's end the bytes ahead are those of the tile this stream reads next, `next` bytes
 // further on (the next block of RT tiles): a 2048-wide W4A16 tile is 18 KiB, and its first 2 KiB
 // would otherwise come in unasked every time.
+// `end`: the matrix's end (packed_end), past which nothing is asked for.
 constexpr int64_t kPrefetchBytes = 2048;
-inline void prefetch_ahead(const PackedMatrix& w, const uint8_t* tile, int64_t off, int64_t bytes, int64_t next) {
-  const uint8_t* end = w.data + (w.rows + kTileRows - 1) / kTileRows * w.tile_bytes;
+inline const uint8_t* packed_end(const PackedMatrix& w) { return w.data + (w.rows + kTileRows - 1) / kTileRows * w.tile_bytes; }
+inline void prefetch_ahead(const PackedMatrix& w, const uint8_t* tile, int64_t off, int64_t bytes, int64_t next,
+                           const uint8_t* end) {
   for (int64_t o = off + kPrefetchBytes; o < off + kPrefetchBytes + bytes; o += 64) {
     const uint8_t* q = o < w.tile_bytes ? tile + o : tile + next + (o - w.tile_bytes);
     if (q < end) __builtin_prefetch(q, 0, 3);
@@ -149,9 +151,10 @@ inline void w4a16_block(const PackedMatrix& w, const Activations& a, const Epilo
     for (int t = 0; t < NT; ++t)
       for (int v = 0; v < V; ++v) y[r][t][v] = S::zero();
   const uint8_t* base = w.data + tile * w.tile_bytes;
+  const uint8_t* end = packed_end(w);
   for (int64_t b = 0; b < groups; ++b) {
     if constexpr (NT == 1)  // decode streams the weights; prefill reuses each group NT times
-      for (int r = 0; r < RT; ++r) prefetch_ahead(w, base + r * w.tile_bytes, b * gb, gb, RT * w.tile_bytes);
+      for (int r = 0; r < RT; ++r) prefetch_ahead(w, base + r * w.tile_bytes, b * gb, gb, RT * w.tile_bytes, end);
     for (int blk = 0; blk < g / 32; ++blk) {
       const int64_t kb = b * (g / 32) + blk;
       // Symmetric: the sums start at -8 sum hi and -8 sum lo, so that they end as sum (u - 8) X.
@@ -316,8 +319,9 @@ inline void w8a16_decode(const PackedMatrix& w, const Activations& a, const Epil
   for (int r = 0; r < RT; ++r)
     for (int v = 0; v < V; ++v) y[r][v] = S::zero();
   const uint8_t* base = w.data + tile * w.tile_bytes;
+  const uint8_t* end = packed_end(w);
   for (int64_t kb = 0; kb < w.cols / 32; ++kb) {
-    for (int r = 0; r < RT; ++r) prefetch_ahead(w, base + r * w.tile_bytes, 128 + kb * 512, 512, RT * w.tile_bytes);
+    for (int r = 0; r < RT; ++r) prefetch_ahead(w, base + r * w.tile_bytes, 128 + kb * 512, 512, RT * w.tile_bytes, end);
     I i1[RT][V], i2[RT][V], i3[RT][V];
     for (int r = 0; r < RT; ++r)
       for (int v = 0; v < V; ++v) i1[r][v] = i2[r][v] = i3[r][v] = S::zeroi();
@@ -387,9 +391,10 @@ inline void w4a8_block(const PackedMatrix& w, const Activations& a, const Epilog
     for (int t = 0; t < NT; ++t)
       for (int v = 0; v < V; ++v) y[r][t][v] = S::zero();
   const uint8_t* base = w.data + tile * w.tile_bytes;
+  const uint8_t* end = packed_end(w);
   for (int64_t b = 0; b < groups; ++b) {
     if constexpr (NT == 1)  // decode streams the weights; prefill reuses each group NT times
-      for (int r = 0; r < RT; ++r) prefetch_ahead(w, base + r * w.tile_bytes, b * gb, gb, RT * w.tile_bytes);
+      for (int r = 0; r < RT; ++r) prefetch_ahead(w, base + r * w.tile_bytes, b * gb, gb, RT * w.tile_bytes, end);
     I acc[RT][NT][V];
     for (int r = 0; r < RT; ++r)
       for (int t = 0; t < NT; ++t)
@@ -453,11 +458,12 @@ inline void w8a8_block(const PackedMatrix& w, const Activations& a, const Epilog
     for (int t = 0; t < NT; ++t)
       for (int v = 0; v < V; ++v) acc[r][t][v] = S::zeroi();
   const uint8_t* base = w.data + tile * w.tile_bytes;
+  const uint8_t* end = packed_end(w);
   const int64_t k4 = (w.cols + 3) / 4;
   for (int64_t c = 0; c < k4; ++c) {
     if constexpr (NT == 1)
       if (c % 8 == 0)
-        for (int r = 0; r < RT; ++r) prefetch_ahead(w, base + r * w.tile_bytes, 128 + c * 64, 512, RT * w.tile_bytes);
+        for (int r = 0; r < RT; ++r) prefetch_ahead(w, base + r * w.tile_bytes, 128 + c * 64, 512, RT * w.tile_bytes, end);
     for (int r = 0; r < RT; ++r)
       for (int v = 0; v < V; ++v) {
         const I q = S::loadi(base + r * w.tile_bytes + 128 + c * 64 + v * S::N * 4);
