@@ -15,8 +15,8 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <bit>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -332,6 +332,46 @@ TEST(CpuMatmul, ModelShapes) {
     for (Scheme s : {Scheme::kW4A16, Scheme::kW4A8, Scheme::kW8A16, Scheme::kW8A8, Scheme::kF16, Scheme::kBF16})
       for (int n : {1, 24, 80})
         if (n < 64 || t->make_bf16_tiles) check_matmul(*t, {canonical({s, 32, true}), 64, 2048, n}, rng);
+}
+
+// W4A16 prefill on tables with 16-bit products (make_a16_word_panel) from a16_words_min_rows
+// tokens on: the same exact integer sum per block of 32 as the digit kernel, scaled in the same
+// order, so the same bits as running the tokens in smaller steps (the digit path). Every group
+// size, both symmetries, partial tiles, odd token counts, tiles split in pieces.
+TEST(CpuMatmul, W4A16WordsGiveTheDigitBits) {
+  std::mt19937 rng(77);
+  int cases = 0;
+  for (const cpu::KernelTable* t : tables_to_test()) {
+    // Matrix-unit tables multiply these token counts as bf16 tiles instead.
+    if (!t->make_a16_word_panel || t->reads_bf16_tiles(Scheme::kW4A16, t->a16_words_min_rows - 1, 32)) continue;
+    const int step = t->a16_words_min_rows - 1;
+    for (int g : {32, 64, 128})
+      for (bool sym : {true, false})
+        for (int64_t rows : {16, 33, 100})
+          for (int n : {t->a16_words_min_rows, 40, 67}) {
+            const MatmulCase c{canonical({Scheme::kW4A16, g, sym}), rows, 3 * g, n};
+            SCOPED_TRACE(describe_case(*t, c));
+            const auto w = random_vector(rng, static_cast<size_t>(c.rows * c.cols), 0.5f);
+            auto x = random_vector(rng, static_cast<size_t>(c.n * c.cols), 1.0f);
+            x[2] = 40.0f;
+            std::vector<uint8_t> ref(*quantized_size(c.p, c.rows, c.cols)), packed;
+            ASSERT_TRUE(round_to_nearest().quantize(c.p, w.data(), c.rows, c.cols, ref));
+            ASSERT_TRUE(cpu::pack_matrix(c.p, cpu::matmul_layout(c.p.scheme), ref, c.rows, c.cols, packed));
+            const auto bias = random_vector(rng, static_cast<size_t>(c.rows), 1.0f);
+            std::vector<float> words(static_cast<size_t>(c.n * c.rows)), digits(words.size());
+            run_matmul(*t, c, packed, x.data(), bias.data(), nullptr, words.data(), 3);
+            for (int t0 = 0; t0 < n; t0 += step) {
+              MatmulCase part = c;
+              part.n = std::min(step, n - t0);
+              run_matmul(*t, part, packed, x.data() + t0 * c.cols, bias.data(), nullptr, digits.data() + t0 * c.rows, 1);
+            }
+            for (size_t i = 0; i < words.size(); ++i)
+              ASSERT_EQ(std::bit_cast<uint32_t>(words[i]), std::bit_cast<uint32_t>(digits[i]))
+                  << "output " << i << ": " << words[i] << " vs " << digits[i];
+            ++cases;
+          }
+  }
+  if (cases == 0) GTEST_SKIP() << "no table with 16-bit W4A16 products on this CPU";
 }
 
 // The i8mm table's SMMLA prefill sums the same int8 products exactly and scales them in the same

@@ -68,8 +68,10 @@ Activations prepare_activations(const KernelTable& t, const QuantParams& p, int6
       const int64_t pt = t.panel_tokens, np = (n + pt - 1) / pt;
       auto* pscales = reinterpret_cast<float*>(quads + t.a16_panel_quads(n, cols));
       auto* psums = reinterpret_cast<int32_t*>(pscales + np * pt * nb);
-      for_each_index(pool, np, [&](int64_t i) { t.make_a16_panel(digits, scales, sums, n, cols, static_cast<int>(i), quads, pscales, psums); });
-      a.a16_panels = quads;
+      const bool words = t.reads_a16_words(n);
+      const auto make = words ? t.make_a16_word_panel : t.make_a16_panel;
+      for_each_index(pool, np, [&](int64_t i) { make(digits, scales, sums, n, cols, static_cast<int>(i), quads, pscales, psums); });
+      (words ? a.a16_words : a.a16_panels) = quads;
       a.a16_panel_scale = pscales;
       a.a16_panel_sums = psums;
     }

@@ -45,6 +45,10 @@ struct Activations {
   const int32_t* a16_panels = nullptr;
   const float* a16_panel_scale = nullptr;
   const int32_t* a16_panel_sums = nullptr;
+  // Instead of the digit panels, on tables with 16-bit products (make_a16_word_panel) and enough
+  // tokens: per pair of elements (2j, 2j + 1) and token the u32 X[2j] | X[2j + 1] << 16,
+  // [ceil(n / P)][cols / 2][P], with the same panel scales and sums.
+  const int32_t* a16_words = nullptr;
   // W8A16, one token (decoding): x as 21-bit fixed point per block of 32 elements,
   //   x[k] ~ scale[k / 32] * X[k],  X = 16384 d1 + 128 d2 + d3  with int8 digits d1, d2, d3,
   // |x - scale X| <= 2.4e-7 * max |x| of the block (make_digits); the products with the
@@ -148,8 +152,15 @@ struct KernelTable {
   // Panel p of the a16 panels from the rows of n tokens.
   void (*make_a16_panel)(const int8_t* digits, const float* scales, const int32_t* sums, int n, int64_t cols, int p,
                          int32_t* quads, float* panel_scales, int32_t* panel_sums) = nullptr;
-  // Where the scales start after the quads of n tokens (in int32s from a16_panels), and the sums
-  // after the scales.
+  // The same panels as 16-bit pairs (Activations::a16_words), on tables whose W4A16 prefill reads
+  // them from a16_words_min_rows tokens on (it widens each tile's nibbles once per call, which
+  // fewer tokens do not repay); null elsewhere.
+  void (*make_a16_word_panel)(const int8_t* digits, const float* scales, const int32_t* sums, int n, int64_t cols, int p,
+                              int32_t* words, float* panel_scales, int32_t* panel_sums) = nullptr;
+  int a16_words_min_rows = 0;
+  bool reads_a16_words(int n) const { return make_a16_word_panel && n >= a16_words_min_rows; }
+  // Where the scales start after the quads (or words) of n tokens (in int32s from a16_panels),
+  // and the sums after the scales.
   int64_t a16_panel_quads(int n, int64_t cols) const {
     return (n + panel_tokens - 1) / panel_tokens * panel_tokens * (cols / 2);
   }

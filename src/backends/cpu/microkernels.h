@@ -27,6 +27,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <new>
 #include <utility>
 
 #include "backends/cpu/kernels.h"
@@ -228,6 +229,150 @@ inline void w4a16_block(const PackedMatrix& w, const Activations& a, const Epilo
   }
   for (int r = 0; r < RT; ++r)
     for (int t = 0; t < NT; ++t) store_tile<S>(w, e, tile + r, t0 + t, y[r][t]);
+}
+
+// W4A16 prefill with 16-bit products, on tables whose traits have them (kA16WordsRT): X as one
+// int16 per element, pairs of them (2j, 2j + 1) in each u32 of the a16 word panels, times the
+// nibbles of a tile widened once per call to the same pairs of int16 (u - 8 for symmetric groups,
+// u for asymmetric ones). One integer sum per output instead of two digit sums, so that three
+// tiles by six tokens fit the registers, and no nibble unpacking among the products: the
+// products run ~1.3x as fast as the digit kernel's (TinyLlama shapes, AVX-512 VNNI). The same
+// exact D per block of 32 as w4a16_block, scaled in the same order: the same bits.
+template <class S>
+constexpr bool has_a16_words = requires { S::kA16WordsRT; };
+
+// A tile's widened weights (prepare_w4_words): [cols / 2][16] u32 pairs, then the group scales
+// [groups][16] f32, then (asymmetric) the mins [groups][16] f32.
+struct W4Words {
+  int64_t pairs, scales, mins, bytes;
+};
+inline W4Words w4_words(const PackedMatrix& w) {
+  const int64_t pairs = w.cols / 2 * kTileRows * 4, groups = w.cols / w.params.group_size;
+  const int64_t scales = pairs, mins = scales + groups * kTileRows * 4;
+  return {pairs, scales, mins, mins + (w.params.symmetric ? 0 : groups * kTileRows * 4)};
+}
+
+// This thread's buffer for `count` tiles' widened weights: kept from call to call (one prefill
+// allocates it, the next ones reuse it; decoding never reads it), 64-byte aligned.
+inline uint8_t* words_buffer(size_t bytes) {
+  struct Buffer {
+    uint8_t* p = nullptr;
+    size_t size = 0;
+    ~Buffer() { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  thread_local Buffer b;
+  if (bytes > b.size) {
+    ::operator delete[](b.p, std::align_val_t{64});
+    b.p = nullptr;
+    b.p = static_cast<uint8_t*>(::operator new[](bytes, std::align_val_t{64}));
+    b.size = bytes;
+  }
+  return b.p;
+}
+
+template <class S>
+inline void prepare_w4_words(const PackedMatrix& w, int64_t tile, uint8_t* out) {
+  using I = typename S::I;
+  constexpr int V = kTileRows / S::N;
+  const W4Groups geo = w4_groups(w);
+  const W4Words lay = w4_words(w);
+  const uint8_t* base = w.data + tile * w.tile_bytes;
+  auto* scales = reinterpret_cast<float*>(out + lay.scales);
+  auto* mins = reinterpret_cast<float*>(out + lay.mins);
+  const int16_t bias = geo.sym ? 8 : 0;
+  for (int64_t b = 0; b < geo.groups; ++b) {
+    const uint8_t* grp = base + b * geo.gb;
+    for (int v = 0; v < V; ++v) {
+      S::store(scales + b * kTileRows + v * S::N, S::from_f16(grp + v * S::N * 2));
+      if (!geo.sym) S::store(mins + b * kTileRows + v * S::N, S::from_f16(grp + 32 + v * S::N * 2));
+    }
+    for (int c = 0; c < geo.g / 8; ++c)  // chunks of 8 elements: pairs 4 c' .. 4 c' + 3 of the matrix
+      for (int v = 0; v < V; ++v) {
+        __builtin_prefetch(grp + geo.hdr + c * 64 + v * S::N * 4 + 2048, 0, 3);
+        I p[4];
+        S::nibble_pairs(S::loadi(grp + geo.hdr + c * 64 + v * S::N * 4), bias, p);
+        const int64_t kp = (b * geo.g + 8 * c) / 2;
+        for (int j = 0; j < 4; ++j) S::storei(out + ((kp + j) * kTileRows + v * S::N) * 4, p[j]);
+      }
+  }
+}
+
+// NT tokens from t0 (within one panel) times RT tiles widened at `words`, `stride` bytes apart;
+// the pf_bytes at pf asked for into L2 along the way.
+template <class S, int RT, int NT>
+inline void w4a16_words_block(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile, int t0,
+                              const uint8_t* words, int64_t stride, const uint8_t* pf, int64_t pf_bytes) {
+  using F = typename S::F;
+  using I = typename S::I;
+  constexpr int V = kTileRows / S::N;
+  constexpr int P = S::kPrefillNT;
+  const W4Groups geo = w4_groups(w);
+  const W4Words lay = w4_words(w);
+  const int bpg = geo.g / 32;
+  const int64_t nb = w.cols / 32;
+  const int32_t* xw = a.a16_words + (t0 / P) * (w.cols / 2) * P + t0 % P;
+  const float* xsc = a.a16_panel_scale + (t0 / P) * nb * P + t0 % P;
+  const int32_t* xsm = a.a16_panel_sums + (t0 / P) * nb * 3 * P + t0 % P;
+  // The sums of 3 x 6 outputs take 18 registers: y lives in memory (L1), read and written once
+  // per block of 32.
+  alignas(64) float y[RT][NT][kTileRows];
+  for (int r = 0; r < RT; ++r)
+    for (int t = 0; t < NT; ++t)
+      for (int v = 0; v < V; ++v) S::store(y[r][t] + v * S::N, S::zero());
+  const int64_t pf_step = (pf_bytes / nb + 63) / 64 * 64;
+  for (int64_t kb = 0; kb < nb; ++kb) {
+    const int64_t grp = kb / bpg;
+    for (int64_t o = kb * pf_step; o < std::min(pf_bytes, (kb + 1) * pf_step); o += 64) __builtin_prefetch(pf + o, 0, 2);
+    I acc[RT][NT][V];
+    for (int r = 0; r < RT; ++r)
+      for (int t = 0; t < NT; ++t)
+        for (int v = 0; v < V; ++v) acc[r][t][v] = S::zeroi();
+    static_for<16>([&](auto j) {  // the block's 16 pairs, unrolled
+      const int64_t kp = kb * 16 + j.value;
+      for (int v = 0; v < V; ++v) {
+        I wv[RT];
+        for (int r = 0; r < RT; ++r) wv[r] = S::loadi(words + r * stride + (kp * kTileRows + v * S::N) * 4);
+        for (int t = 0; t < NT; ++t) {
+          const int32_t x2 = xw[kp * P + t];
+          for (int r = 0; r < RT; ++r) acc[r][t][v] = S::dot_w16(acc[r][t][v], wv[r], x2);
+        }
+      }
+    });
+    for (int r = 0; r < RT; ++r) {
+      const auto* d = reinterpret_cast<const float*>(words + r * stride + lay.scales) + grp * kTileRows;
+      for (int v = 0; v < V; ++v) {
+        const F dv = S::load(d + v * S::N);
+        for (int t = 0; t < NT; ++t) {
+          float* yp = y[r][t] + v * S::N;
+          S::store(yp, S::fma(S::cvt(acc[r][t][v]), S::mul(dv, S::set1(xsc[kb * P + t])), S::load(yp)));
+        }
+      }
+    }
+    if (!geo.sym && (kb + 1) % bpg == 0) {  // the group's min term, as w4a16_block
+      float xs[NT];
+      for (int t = 0; t < NT; ++t) {
+        xs[t] = 0.0f;
+        for (int blk = 0; blk < bpg; ++blk) {
+          const int64_t k = grp * bpg + blk;
+          xs[t] += xsc[k * P + t] * static_cast<float>(xsm[k * 3 * P + t]);
+        }
+      }
+      for (int r = 0; r < RT; ++r) {
+        const auto* m = reinterpret_cast<const float*>(words + r * stride + lay.mins) + grp * kTileRows;
+        for (int v = 0; v < V; ++v)
+          for (int t = 0; t < NT; ++t) {
+            float* yp = y[r][t] + v * S::N;
+            S::store(yp, S::fma(S::load(m + v * S::N), S::set1(xs[t]), S::load(yp)));
+          }
+      }
+    }
+  }
+  for (int r = 0; r < RT; ++r)
+    for (int t = 0; t < NT; ++t) {
+      F yt[V];
+      for (int v = 0; v < V; ++v) yt[v] = S::load(y[r][t] + v * S::N);
+      store_tile<S>(w, e, tile + r, t0 + t, yt);
+    }
 }
 
 // ---- dense weights (f32, f16, bf16), f32 activations ----
@@ -531,6 +676,32 @@ void matmul_w4a16(const PackedMatrix& w, const Activations& a, const Epilogue& e
     over_tiles<S::kA16DecodeRT>(tb, te, [&](auto rt, int64_t t) { w4a16_block<S, rt.value, 1, false>(w, a, e, t, 0); });
     return;
   }
+  if constexpr (has_a16_words<S>) {
+    if (a.a16_words) {
+      // Each run of RT tiles widened once, then every block of tokens over it (from L2).
+      static_assert(S::kPrefillNT % S::kA16WordsNT == 0, "a block of tokens lies within one panel");
+      const int64_t stride = w4_words(w).bytes;
+      uint8_t* words = words_buffer(static_cast<size_t>(stride * S::kA16WordsRT));
+      // While the blocks of tokens run, each asks for a slice of the next run's packed tiles, a
+      // line or two per block of 32 elements, so that widening them reads L2 rather than memory
+      // (one burst of prefetches stalled on the fill buffers instead).
+      const int64_t blocks = (a.n + S::kA16WordsNT - 1) / S::kA16WordsNT;
+      over_tiles<S::kA16WordsRT>(tb, te, [&](auto rt, int64_t t) {
+        for (int r = 0; r < rt.value; ++r) prepare_w4_words<S>(w, t + r, words + r * stride);
+        const uint8_t* next = w.data + (t + rt.value) * w.tile_bytes;
+        const int64_t next_bytes = std::min<int64_t>(S::kA16WordsRT, te - t - rt.value) * w.tile_bytes;
+        const int64_t slice = (next_bytes / blocks + 63) / 64 * 64;
+        int64_t at = 0;
+        over_tokens<S::kA16WordsNT>(a.n, [&](auto nt, int t0) {
+          const uint8_t* pf = next + at;
+          const int64_t pf_bytes = std::max<int64_t>(0, std::min(slice, next_bytes - at));
+          at += slice;
+          w4a16_words_block<S, rt.value, nt.value>(w, a, e, t, t0, words, stride, pf, pf_bytes);
+        });
+      });
+      return;
+    }
+  }
   static_assert(S::kPrefillNT % S::kA16NT == 0, "a block of tokens lies within one panel");
   over_tile_runs<S::kA16RT, S::kA16NT>(w, tb, te, a.n, [&](auto rt, auto nt, int64_t t, int t0) {
     w4a16_block<S, rt.value, nt.value, true>(w, a, e, t, t0);
@@ -777,19 +948,12 @@ inline void make_a16(const float* x, int64_t cols, int8_t* digits, float* scales
   }
 }
 
-// Panel p of kernels.h's a16 panels (P tokens each) from the rows of make_a16.
+// The scales and sums of panel p of the a16 panels (digits or words, below) from make_a16's rows.
 template <int P>
-void make_a16_panel(const int8_t* digits, const float* scales, const int32_t* sums, int n, int64_t cols, int p,
-                    int32_t* quads, float* panel_scales, int32_t* panel_sums) {
-  const int64_t kq = cols / 4, nb = cols / 32;
+void a16_panel_scales_sums(const float* scales, const int32_t* sums, int n, int64_t cols, int p, float* panel_scales,
+                           int32_t* panel_sums) {
+  const int64_t nb = cols / 32;
   const int nt = std::min(P, n - p * P);
-  int32_t* out = quads + p * kq * 2 * P;
-  for (int64_t k = 0; k < kq; ++k)
-    for (int plane = 0; plane < 2; ++plane) {
-      int32_t* o = out + (k * 2 + plane) * P;
-      for (int t = 0; t < nt; ++t) o[t] = load_i32(digits + ((p * P + t) * 2 + plane) * cols + 4 * k);
-      for (int t = nt; t < P; ++t) o[t] = 0;
-    }
   float* so = panel_scales + p * nb * P;
   int32_t* sm = panel_sums + p * nb * 3 * P;
   for (int64_t b = 0; b < nb; ++b)
@@ -798,6 +962,46 @@ void make_a16_panel(const int8_t* digits, const float* scales, const int32_t* su
       for (int j = 0; j < 3; ++j) sm[(b * 3 + j) * P + t] = t < nt ? sums[((p * P + t) * nb + b) * 3 + j] : 0;
     }
 }
+
+// Panel p of kernels.h's a16 panels (P tokens each) from the rows of make_a16.
+template <int P>
+void make_a16_panel(const int8_t* digits, const float* scales, const int32_t* sums, int n, int64_t cols, int p,
+                    int32_t* quads, float* panel_scales, int32_t* panel_sums) {
+  const int64_t kq = cols / 4;
+  const int nt = std::min(P, n - p * P);
+  int32_t* out = quads + p * kq * 2 * P;
+  for (int64_t k = 0; k < kq; ++k)
+    for (int plane = 0; plane < 2; ++plane) {
+      int32_t* o = out + (k * 2 + plane) * P;
+      for (int t = 0; t < nt; ++t) o[t] = load_i32(digits + ((p * P + t) * 2 + plane) * cols + 4 * k);
+      for (int t = nt; t < P; ++t) o[t] = 0;
+    }
+  a16_panel_scales_sums<P>(scales, sums, n, cols, p, panel_scales, panel_sums);
+}
+
+// Panel p of kernels.h's a16 word panels: per pair of elements (2j, 2j + 1) and token the u32
+// X[2j] | X[2j + 1] << 16 (X = 256 hi + lo, 16-bit two's complement), [cols / 2][P].
+template <int P>
+void make_a16_word_panel(const int8_t* digits, const float* scales, const int32_t* sums, int n, int64_t cols, int p,
+                         int32_t* words, float* panel_scales, int32_t* panel_sums) {
+  const int nt = std::min(P, n - p * P);
+  int32_t* out = words + p * (cols / 2) * P;
+  for (int t = 0; t < P; ++t) {
+    const int8_t* hi = t < nt ? digits + (p * P + t) * 2 * cols : nullptr;
+    for (int64_t j = 0; j < cols / 2; ++j) {
+      uint32_t v = 0;
+      if (hi) {
+        const int8_t* lo = hi + cols;
+        const auto x0 = static_cast<uint16_t>(256 * hi[2 * j] + lo[2 * j]);
+        const auto x1 = static_cast<uint16_t>(256 * hi[2 * j + 1] + lo[2 * j + 1]);
+        v = x0 | static_cast<uint32_t>(x1) << 16;
+      }
+      out[j * P + t] = static_cast<int32_t>(v);
+    }
+  }
+  a16_panel_scales_sums<P>(scales, sums, n, cols, p, panel_scales, panel_sums);
+}
+
 
 template <class S>
 inline float dot(const float* a, const float* b, int64_t n) {
@@ -1073,6 +1277,10 @@ void fill_table(KernelTable& t) {
   t.make_digits = &make_digits<S>;
   t.make_a16 = &make_a16<S>;
   t.make_a16_panel = &make_a16_panel<S::kPrefillNT>;
+  if constexpr (has_a16_words<S>) {
+    t.make_a16_word_panel = &make_a16_word_panel<S::kPrefillNT>;
+    t.a16_words_min_rows = S::kA16WordsMinRows;
+  }
   t.rmsnorm = &rmsnorm<S>;
   t.swiglu = &swiglu;
   t.add = &add;

@@ -20,6 +20,10 @@ struct Avx512 {
   static constexpr int kA16RT = 2;
   static constexpr int kA16NT = 4;
   static constexpr int kA16DecodeRT = 8;
+  // W4A16 prefill with 16-bit products (microkernels.h: w4a16_words_block) from 24 tokens on.
+  static constexpr int kA16WordsRT = 3;
+  static constexpr int kA16WordsNT = 6;
+  static constexpr int kA16WordsMinRows = 24;
   static constexpr int kW8Bias = 128;  // vpdpbusd multiplies u8 by s8: x + 128 by w
   using F = __m512;
   using I = __m512i;
@@ -74,6 +78,19 @@ struct Avx512 {
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
   }
   static I dot_u4(I acc, I w, int32_t x4) { return _mm512_dpbusd_epi32(acc, w, _mm512_set1_epi32(x4)); }
+  // acc[i] += w.lo16[i] x2.lo16 + w.hi16[i] x2.hi16, signed 16-bit.
+  static I dot_w16(I acc, I w, int32_t x2) { return _mm512_dpwssd_epi32(acc, w, _mm512_set1_epi32(x2)); }
+  static void storei(uint8_t* p, I a) { _mm512_storeu_si512(p, a); }
+  // The 8 nibbles of each row's u32 (layouts.h: byte m holds elements m and 4 + m) as the 16-bit
+  // pairs of elements (0, 1), (2, 3), (4, 5), (6, 7), less `bias` each.
+  static void nibble_pairs(I q, int16_t bias, I out[4]) {
+    const I lo = _mm512_set1_epi32(0x0000000f), hi = _mm512_set1_epi32(0x000f0000), b = _mm512_set1_epi16(bias);
+    auto pair = [&](I a, I c) { return _mm512_sub_epi16(_mm512_or_si512(_mm512_and_si512(a, lo), _mm512_and_si512(c, hi)), b); };
+    out[0] = pair(q, _mm512_slli_epi32(q, 8));
+    out[1] = pair(_mm512_srli_epi32(q, 16), _mm512_srli_epi32(q, 8));
+    out[2] = pair(_mm512_srli_epi32(q, 4), _mm512_slli_epi32(q, 4));
+    out[3] = pair(_mm512_srli_epi32(q, 20), _mm512_srli_epi32(q, 12));
+  }
   template <int j>
   static I sext_byte(I a) { return _mm512_srai_epi32(_mm512_slli_epi32(a, 24 - 8 * j), 24); }
   // vpdpbusd multiplies u8 by s8: w + 128 (w xor 0x80) by the digits, and the kernel takes
