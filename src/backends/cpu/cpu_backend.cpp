@@ -68,16 +68,17 @@ void parallel(ThreadPool* pool, int64_t n, F&& f) {
 
 // Runs f(begin, end) over the tiles [0, n) of one or more matrices, in chunks that the threads
 // take from each other at the end (parallel_chunks), or inline without a pool. A chunk is a
-// multiple of 4 tiles, which every kernel's tile blocking divides. Decoding, 4 tiles (~70 KiB of
-// a 2048-wide W4A16 matrix, a few microseconds): the threads end within one of them; prefill
-// takes an eighth of a thread's share, each tile being many tokens' work.
+// multiple of 4 tiles (prefill: of 12), which every kernel's tile blocking divides (the prefill
+// ones: 2, 3 or 4). Decoding, 4 tiles (~70 KiB of a 2048-wide W4A16 matrix, a few
+// microseconds): the threads end within one of them; prefill takes an eighth of a thread's
+// share, each tile being many tokens' work.
 template <typename F>
 void parallel_tiles(ThreadPool* pool, int64_t n, int tokens, F&& f) {
   if (pool == nullptr) {
     if (n > 0) f(int64_t{0}, n);
     return;
   }
-  const int64_t grain = tokens == 1 ? 8 : std::max<int64_t>(4, (n / (8 * pool->size()) + 3) / 4 * 4);
+  const int64_t grain = tokens == 1 ? 8 : std::max<int64_t>(12, (n / (8 * pool->size()) + 11) / 12 * 12);
   pool->parallel_chunks(n, grain, [&f](int64_t b, int64_t e, int) { f(b, e); });
 }
 
