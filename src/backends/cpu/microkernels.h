@@ -264,6 +264,7 @@ inline uint8_t* words_buffer(size_t bytes) {
   if (bytes > b.size) {
     ::operator delete[](b.p, std::align_val_t{64});
     b.p = nullptr;
+    b.size = 0;  // so that a failed allocation (bad_alloc) leaves no stale size behind
     b.p = static_cast<uint8_t*>(::operator new[](bytes, std::align_val_t{64}));
     b.size = bytes;
   }
