@@ -16,7 +16,8 @@
 //    quant/ref_matmul.h does (make_a16), X = 256 hi + lo with int8 digits, and the nibbles times
 //    the digits are summed exactly in int32 (two sums per output from one load of the weights;
 //    AVX-512 prefill from 24 tokens: X as int16 pairs times the nibbles widened to int16, one
-//    exact sum, the same value); the group's f16 scale and the block's activation scale are applied in f32. On AMX
+//    exact sum, the same value); the group's f16 scale and the block's activation scale are
+//    applied in f32. On AMX
 //    machines, prefill: the rounded values s X split into two bf16 parts as above, times the
 //    bf16-exact nibbles on the tile units.
 //  - A8 schemes (w8a8, w4a8): each activation row is quantized to int8 exactly as

@@ -111,6 +111,15 @@ inline W4Groups w4_groups(const PackedMatrix& w) {
   return {g, w.params.symmetric, w.cols / g, w4_group_bytes(w.params), w.params.symmetric ? 32 : 64};
 }
 
+// An asymmetric group's activation term: sum over its blocks k of scale(k) sum(k), in block order
+// (the word and digit kernels share it, and so their bits).
+template <class Scale, class Sum>
+inline float group_x_sum(int64_t first, int blocks, Scale&& scale, Sum&& sum) {
+  float s = 0.0f;
+  for (int64_t k = first; k < first + blocks; ++k) s += scale(k) * static_cast<float>(sum(k));
+  return s;
+}
+
 // W4A16, NT tokens from t0 and RT tiles: per block of 32 elements the exact integer
 // D = 256 sum u hi + sum u lo = sum u X (|D| < 2^24), both sums from one load of the nibbles;
 // symmetric: D - 8 sum X. Then, as quant/ref_matmul.h up to f32 rounding,
@@ -213,11 +222,8 @@ inline void w4a16_block(const PackedMatrix& w, const Activations& a, const Epilo
     }
     if (!sym) {
       float xs[NT];
-      for (int t = 0; t < NT; ++t) {
-        xs[t] = 0.0f;
-        for (int blk = 0; blk < g / 32; ++blk)
-          xs[t] += scale(t, b * (g / 32) + blk) * static_cast<float>(xsum(t, b * (g / 32) + blk, 0));
-      }
+      for (int t = 0; t < NT; ++t)
+        xs[t] = group_x_sum(b * (g / 32), g / 32, [&](int64_t k) { return scale(t, k); }, [&](int64_t k) { return xsum(t, k, 0); });
       for (int r = 0; r < RT; ++r) {
         const uint8_t* grp = base + r * w.tile_bytes + b * gb;
         for (int v = 0; v < V; ++v) {
@@ -244,16 +250,16 @@ constexpr bool has_a16_words = requires { S::kA16WordsRT; };
 // A tile's widened weights (prepare_w4_words): [cols / 2][16] u32 pairs, then the group scales
 // [groups][16] f32, then (asymmetric) the mins [groups][16] f32.
 struct W4Words {
-  int64_t pairs, scales, mins, bytes;
+  int64_t scales, mins, bytes;  // byte offsets of the scales and mins, and the whole
 };
 inline W4Words w4_words(const PackedMatrix& w) {
-  const int64_t pairs = w.cols / 2 * kTileRows * 4, groups = w.cols / w.params.group_size;
-  const int64_t scales = pairs, mins = scales + groups * kTileRows * 4;
-  return {pairs, scales, mins, mins + (w.params.symmetric ? 0 : groups * kTileRows * 4)};
+  const int64_t groups = w.cols / w.params.group_size;
+  const int64_t scales = w.cols / 2 * kTileRows * 4, mins = scales + groups * kTileRows * 4;
+  return {scales, mins, mins + (w.params.symmetric ? 0 : groups * kTileRows * 4)};
 }
 
-// This thread's buffer for `count` tiles' widened weights: kept from call to call (one prefill
-// allocates it, the next ones reuse it; decoding never reads it), 64-byte aligned.
+// This thread's buffer of at least `bytes` for widened tiles: kept from call to call (the first
+// prefill allocates it, the next ones reuse it; decoding never reads it), 64-byte aligned.
 inline uint8_t* words_buffer(size_t bytes) {
   struct Buffer {
     uint8_t* p = nullptr;
@@ -280,6 +286,7 @@ inline void prepare_w4_words(const PackedMatrix& w, int64_t tile, uint8_t* out) 
   const uint8_t* base = w.data + tile * w.tile_bytes;
   auto* scales = reinterpret_cast<float*>(out + lay.scales);
   auto* mins = reinterpret_cast<float*>(out + lay.mins);
+  const uint8_t* end = packed_end(w);
   const int16_t bias = geo.sym ? 8 : 0;
   for (int64_t b = 0; b < geo.groups; ++b) {
     const uint8_t* grp = base + b * geo.gb;
@@ -289,9 +296,10 @@ inline void prepare_w4_words(const PackedMatrix& w, int64_t tile, uint8_t* out) 
     }
     for (int c = 0; c < geo.g / 8; ++c)  // chunks of 8 elements: pairs 4 c' .. 4 c' + 3 of the matrix
       for (int v = 0; v < V; ++v) {
-        __builtin_prefetch(grp + geo.hdr + c * 64 + v * S::N * 4 + 2048, 0, 3);
+        const uint8_t* q = grp + geo.hdr + c * 64 + v * S::N * 4;
+        if (q + kPrefetchBytes < end) __builtin_prefetch(q + kPrefetchBytes, 0, 3);  // as the decode kernels
         I p[4];
-        S::nibble_pairs(S::loadi(grp + geo.hdr + c * 64 + v * S::N * 4), bias, p);
+        S::nibble_pairs(S::loadi(q), bias, p);
         const int64_t kp = (b * geo.g + 8 * c) / 2;
         for (int j = 0; j < 4; ++j) S::storei(out + ((kp + j) * kTileRows + v * S::N) * 4, p[j]);
       }
@@ -351,13 +359,8 @@ inline void w4a16_words_block(const PackedMatrix& w, const Activations& a, const
     }
     if (!geo.sym && (kb + 1) % bpg == 0) {  // the group's min term, as w4a16_block
       float xs[NT];
-      for (int t = 0; t < NT; ++t) {
-        xs[t] = 0.0f;
-        for (int blk = 0; blk < bpg; ++blk) {
-          const int64_t k = grp * bpg + blk;
-          xs[t] += xsc[k * P + t] * static_cast<float>(xsm[k * 3 * P + t]);
-        }
-      }
+      for (int t = 0; t < NT; ++t)
+        xs[t] = group_x_sum(grp * bpg, bpg, [&](int64_t k) { return xsc[k * P + t]; }, [&](int64_t k) { return xsm[k * 3 * P + t]; });
       for (int r = 0; r < RT; ++r) {
         const auto* m = reinterpret_cast<const float*>(words + r * stride + lay.mins) + grp * kTileRows;
         for (int v = 0; v < V; ++v)
@@ -1002,7 +1005,6 @@ void make_a16_word_panel(const int8_t* digits, const float* scales, const int32_
   }
   a16_panel_scales_sums<P>(scales, sums, n, cols, p, panel_scales, panel_sums);
 }
-
 
 template <class S>
 inline float dot(const float* a, const float* b, int64_t n) {
