@@ -409,6 +409,22 @@ TEST_F(BadKiln, ValueOutsideArena) {
   }, "does not fit");
 }
 
+TEST_F(BadKiln, BodyNodeTouchesTailValue) {
+  expect_bad([this](ProgramImage& img, CompileReport&) {
+    for (Node& n : img.program.graph.nodes) n.tail = n.tail && n.op != OpCode::kMatMul;  // the classifier joins the body
+    program_text_ = program_to_json(img.program);
+  }, "which a tail node writes");
+}
+TEST_F(BadKiln, LogitRowsBeyondTheStep) {
+  expect_bad([](ProgramImage& img, CompileReport&) { img.program.plan.logit_rows = img.program.plan.max_tokens + 1; },
+             "bad logit_rows");
+}
+TEST_F(BadKiln, TailValueSmallerThanLogitRows) {
+  // The tail's values are planned for kLogitRows rows; a plan that claims every row does not fit.
+  expect_bad([](ProgramImage& img, CompileReport&) { img.program.plan.logit_rows = img.program.plan.max_tokens; },
+             "does not fit");
+}
+
 TEST(KilnContext, MissingCpuFeaturesNamed) {
   auto imp = import_model(test::shipped_model());
   CompileReport r;

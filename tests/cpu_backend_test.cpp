@@ -729,6 +729,38 @@ TEST(CpuModel, SameLogitsAtEveryThreadCount) {
   }
 }
 
+// A step longer than the tail's kLogitRows: decode() gets the last token's logits from row 0 of
+// the tail's values, those of the same tokens run in the steps decode_all() may take.
+TEST(CpuModel, LongStepLastLogitsFromTheTail) {
+  auto m = compiled("w4a16", ~0ull);
+  ASSERT_GT(m->program().plan.max_tokens, m->program().plan.logit_rows);
+  std::vector<int> tokens;
+  for (int i = 0; i < m->program().plan.logit_rows + 9; ++i) tokens.push_back(3 + (i * 37) % 500);
+  auto one = ProgramSession::create(m, 0, 2);
+  ASSERT_TRUE(one);
+  auto last = (*one)->decode(tokens);
+  ASSERT_TRUE(last) << last.status().message();
+  EXPECT_FALSE((*one)->decode_all(tokens));  // more than max_logit_rows()
+  auto all = ProgramSession::create(m, 0, 2);
+  ASSERT_TRUE(all);
+  const auto rows = static_cast<size_t>((*all)->max_logit_rows());
+  const size_t v = static_cast<size_t>(m->config().vocab_size);
+  std::vector<float> tail;
+  for (size_t i = 0; i < tokens.size(); i += rows) {
+    const size_t n = std::min(rows, tokens.size() - i);
+    auto l = (*all)->decode_all(std::span<const int>(tokens).subspan(i, n));
+    ASSERT_TRUE(l) << l.status().message();
+    tail.assign(l->end() - static_cast<std::ptrdiff_t>(v), l->end());
+  }
+  // Not the same bits: one step against two, and the classifier on one row (the decode kernel)
+  // against several (the prefill kernel) order their sums differently; a wrong row would be off
+  // by whole units.
+  ASSERT_EQ(last->size(), tail.size());
+  float worst = 0;
+  for (size_t i = 0; i < tail.size(); ++i) worst = std::max(worst, std::fabs((*last)[i] - tail[i]));
+  EXPECT_LT(worst, 1e-4f);
+}
+
 TEST(CpuModel, DecodeAllocatesNothing) {
   for (const char* scheme : {"w4a16", "w4a8"}) {
     auto s = ProgramSession::create(compiled(scheme, ~0ull), 256, 2);

@@ -20,7 +20,7 @@ struct CompileCmd {
   bool no_fuse = false;
   bool strict = false;
   bool quantize_classifier = false;
-  int max_tokens = 64;
+  int max_tokens = kDefaultMaxTokens;
 };
 
 std::string mib(int64_t b) {

@@ -48,12 +48,12 @@ nlohmann::json describe(const KilnImage& k) {
     be[b] = {{"ops", n}, {"op_share", static_cast<double>(n) / static_cast<double>(g.nodes.size())},
              {"weight_bytes", backend_bytes[b]}};
   j["backends"] = be;
-  j["memory_plan"] = {{"max_tokens", plan.max_tokens}, {"peak_bytes", plan.arena_bytes},
+  j["memory_plan"] = {{"max_tokens", plan.max_tokens}, {"logit_rows", plan.logit_rows}, {"peak_bytes", plan.arena_bytes},
                       {"sum_of_activations_bytes", plan.total_bytes},
                       {"reuse_factor", plan.arena_bytes ? static_cast<double>(plan.total_bytes) / static_cast<double>(plan.arena_bytes) : 0.0}};
   j["io"] = {
       {"inputs", {{{"name", "tokens"}, {"dtype", "int32"}, {"shape", {"T", 1}}, {"T", "1.." + std::to_string(plan.max_tokens) + " per step"}}}},
-      {"outputs", {{{"name", "logits"}, {"dtype", "float32"}, {"shape", {"1 (or T)", c.vocab_size}}}}},
+      {"outputs", {{{"name", "logits"}, {"dtype", "float32"}, {"shape", {"1 (or T <= " + std::to_string(plan.logit_rows) + ")", c.vocab_size}}}}},
       {"state", {{{"name", "kv_cache"}, {"dtype", "float32"}, {"shape", {2, c.n_layers, "n_ctx", c.kv_dim()}},
                   {"bytes_per_position", 2 * 4 * c.n_layers * c.kv_dim()}}}}};
   nlohmann::json tensors = nlohmann::json::array();
@@ -103,9 +103,9 @@ int inspect(const InspectCmd& c) {
   std::printf("\nmemory plan: peak %lld bytes of activations for %d tokens per step; %lld without reuse (reuse factor %.2f)\n",
               static_cast<long long>(mp["peak_bytes"].get<int64_t>()), mp["max_tokens"].get<int>(),
               static_cast<long long>(mp["sum_of_activations_bytes"].get<int64_t>()), mp["reuse_factor"].get<double>());
-  std::printf("\nio:\n  input  tokens   int32   [T, 1], T = %s\n  output logits   float32 [1 or T, %d]\n"
+  std::printf("\nio:\n  input  tokens   int32   [T, 1], T = %s\n  output logits   float32 [1 or T <= %d, %d]\n"
               "  state  kv_cache float32 [2, %d, n_ctx, %d] (%d bytes per position)\n",
-              j["io"]["inputs"][0]["T"].get<std::string>().c_str(), m["vocab"].get<int>(), m["layers"].get<int>(),
+              j["io"]["inputs"][0]["T"].get<std::string>().c_str(), mp["logit_rows"].get<int>(), m["vocab"].get<int>(), m["layers"].get<int>(),
               j["io"]["state"][0]["shape"][3].get<int>(), j["io"]["state"][0]["bytes_per_position"].get<int>());
   std::printf("\ntensors:\n");
   for (const auto& t : j["tensors"])

@@ -45,8 +45,8 @@ int ppl(const PplCmd& c) {
   for (size_t start = 0; start + 1 < tokens.size(); start += static_cast<size_t>(ctx)) {
     const size_t end = std::min(tokens.size(), start + static_cast<size_t>(ctx));
     s.reset();
-    for (size_t i = start; i < end; i += static_cast<size_t>(s.max_tokens())) {
-      const size_t n = std::min(end - i, static_cast<size_t>(s.max_tokens()));
+    for (size_t i = start; i < end; i += static_cast<size_t>(s.max_logit_rows())) {
+      const size_t n = std::min(end - i, static_cast<size_t>(s.max_logit_rows()));
       auto logits = s.decode_all(std::span<const int>(tokens).subspan(i, n));
       if (!logits) return fail(logits.status());
       for (size_t t = 0; t < n && i + t + 1 < end; ++t) {

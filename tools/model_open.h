@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "compiler/driver.h"
 #include "quant/overrides.h"
 #include "runtime/compiled_model.h"
 #include "tokenizer/chat_template.h"
@@ -16,7 +17,7 @@ struct OpenOptions {
   std::string tokenizer_path;  // source models only
   OverridesFile quant;         // source models only; default f32
   bool verify = false;         // .kiln: check every section's checksum
-  int max_tokens = 64;
+  int max_tokens = kDefaultMaxTokens;
 };
 
 struct OpenedModel {

@@ -13,12 +13,17 @@
 
 namespace kiln {
 
+// Tokens per prefill step by default. The W4A16 prefill widens each matrix's nibbles once per
+// step, so a longer step repays it over more tokens; 128 keeps the activations, the scratch and
+// the widening buffers of a 1B model under ~20 MiB (the logits are planned for kLogitRows).
+inline constexpr int kDefaultMaxTokens = 128;
+
 struct CompileOptions {
   OverridesFile quant;                    // default scheme and per-tensor rules
   std::string overrides_path = "--quant";  // names the rules in messages
   std::string tokenizer_path;             // "" : the model's own
   bool require_tokenizer = true;          // false: a model without one compiles (kind "none")
-  int max_tokens = 64;                    // tokens per step the memory plan is made for
+  int max_tokens = kDefaultMaxTokens;     // tokens per step the memory plan is made for
   bool fuse = true;
   bool guard_classifier = true;           // see assign_precision
   std::vector<const Backend*> backends;   // empty: the registered ones

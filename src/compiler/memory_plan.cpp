@@ -10,6 +10,8 @@ MemoryPlan plan_memory(const Graph& g, int max_tokens) {
   constexpr int64_t kAlign = 64;
   MemoryPlan plan;
   plan.max_tokens = max_tokens;
+  plan.logit_rows = std::min(max_tokens, kLogitRows);
+  const std::vector<bool> tail = tail_values(g);
   plan.offsets.assign(nv, 0);
   plan.sizes.assign(nv, 0);
   // Live range [first, last] of each value in node indices; the tokens live from the start and
@@ -27,7 +29,7 @@ MemoryPlan plan_memory(const Graph& g, int max_tokens) {
   for (size_t v = 0; v < nv; ++v) {
     if (first[v] < 0) continue;  // removed by fusion
     last[v] = std::max(last[v], first[v]);
-    plan.sizes[v] = (g.values[v].width * 4 * max_tokens + kAlign - 1) / kAlign * kAlign;
+    plan.sizes[v] = (g.values[v].width * 4 * planned_rows(plan, tail, v) + kAlign - 1) / kAlign * kAlign;
     plan.total_bytes += plan.sizes[v];
     order.push_back(v);
   }

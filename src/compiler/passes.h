@@ -36,7 +36,11 @@ struct PartitionReport {
 Result<PartitionReport> partition(Graph& g, std::span<const Backend* const> backends,
                                   std::span<const int64_t> weight_sizes);
 
-// Memory planning: liveness of every activation, then a first-fit placement by size.
+// Memory planning: liveness of every activation, then a first-fit placement by size. The tail's
+// values get kLogitRows rows (at most max_tokens): a step that returns every token's logits
+// (perplexity) takes at most that many tokens, so the vocabulary-wide logits do not grow with
+// the prefill step.
+inline constexpr int kLogitRows = 32;
 MemoryPlan plan_memory(const Graph& g, int max_tokens);
 
 // The canonical tensor name's Hugging Face alias, layer and op kind, for overrides.

@@ -103,7 +103,26 @@ Status verify_graph(const Graph& g) {
       return corrupt(where + ": width is not n_heads * head_dim");
   }
   if (!written[static_cast<size_t>(g.logits_output)]) return corrupt("graph: the logits are never written");
+  const std::vector<bool> tail = tail_values(g);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.tail) continue;
+    for (const auto* list : {&n.inputs, &n.outputs})
+      for (int v : *list)
+        if (tail[static_cast<size_t>(v)])
+          return corrupt("graph: node " + std::to_string(i) + " (" + std::string(op_name(n.op)) + ") is not a tail node but touches '" +
+                         g.values[static_cast<size_t>(v)].name + "', which a tail node writes");
+  }
   return Status::ok();
+}
+
+std::vector<bool> tail_values(const Graph& g) {
+  std::vector<bool> tail(g.values.size(), false);
+  for (const Node& n : g.nodes)
+    if (n.tail)
+      for (int v : n.outputs)
+        if (v >= 0 && static_cast<size_t>(v) < tail.size()) tail[static_cast<size_t>(v)] = true;
+  return tail;
 }
 
 }  // namespace kiln

@@ -83,8 +83,13 @@ struct Graph {
   int find_weight(std::string_view name) const;
 };
 
-// Checks ids, arities, widths against weight shapes, and that each value is written before it
-// is read. Every pass must leave a graph that passes.
+// Checks ids, arities, widths against weight shapes, that each value is written before it is
+// read, and that only tail nodes touch what tail nodes write. Every pass must leave a graph that
+// passes.
 Status verify_graph(const Graph& g);
+
+// Per value: written by a tail node. Those hold only the rows the tail ran on (from row 0), so
+// the plan gives them MemoryPlan::logit_rows rows, not max_tokens.
+std::vector<bool> tail_values(const Graph& g);
 
 }  // namespace kiln

@@ -29,7 +29,7 @@ std::string program_to_json(const Program& p) {
 }
 
 std::string plan_to_json(const MemoryPlan& plan) {
-  Json j = {{"max_tokens", plan.max_tokens}, {"offsets", plan.offsets}, {"sizes", plan.sizes},
+  Json j = {{"max_tokens", plan.max_tokens}, {"logit_rows", plan.logit_rows}, {"offsets", plan.offsets}, {"sizes", plan.sizes},
             {"arena_bytes", plan.arena_bytes}, {"total_bytes", plan.total_bytes}};
   return j.dump();
 }
@@ -114,6 +114,9 @@ Result<Program> program_from_json(std::string_view text, std::string_view plan_t
   }
   KILN_ASSIGN_OR_RETURN(p.plan.max_tokens, json_dim(plan, "max_tokens", 0, where));
   if (p.plan.max_tokens < 1 || p.plan.max_tokens > (1 << 16)) return corrupt(where + ": plan: bad max_tokens");
+  // Files before logit_rows planned the tail's values for max_tokens rows.
+  KILN_ASSIGN_OR_RETURN(p.plan.logit_rows, json_dim(plan, "logit_rows", p.plan.max_tokens, where));
+  if (p.plan.logit_rows < 1 || p.plan.logit_rows > p.plan.max_tokens) return corrupt(where + ": plan: bad logit_rows");
   KILN_ASSIGN_OR_RETURN(p.plan.arena_bytes, json_int(plan, "arena_bytes", -1, where));
   KILN_ASSIGN_OR_RETURN(p.plan.total_bytes, json_int(plan, "total_bytes", -1, where));
   constexpr int64_t kMaxArena = int64_t{1} << 40;
@@ -122,12 +125,14 @@ Result<Program> program_from_json(std::string_view text, std::string_view plan_t
   KILN_RETURN_IF_ERROR(int_array(plan, "sizes", 0, p.plan.arena_bytes, p.plan.sizes, where + ": plan"));
   if (p.plan.offsets.size() != nv || p.plan.sizes.size() != nv)
     return corrupt(where + ": plan: one offset and size per value expected");
-  // Every value a node touches must fit its planned buffer at max_tokens, inside the arena.
+  // Every value a node touches must fit its planned buffer at max_tokens (logit_rows for the
+  // tail's), inside the arena.
+  const std::vector<bool> tail = tail_values(g);
   for (const Node& n : g.nodes) {
     for (const auto* list : {&n.inputs, &n.outputs})
       for (int v : *list) {
         const auto sv = static_cast<size_t>(v);
-        const int64_t need = g.values[sv].width * 4 * p.plan.max_tokens;
+        const int64_t need = g.values[sv].width * 4 * planned_rows(p.plan, tail, sv);
         if (p.plan.sizes[sv] < need || p.plan.offsets[sv] > p.plan.arena_bytes - p.plan.sizes[sv])
           return corrupt(where + ": plan: value '" + g.values[sv].name + "' does not fit its buffer");
       }

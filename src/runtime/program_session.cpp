@@ -24,6 +24,7 @@ Result<std::unique_ptr<ProgramSession>> ProgramSession::create(std::shared_ptr<c
   s->keys_.assign(kv, 0.0f);
   s->values_.assign(kv, 0.0f);
   s->tokens_.assign(static_cast<size_t>(p.plan.max_tokens), 0);
+  s->logits_from_tail_ = tail_values(p.graph)[static_cast<size_t>(p.graph.logits_output)];
   s->n_ctx_ = n_ctx;
   s->model_ = std::move(model);
   s->pool_ = std::make_unique<ThreadPool>(n_threads);
@@ -41,6 +42,8 @@ Result<std::span<const float>> ProgramSession::step(std::span<const int> tokens,
   const int n = static_cast<int>(tokens.size());
   const ModelConfig& c = model_->config();
   if (n == 0 || n > max_tokens()) return invalid_argument("a step takes 1 to " + std::to_string(max_tokens()) + " tokens");
+  if (all_logits && n > max_logit_rows())
+    return invalid_argument("a step that returns every token's logits takes 1 to " + std::to_string(max_logit_rows()) + " tokens");
   if (pos_ + n > n_ctx_) return invalid_argument("the context of " + std::to_string(n_ctx_) + " tokens is full");
   for (int i = 0; i < n; ++i) {
     if (tokens[static_cast<size_t>(i)] < 0 || tokens[static_cast<size_t>(i)] >= c.vocab_size)
@@ -65,7 +68,10 @@ Result<std::span<const float>> ProgramSession::step(std::span<const int> tokens,
   const auto* logits = reinterpret_cast<const float*>(ctx.arena + p.plan.offsets[static_cast<size_t>(p.graph.logits_output)]);
   const size_t v = static_cast<size_t>(c.vocab_size);
   if (all_logits) return std::span<const float>(logits, v * static_cast<size_t>(n));
-  return std::span<const float>(logits + v * static_cast<size_t>(n - 1), v);
+  // The tail ran on the last token alone and wrote its logits to row 0 (in a graph without a
+  // tail, every row was computed).
+  const size_t row = logits_from_tail_ ? 0 : static_cast<size_t>(n - 1);
+  return std::span<const float>(logits + v * row, v);
 }
 
 Result<std::span<const float>> ProgramSession::decode(std::span<const int> tokens) {

@@ -21,12 +21,13 @@ class ProgramSession final : public Decoder {
 
   Result<std::span<const float>> decode(std::span<const int> tokens) override;
   // Runs `tokens` and returns the logits of every one of them, [tokens.size()][vocab] (for
-  // perplexity). At most max_tokens() at a time.
+  // perplexity). At most max_logit_rows() at a time.
   Result<std::span<const float>> decode_all(std::span<const int> tokens);
 
   int position() const override { return pos_; }
   int n_ctx() const override { return n_ctx_; }
   int max_tokens() const { return model_->program().plan.max_tokens; }
+  int max_logit_rows() const { return model_->program().plan.logit_rows; }
   int n_threads() const { return pool_->size(); }
   const ModelConfig& config() const override { return model_->config(); }
   void reset() override { pos_ = 0; }
@@ -44,6 +45,7 @@ class ProgramSession final : public Decoder {
   std::vector<uint8_t> scratch_;
   std::vector<float> keys_, values_;
   std::vector<int32_t> tokens_;
+  bool logits_from_tail_ = false;  // the logits are a tail value: the last token's are in row 0
   std::unique_ptr<ThreadPool> pool_;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "backends/cpu/activations.h"
 #include "backends/cpu/kernels.h"
@@ -19,41 +20,83 @@ namespace {
 
 bool is_matrix(const Node& n, const WeightDesc& w) { return n.op != OpCode::kEmbed && w.shape.size() == 2; }
 
-// The widest value any node reads: bounds the normalised rows, the up projection (which the down
-// projection reads) and every matmul's input. The logits, which nothing reads, do not count.
-int64_t widest(const Graph& g) {
-  int64_t w = 1;
-  for (const Node& n : g.nodes)
-    for (int v : n.inputs) w = std::max(w, g.values[static_cast<size_t>(v)].width);
-  return w;
+// Where an op's matrices are among its weights: [first, first + count).
+struct MatrixSpan {
+  size_t first = 0, count = 0;
+};
+MatrixSpan matrix_span(OpCode op) {
+  switch (op) {
+    case OpCode::kMatMul:
+    case OpCode::kMatMulAdd: return {0, 1};
+    case OpCode::kMatMulQKV: return {0, 3};
+    case OpCode::kRmsNormMatMulQKV: return {1, 3};
+    case OpCode::kGateUpSwiGLU: return {0, 2};
+    case OpCode::kRmsNormGateUpSwiGLU: return {1, 2};
+    default: return {};
+  }
 }
 
-int64_t max_head_dim(const Graph& g) {
-  int64_t hd = 2;
-  for (const Node& n : g.nodes) hd = std::max<int64_t>(hd, n.head_dim);
-  return hd;
+// The widths the scratch regions serve, from the nodes that use them: the rows a fused norm
+// writes, the up projection of a fused gate-up, and per preparation slot the columns of the
+// matrices prepared there (slots 1 and 2 only for a matrix of a fused op that cannot share an
+// earlier one's preparation: another scheme or width).
+struct ScratchWidths {
+  int64_t norm = 1, up = 1, head_dim = 2;
+  int64_t prep[3] = {1, 1, 1};
+};
+ScratchWidths scratch_widths(const Graph& g) {
+  ScratchWidths w;
+  auto params = [&](int wi) -> std::optional<QuantParams> {
+    auto p = weight_params(g.weights[static_cast<size_t>(wi)]);
+    return p ? std::optional<QuantParams>(*p) : std::nullopt;
+  };
+  for (const Node& n : g.nodes) {
+    w.head_dim = std::max<int64_t>(w.head_dim, n.head_dim);
+    if (n.op == OpCode::kRmsNormMatMulQKV || n.op == OpCode::kRmsNormGateUpSwiGLU)
+      w.norm = std::max(w.norm, g.values[static_cast<size_t>(n.inputs[0])].width);
+    if (n.op == OpCode::kRmsNormGateUpSwiGLU || n.op == OpCode::kGateUpSwiGLU)
+      w.up = std::max(w.up, g.values[static_cast<size_t>(n.outputs[0])].width);
+    const MatrixSpan ms = matrix_span(n.op);
+    if (n.weights.size() < ms.first + ms.count) continue;
+    for (size_t i = 0; i < ms.count; ++i) {
+      const int wi = n.weights[ms.first + i];
+      const WeightDesc& d = g.weights[static_cast<size_t>(wi)];
+      if (d.shape.size() != 2) continue;
+      bool shared = false;
+      for (size_t j = 0; j < i && !shared; ++j) {
+        const int wj = n.weights[ms.first + j];
+        const auto pi = params(wi), pj = params(wj);
+        const WeightDesc& dj = g.weights[static_cast<size_t>(wj)];
+        shared = pi && pj && *pi == *pj && dj.shape.size() == 2 && dj.shape[1] == d.shape[1];  // as same_preparation
+      }
+      if (!shared) w.prep[i] = std::max(w.prep[i], d.shape[1]);
+    }
+  }
+  return w;
 }
 
 size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
-// The per-session scratch, carved into 64-byte aligned regions for up to T tokens of width W:
-// the normalised rows, the up projection, the rope angles, and three activation preparations
-// (one per matrix of a fused op).
+// The per-session scratch, carved into 64-byte aligned regions for up to T tokens: the
+// normalised rows, the up projection, the rope angles, and three activation preparations (one
+// per matrix of a fused op), each as wide as what uses it.
 struct ScratchLayout {
-  cpu::ActivationScratch prep_layout;
+  cpu::ActivationScratch prep_layout[3];
   size_t norm = 0, tmp = 0, rope = 0, prep[3] = {}, total = 0;
-  ScratchLayout(int64_t w, int t, int64_t head_dim) : prep_layout(w, t) {
-    const auto T = static_cast<size_t>(t), W = static_cast<size_t>(w);
+  ScratchLayout(const ScratchWidths& w, int t)
+      : prep_layout{cpu::ActivationScratch(w.prep[0], t), cpu::ActivationScratch(w.prep[1], t),
+                    cpu::ActivationScratch(w.prep[2], t)} {
+    const auto T = static_cast<size_t>(t);
     size_t at = 0;
     norm = at;
-    at = align64(at + 4 * T * W);
+    at = align64(at + 4 * T * static_cast<size_t>(w.norm));
     tmp = at;
-    at = align64(at + 4 * T * W);
+    at = align64(at + 4 * T * static_cast<size_t>(w.up));
     rope = at;
-    at = align64(at + 4 * T * static_cast<size_t>(head_dim));
-    for (size_t& p : prep) {
-      p = at;
-      at += prep_layout.bytes;
+    at = align64(at + 4 * T * static_cast<size_t>(w.head_dim));
+    for (int i = 0; i < 3; ++i) {
+      prep[i] = at;
+      at += prep_layout[i].bytes;
     }
     total = at + 64;
   }
@@ -92,10 +135,12 @@ struct Matrix {
 class CpuKernel final : public Kernel {
  public:
   CpuKernel(const Node& node, const Graph& graph, const KernelTable& k, std::span<const int64_t> offsets, int max_tokens)
-      : node_(node), k_(k), scratch_(widest(graph), max_tokens, max_head_dim(graph)) {
+      : node_(node), k_(k), scratch_(scratch_widths(graph), max_tokens) {
+    const std::vector<bool> tail = tail_values(graph);
     for (int v : node.inputs) {
       in_.push_back(offsets[static_cast<size_t>(v)]);
       in_width_.push_back(graph.values[static_cast<size_t>(v)].width);
+      in_tail_.push_back(tail[static_cast<size_t>(v)]);
     }
     for (int v : node.outputs) {
       out_.push_back(offsets[static_cast<size_t>(v)]);
@@ -110,17 +155,7 @@ class CpuKernel final : public Kernel {
       params_.push_back(p);
     }
     // The matrices of the op, in order, and the biases that go with them.
-    const size_t first = (node_.op == OpCode::kRmsNormMatMulQKV || node_.op == OpCode::kRmsNormGateUpSwiGLU) ? 1 : 0;
-    size_t n_mat = 0;
-    switch (node_.op) {
-      case OpCode::kMatMul:
-      case OpCode::kMatMulAdd: n_mat = 1; break;
-      case OpCode::kMatMulQKV:
-      case OpCode::kRmsNormMatMulQKV: n_mat = 3; break;
-      case OpCode::kGateUpSwiGLU:
-      case OpCode::kRmsNormGateUpSwiGLU: n_mat = 2; break;
-      default: break;
-    }
+    const auto [first, n_mat] = matrix_span(node_.op);
     const bool biased = weights.size() >= first + 2 * n_mat && n_mat > 0;
     for (size_t i = 0; i < n_mat; ++i) {
       const BoundWeight& b = weights[first + i];
@@ -128,6 +163,12 @@ class CpuKernel final : public Kernel {
       if (d.layout != cpu::matmul_layout(params_[first + i].scheme))
         return unsupported("cpu back end: weight '" + d.name + "' is stored in layout '" + d.layout +
                            "', which its kernels do not read; recompile the model");
+      // Matrix i maps the node's input to its output i (gate and up both to the one output): the
+      // scratch regions are sized by these widths.
+      const int64_t out_w = out_width_[std::min(i, out_width_.size() - 1)];
+      if (d.shape.size() != 2 || d.shape[1] != in_width_[0] || d.shape[0] != out_w)
+        return corrupt("cpu back end: weight '" + d.name + "' does not map width " + std::to_string(in_width_[0]) + " to " +
+                       std::to_string(out_w));
       Matrix m;
       m.m.data = b.bytes.data();
       m.m.rows = d.shape[0];
@@ -164,10 +205,12 @@ class CpuKernel final : public Kernel {
   }
 
   Status run(const StepContext& ctx) const override {
-    const int first_row = (node_.tail && !ctx.all_logits) ? ctx.n_tokens - 1 : 0;
-    const int rows = ctx.n_tokens - first_row;
-    auto in = [&](size_t i) { return reinterpret_cast<float*>(ctx.arena + in_[i]) + first_row * in_width_[i]; };
-    auto out = [&](size_t i) { return reinterpret_cast<float*>(ctx.arena + out_[i]) + first_row * out_width_[i]; };
+    // A tail node on the last token alone reads that row of the body's values; its own values
+    // (planned for MemoryPlan::logit_rows rows) start at row 0.
+    const int body_row = (node_.tail && !ctx.all_logits) ? ctx.n_tokens - 1 : 0;
+    const int rows = ctx.n_tokens - body_row;
+    auto in = [&](size_t i) { return reinterpret_cast<float*>(ctx.arena + in_[i]) + (in_tail_[i] ? 0 : body_row) * in_width_[i]; };
+    auto out = [&](size_t i) { return reinterpret_cast<float*>(ctx.arena + out_[i]); };
     ThreadPool* pool = ctx.pool;
     switch (node_.op) {
       case OpCode::kEmbed: return embed(ctx, out(0));
@@ -233,7 +276,7 @@ class CpuKernel final : public Kernel {
   }
 
   cpu::Activations prepare_activations(const StepContext& ctx, const Matrix& m, const float* x, int rows, int slot) const {
-    return cpu::prepare_activations(k_, m.m.params, m.m.cols, x, rows, scratch_.prep_layout,
+    return cpu::prepare_activations(k_, m.m.params, m.m.cols, x, rows, scratch_.prep_layout[slot],
                                     ctx.scratch + scratch_.prep[slot], ctx.pool);
   }
 
@@ -389,6 +432,7 @@ class CpuKernel final : public Kernel {
   std::vector<QuantParams> params_;
   std::vector<Matrix> mats_;
   std::vector<int64_t> in_, out_, in_width_, out_width_;
+  std::vector<bool> in_tail_;  // the input is a tail value (rows from 0)
 };
 
 }  // namespace
@@ -470,7 +514,7 @@ Result<std::unique_ptr<Kernel>> CpuBackend::prepare(const Node& node, const Grap
 }
 
 size_t CpuBackend::scratch_bytes(const Graph& graph, int max_tokens, int) const {
-  return ScratchLayout(widest(graph), max_tokens, max_head_dim(graph)).total;
+  return ScratchLayout(scratch_widths(graph), max_tokens).total;
 }
 
 }  // namespace kiln

@@ -29,9 +29,11 @@ class RefKernel final : public Kernel {
   RefKernel(const Node& node, const Graph& graph, std::vector<BoundWeight> weights, std::vector<QuantParams> params,
             std::span<const int64_t> offsets)
       : node_(node), weights_(std::move(weights)), params_(std::move(params)), widest_(widest(graph)) {
+    const std::vector<bool> tail = tail_values(graph);
     for (int v : node.inputs) {
       in_.push_back(offsets[static_cast<size_t>(v)]);
       in_width_.push_back(graph.values[static_cast<size_t>(v)].width);
+      in_tail_.push_back(tail[static_cast<size_t>(v)]);
     }
     for (int v : node.outputs) {
       out_.push_back(offsets[static_cast<size_t>(v)]);
@@ -41,10 +43,12 @@ class RefKernel final : public Kernel {
 
   Status run(const StepContext& ctx) const override {
     // Tail nodes (final norm, classifier) run on the last token unless every token's logits are wanted.
-    const int first_row = (node_.tail && !ctx.all_logits) ? ctx.n_tokens - 1 : 0;
-    const int rows = ctx.n_tokens - first_row;
-    auto in = [&](size_t i) { return reinterpret_cast<float*>(ctx.arena + in_[i]) + first_row * in_width_[i]; };
-    auto out = [&](size_t i) { return reinterpret_cast<float*>(ctx.arena + out_[i]) + first_row * out_width_[i]; };
+    // A tail node on the last token alone reads that row of the body's values; its own values
+    // (planned for MemoryPlan::logit_rows rows) start at row 0.
+    const int body_row = (node_.tail && !ctx.all_logits) ? ctx.n_tokens - 1 : 0;
+    const int rows = ctx.n_tokens - body_row;
+    auto in = [&](size_t i) { return reinterpret_cast<float*>(ctx.arena + in_[i]) + (in_tail_[i] ? 0 : body_row) * in_width_[i]; };
+    auto out = [&](size_t i) { return reinterpret_cast<float*>(ctx.arena + out_[i]); };
     float* scratch = reinterpret_cast<float*>(ctx.scratch);
     // Past the temporaries of the fused ops and the attention scores: the matmuls' own scratch.
     const std::span<uint8_t> ms = {ctx.scratch + temporaries_bytes(widest_, ctx.n_tokens, ctx.n_ctx),
@@ -197,6 +201,7 @@ class RefKernel final : public Kernel {
   std::vector<QuantParams> params_;
   int64_t widest_ = 0;
   std::vector<int64_t> in_, out_, in_width_, out_width_;
+  std::vector<bool> in_tail_;  // the input is a tail value (rows from 0)
 };
 
 }  // namespace
