@@ -112,7 +112,7 @@ void register_all() {
                                        [t, p, s, threads](benchmark::State& st) { run(st, t, p, s.rows, s.cols, threads); })
               ->Args({1, 0})
               ->Args({1, 1})
-              ->Args({64, 1})
+              ->Args({128, 1})  // a prefill step (kDefaultMaxTokens)
               ->ArgNames({"tokens", "cached"})
               ->Unit(benchmark::kMicrosecond)
               ->UseRealTime();

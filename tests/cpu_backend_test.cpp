@@ -345,31 +345,34 @@ TEST(CpuMatmul, W4A16WordsGiveTheDigitBits) {
     // Matrix-unit tables multiply these token counts as bf16 tiles instead.
     if (!t->make_a16_word_panel || t->reads_bf16_tiles(Scheme::kW4A16, t->a16_words_min_rows - 1, 32)) continue;
     const int step = t->a16_words_min_rows - 1;
+    // 3 g columns: runs of four widened tiles; 4224 (33 x 128): wide enough for runs of three.
     for (int g : {32, 64, 128})
       for (bool sym : {true, false})
-        for (int64_t rows : {16, 33, 100})
-          for (int n : {t->a16_words_min_rows, 40, 67}) {
-            const MatmulCase c{canonical({Scheme::kW4A16, g, sym}), rows, 3 * g, n};
-            SCOPED_TRACE(describe_case(*t, c));
-            const auto w = random_vector(rng, static_cast<size_t>(c.rows * c.cols), 0.5f);
-            auto x = random_vector(rng, static_cast<size_t>(c.n * c.cols), 1.0f);
-            x[2] = 40.0f;
-            std::vector<uint8_t> ref(*quantized_size(c.p, c.rows, c.cols)), packed;
-            ASSERT_TRUE(round_to_nearest().quantize(c.p, w.data(), c.rows, c.cols, ref));
-            ASSERT_TRUE(cpu::pack_matrix(c.p, cpu::matmul_layout(c.p.scheme), ref, c.rows, c.cols, packed));
-            const auto bias = random_vector(rng, static_cast<size_t>(c.rows), 1.0f);
-            std::vector<float> words(static_cast<size_t>(c.n * c.rows)), digits(words.size());
-            run_matmul(*t, c, packed, x.data(), bias.data(), nullptr, words.data(), 3);
-            for (int t0 = 0; t0 < n; t0 += step) {
-              MatmulCase part = c;
-              part.n = std::min(step, n - t0);
-              run_matmul(*t, part, packed, x.data() + t0 * c.cols, bias.data(), nullptr, digits.data() + t0 * c.rows, 1);
+        for (int64_t cols : {int64_t{3} * g, int64_t{4224}})
+          for (int64_t rows : {16, 33, 100})
+            for (int n : {t->a16_words_min_rows, 40, 67}) {
+              if (cols > 3 * g && (rows != 100 || n != 40)) continue;
+              const MatmulCase c{canonical({Scheme::kW4A16, g, sym}), rows, cols, n};
+              SCOPED_TRACE(describe_case(*t, c));
+              const auto w = random_vector(rng, static_cast<size_t>(c.rows * c.cols), 0.5f);
+              auto x = random_vector(rng, static_cast<size_t>(c.n * c.cols), 1.0f);
+              x[2] = 40.0f;
+              std::vector<uint8_t> ref(*quantized_size(c.p, c.rows, c.cols)), packed;
+              ASSERT_TRUE(round_to_nearest().quantize(c.p, w.data(), c.rows, c.cols, ref));
+              ASSERT_TRUE(cpu::pack_matrix(c.p, cpu::matmul_layout(c.p.scheme), ref, c.rows, c.cols, packed));
+              const auto bias = random_vector(rng, static_cast<size_t>(c.rows), 1.0f);
+              std::vector<float> words(static_cast<size_t>(c.n * c.rows)), digits(words.size());
+              run_matmul(*t, c, packed, x.data(), bias.data(), nullptr, words.data(), 3);
+              for (int t0 = 0; t0 < n; t0 += step) {
+                MatmulCase part = c;
+                part.n = std::min(step, n - t0);
+                run_matmul(*t, part, packed, x.data() + t0 * c.cols, bias.data(), nullptr, digits.data() + t0 * c.rows, 1);
+              }
+              for (size_t i = 0; i < words.size(); ++i)
+                ASSERT_EQ(std::bit_cast<uint32_t>(words[i]), std::bit_cast<uint32_t>(digits[i]))
+                    << "output " << i << ": " << words[i] << " vs " << digits[i];
+              ++cases;
             }
-            for (size_t i = 0; i < words.size(); ++i)
-              ASSERT_EQ(std::bit_cast<uint32_t>(words[i]), std::bit_cast<uint32_t>(digits[i]))
-                  << "output " << i << ": " << words[i] << " vs " << digits[i];
-            ++cases;
-          }
   }
   if (cases == 0) GTEST_SKIP() << "no table with 16-bit W4A16 products on this CPU";
 }

@@ -237,15 +237,15 @@ inline void w4a16_block(const PackedMatrix& w, const Activations& a, const Epilo
     for (int t = 0; t < NT; ++t) store_tile<S>(w, e, tile + r, t0 + t, y[r][t]);
 }
 
-// W4A16 prefill with 16-bit products, on tables whose traits have them (kA16WordsRT): X as one
+// W4A16 prefill with 16-bit products, on tables whose traits have them (kA16WordsNT): X as one
 // int16 per element, pairs of them (2j, 2j + 1) in each u32 of the a16 word panels, times the
 // nibbles of a tile widened once per call to the same pairs of int16 (u - 8 for symmetric groups,
-// u for asymmetric ones). One integer sum per output instead of two digit sums, so that three
+// u for asymmetric ones). One integer sum per output instead of two digit sums, so that four
 // tiles by six tokens fit the registers, and no nibble unpacking among the products: the
 // products run ~1.3x as fast as the digit kernel's (TinyLlama shapes, AVX-512 VNNI). The same
 // exact D per block of 32 as w4a16_block, scaled in the same order: the same bits.
 template <class S>
-constexpr bool has_a16_words = requires { S::kA16WordsRT; };
+constexpr bool has_a16_words = requires { S::kA16WordsNT; };
 
 // A tile's widened weights (prepare_w4_words): [cols / 2][16] u32 pairs, then the group scales
 // [groups][16] f32, then (asymmetric) the mins [groups][16] f32.
@@ -318,19 +318,20 @@ inline void w4a16_words_block(const PackedMatrix& w, const Activations& a, const
   const W4Groups geo = w4_groups(w);
   const W4Words lay = w4_words(w);
   const int bpg = geo.g / 32;
+  const int lg_bpg = std::countr_zero(static_cast<unsigned>(bpg));  // groups of 32, 64 or 128: no division per block
   const int64_t nb = w.cols / 32;
   const int32_t* xw = a.a16_words + (t0 / P) * (w.cols / 2) * P + t0 % P;
   const float* xsc = a.a16_panel_scale + (t0 / P) * nb * P + t0 % P;
   const int32_t* xsm = a.a16_panel_sums + (t0 / P) * nb * 3 * P + t0 % P;
-  // The sums of 3 x 6 outputs take 18 registers: y lives in memory (L1), read and written once
-  // per block of 32.
+  // The sums of up to 4 x 6 outputs take 24 registers: y lives in memory (L1), read and written
+  // once per block of 32.
   alignas(64) float y[RT][NT][kTileRows];
   for (int r = 0; r < RT; ++r)
     for (int t = 0; t < NT; ++t)
       for (int v = 0; v < V; ++v) S::store(y[r][t] + v * S::N, S::zero());
   const int64_t pf_step = (pf_bytes / nb + 63) / 64 * 64;
   for (int64_t kb = 0; kb < nb; ++kb) {
-    const int64_t grp = kb / bpg;
+    const int64_t grp = kb >> lg_bpg;
     for (int64_t o = kb * pf_step; o < std::min(pf_bytes, (kb + 1) * pf_step); o += 64) __builtin_prefetch(pf + o, 0, 2);
     I acc[RT][NT][V];
     for (int r = 0; r < RT; ++r)
@@ -357,7 +358,7 @@ inline void w4a16_words_block(const PackedMatrix& w, const Activations& a, const
         }
       }
     }
-    if (!geo.sym && (kb + 1) % bpg == 0) {  // the group's min term, as w4a16_block
+    if (!geo.sym && ((kb + 1) & (bpg - 1)) == 0) {  // the group's min term, as w4a16_block
       float xs[NT];
       for (int t = 0; t < NT; ++t)
         xs[t] = group_x_sum(grp * bpg, bpg, [&](int64_t k) { return xsc[k * P + t]; }, [&](int64_t k) { return xsm[k * 3 * P + t]; });
@@ -674,6 +675,31 @@ inline void over_tile_runs(const PackedMatrix& w, int64_t tb, int64_t te, int n,
   }
 }
 
+// Each run of kRT tiles widened once, then every block of tokens over it (from L2).
+template <class S, int kRT>
+void matmul_w4a16_words(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te,
+                        int64_t stride) {
+  static_assert(S::kPrefillNT % S::kA16WordsNT == 0, "a block of tokens lies within one panel");
+  uint8_t* words = words_buffer(static_cast<size_t>(stride * kRT));
+  // While the blocks of tokens run, each asks for a slice of the next run's packed tiles, a
+  // line or two per block of 32 elements, so that widening them reads L2 rather than memory
+  // (one burst of prefetches stalled on the fill buffers instead).
+  const int64_t blocks = (a.n + S::kA16WordsNT - 1) / S::kA16WordsNT;
+  over_tiles<kRT>(tb, te, [&](auto rt, int64_t t) {
+    for (int r = 0; r < rt.value; ++r) prepare_w4_words<S>(w, t + r, words + r * stride);
+    const uint8_t* next = w.data + (t + rt.value) * w.tile_bytes;
+    const int64_t next_bytes = std::min<int64_t>(kRT, te - t - rt.value) * w.tile_bytes;
+    const int64_t slice = (next_bytes / blocks + 63) / 64 * 64;
+    int64_t at = 0;
+    over_tokens<S::kA16WordsNT>(a.n, [&](auto nt, int t0) {
+      const uint8_t* pf = next + at;
+      const int64_t pf_bytes = std::max<int64_t>(0, std::min(slice, next_bytes - at));
+      at += slice;
+      w4a16_words_block<S, rt.value, nt.value>(w, a, e, t, t0, words, stride, pf, pf_bytes);
+    });
+  });
+}
+
 template <class S>
 void matmul_w4a16(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
   if (a.n == 1) {
@@ -682,27 +708,11 @@ void matmul_w4a16(const PackedMatrix& w, const Activations& a, const Epilogue& e
   }
   if constexpr (has_a16_words<S>) {
     if (a.a16_words) {
-      // Each run of RT tiles widened once, then every block of tokens over it (from L2).
-      static_assert(S::kPrefillNT % S::kA16WordsNT == 0, "a block of tokens lies within one panel");
+      // Runs of four widened tiles where they leave L2 room for the next run's packed tiles and
+      // the tokens' panels (2048 wide: 4 x 64 KiB), else three (5632 wide: 3 x 176 KiB).
       const int64_t stride = w4_words(w).bytes;
-      uint8_t* words = words_buffer(static_cast<size_t>(stride * S::kA16WordsRT));
-      // While the blocks of tokens run, each asks for a slice of the next run's packed tiles, a
-      // line or two per block of 32 elements, so that widening them reads L2 rather than memory
-      // (one burst of prefetches stalled on the fill buffers instead).
-      const int64_t blocks = (a.n + S::kA16WordsNT - 1) / S::kA16WordsNT;
-      over_tiles<S::kA16WordsRT>(tb, te, [&](auto rt, int64_t t) {
-        for (int r = 0; r < rt.value; ++r) prepare_w4_words<S>(w, t + r, words + r * stride);
-        const uint8_t* next = w.data + (t + rt.value) * w.tile_bytes;
-        const int64_t next_bytes = std::min<int64_t>(S::kA16WordsRT, te - t - rt.value) * w.tile_bytes;
-        const int64_t slice = (next_bytes / blocks + 63) / 64 * 64;
-        int64_t at = 0;
-        over_tokens<S::kA16WordsNT>(a.n, [&](auto nt, int t0) {
-          const uint8_t* pf = next + at;
-          const int64_t pf_bytes = std::max<int64_t>(0, std::min(slice, next_bytes - at));
-          at += slice;
-          w4a16_words_block<S, rt.value, nt.value>(w, a, e, t, t0, words, stride, pf, pf_bytes);
-        });
-      });
+      if (4 * stride <= S::kA16WordsRunBytes) matmul_w4a16_words<S, 4>(w, a, e, tb, te, stride);
+      else matmul_w4a16_words<S, 3>(w, a, e, tb, te, stride);
       return;
     }
   }

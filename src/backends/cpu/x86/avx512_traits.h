@@ -21,7 +21,7 @@ struct Avx512 {
   static constexpr int kA16NT = 4;
   static constexpr int kA16DecodeRT = 8;
   // W4A16 prefill with 16-bit products (microkernels.h: w4a16_words_block) from 24 tokens on.
-  static constexpr int kA16WordsRT = 3;
+  static constexpr int64_t kA16WordsRunBytes = 512 << 10;  // widened tiles per run, at most (of L2's 1-2 MiB)
   static constexpr int kA16WordsNT = 6;
   static constexpr int kA16WordsMinRows = 24;
   static constexpr int kW8Bias = 128;  // vpdpbusd multiplies u8 by s8: x + 128 by w
