@@ -1119,10 +1119,22 @@ inline typename S::F vexp(typename S::F x) {
   return S::mul(p, S::pow2i(n));
 }
 
+// Keys per block: 16, or the table's kAttnBlock. A longer block loads each query element once for
+// more keys (AVX-512: 32 keys, two vectors per query element broadcast) and spreads the
+// per-block softmax bookkeeping over more of them.
+template <class S>
+constexpr int attn_block() {
+  if constexpr (requires { S::kAttnBlock; }) return S::kAttnBlock;
+  else return 16;
+}
+
 template <class S>
 void attention(const AttentionArgs& a, int kvh, int hb, int he) {
   using F = typename S::F;
-  constexpr int kBlock = 16, V = kBlock / S::N, kMaxHeadDim = 256;
+  constexpr int kBlock = attn_block<S>(), V = kBlock / S::N, kMaxHeadDim = 256;
+  // Partial sums over d per score vector, so that each chain of dependent FMAs is short: four
+  // for blocks of 16 keys, two for 32 (whose two vectors per query already make two chains).
+  constexpr int P = kBlock >= 32 ? 2 : 4;
   const int hd = a.head_dim, kv_dim = a.n_kv_heads * hd, qd = a.n_heads * hd;
   if (hd > kMaxHeadDim) return;  // refused by CpuBackend::supports
   const float* kc = a.k + static_cast<int64_t>(kvh) * hd;
@@ -1171,14 +1183,14 @@ void attention(const AttentionArgs& a, int kvh, int hb, int he) {
         }
         alignas(64) float sc[HG][kBlock];
         if (transposed) {
-          // Four partial sums over d: one chain of hd dependent FMAs waited on their latency.
-          F sv[HG][4][V];
+          // P partial sums over d: one chain of hd dependent FMAs waited on their latency.
+          F sv[HG][P][V];
           for (int u = 0; u < HG; ++u)
-            for (int p = 0; p < 4; ++p)
+            for (int p = 0; p < P; ++p)
               for (int v = 0; v < V; ++v) sv[u][p][v] = S::zero();
           int d = 0;
-          for (; d + 4 <= hd; d += 4)
-            for (int p = 0; p < 4; ++p)
+          for (; d + P <= hd; d += P)
+            for (int p = 0; p < P; ++p)
               for (int v = 0; v < V; ++v) {
                 const F k = S::load(kt[d + p] + v * S::N);
                 for (int u = 0; u < HG; ++u) sv[u][p][v] = S::fma(S::set1(q[u][d + p]), k, sv[u][p][v]);
@@ -1189,9 +1201,12 @@ void attention(const AttentionArgs& a, int kvh, int hb, int he) {
               for (int u = 0; u < HG; ++u) sv[u][0][v] = S::fma(S::set1(q[u][d]), k, sv[u][0][v]);
             }
           for (int u = 0; u < HG; ++u)
-            for (int v = 0; v < V; ++v)
-              S::store(sc[u] + v * S::N, S::mul(S::add(S::add(sv[u][0][v], sv[u][1][v]), S::add(sv[u][2][v], sv[u][3][v])),
-                                                S::set1(a.scale)));
+            for (int v = 0; v < V; ++v) {
+              F total = sv[u][0][v];  // pairwise
+              if constexpr (P == 2) total = S::add(sv[u][0][v], sv[u][1][v]);
+              else total = S::add(S::add(sv[u][0][v], sv[u][1][v]), S::add(sv[u][2][v], sv[u][3][v]));
+              S::store(sc[u] + v * S::N, S::mul(total, S::set1(a.scale)));
+            }
         } else {
           for (int u = 0; u < HG; ++u)
             for (int j = lo; j <= hi; ++j) sc[u][j] = dot<S>(q[u], kc + static_cast<int64_t>(p0 + j) * kv_dim, hd) * a.scale;

@@ -24,6 +24,7 @@ struct Avx512 {
   static constexpr int64_t kA16WordsRunBytes = 512 << 10;  // widened tiles per run, at most (of L2's 1-2 MiB)
   static constexpr int kA16WordsNT = 6;
   static constexpr int kA16WordsMinRows = 24;
+  static constexpr int kAttnBlock = 32;  // keys per attention block: two vectors
   static constexpr int kW8Bias = 128;  // vpdpbusd multiplies u8 by s8: x + 128 by w
   using F = __m512;
   using I = __m512i;
