@@ -415,6 +415,13 @@ TEST_F(BadKiln, BodyNodeTouchesTailValue) {
     program_text_ = program_to_json(img.program);
   }, "which a tail node writes");
 }
+TEST_F(BadKiln, TailNodeNotRowWise) {
+  // Attention reads the cache at the step's positions; run on the tail's row 0 it would overrun it.
+  expect_bad([this](ProgramImage& img, CompileReport&) {
+    for (Node& n : img.program.graph.nodes) n.tail = n.tail || n.op == OpCode::kAttention;
+    program_text_ = program_to_json(img.program);
+  }, "only a row-wise op may be a tail node");
+}
 TEST_F(BadKiln, LogitRowsBeyondTheStep) {
   expect_bad([](ProgramImage& img, CompileReport&) { img.program.plan.logit_rows = img.program.plan.max_tokens + 1; },
              "bad logit_rows");

@@ -66,6 +66,20 @@ int Graph::find_weight(std::string_view name) const {
   return -1;
 }
 
+// Ops whose every output row depends on the same row of their inputs alone: only these may run
+// in the tail, which computes the last token's row at row 0 (position, cache and token id would
+// be wrong there, and their outputs are not planned for logit_rows).
+static bool row_wise(OpCode op) {
+  switch (op) {
+    case OpCode::kRmsNorm: case OpCode::kMatMul: case OpCode::kMatMulAdd: case OpCode::kAdd: case OpCode::kSwiGLU:
+    case OpCode::kMatMulQKV: case OpCode::kGateUpSwiGLU: case OpCode::kRmsNormMatMulQKV: case OpCode::kRmsNormGateUpSwiGLU:
+      return true;
+    case OpCode::kEmbed: case OpCode::kRope: case OpCode::kKvStore: case OpCode::kAttention: case OpCode::kRopeKvStore:
+      return false;
+  }
+  return false;
+}
+
 Status verify_graph(const Graph& g) {
   const int nv = static_cast<int>(g.values.size());
   std::vector<bool> written(g.values.size(), false);
@@ -80,6 +94,7 @@ Status verify_graph(const Graph& g) {
       return corrupt(where + ": wrong number of inputs or outputs");
     if (static_cast<int>(n.weights.size()) < a.min_weights || static_cast<int>(n.weights.size()) > a.max_weights)
       return corrupt(where + ": wrong number of weights");
+    if (n.tail && !row_wise(n.op)) return corrupt(where + ": only a row-wise op may be a tail node");
     for (int w : n.weights)
       if (w < 0 || w >= static_cast<int>(g.weights.size())) return corrupt(where + ": weight index out of range");
     for (int v : n.inputs) {

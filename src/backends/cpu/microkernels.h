@@ -1202,7 +1202,8 @@ void attention(const AttentionArgs& a, int kvh, int hb, int he) {
             }
           for (int u = 0; u < HG; ++u)
             for (int v = 0; v < V; ++v) {
-              F total = sv[u][0][v];  // pairwise
+              // The P partial sums, added pairwise.
+              F total;
               if constexpr (P == 2) total = S::add(sv[u][0][v], sv[u][1][v]);
               else total = S::add(S::add(sv[u][0][v], sv[u][1][v]), S::add(sv[u][2][v], sv[u][3][v]));
               S::store(sc[u] + v * S::N, S::mul(total, S::set1(a.scale)));
