@@ -334,6 +334,36 @@ TEST(CpuMatmul, ModelShapes) {
         if (n < 64 || t->make_bf16_tiles) check_matmul(*t, {canonical({s, 32, true}), 64, 2048, n}, rng);
 }
 
+// Decode reads its tiles side by side or one at a time (cpu::decode_one_stream, by the host's
+// vendor): the same bits either way, every table, every scheme, partial tiles, threads' pieces.
+TEST(CpuMatmul, DecodeOneStreamGivesTheSameBits) {
+  std::mt19937 rng(31);
+  const bool host = cpu::decode_one_stream();
+  int cases = 0;
+  for (const cpu::KernelTable* t : tables_to_test())
+    for (const QuantParams& p : all_params())
+      for (int64_t rows : {16, 100, 300}) {
+        const MatmulCase c{p, rows, int64_t{4} * 128, 1};
+        SCOPED_TRACE(describe_case(*t, c));
+        const auto w = random_vector(rng, static_cast<size_t>(c.rows * c.cols), 0.5f);
+        const auto x = random_vector(rng, static_cast<size_t>(c.cols), 1.0f);
+        std::vector<uint8_t> ref(*quantized_size(p, c.rows, c.cols)), packed;
+        ASSERT_TRUE(round_to_nearest().quantize(p, w.data(), c.rows, c.cols, ref));
+        ASSERT_TRUE(cpu::pack_matrix(p, cpu::matmul_layout(p.scheme), ref, c.rows, c.cols, packed));
+        const auto bias = random_vector(rng, static_cast<size_t>(c.rows), 1.0f);
+        std::vector<float> side(static_cast<size_t>(c.rows)), one(side.size());
+        cpu::set_decode_one_stream(false);
+        run_matmul(*t, c, packed, x.data(), bias.data(), nullptr, side.data(), 3);
+        cpu::set_decode_one_stream(true);
+        run_matmul(*t, c, packed, x.data(), bias.data(), nullptr, one.data(), 3);
+        cpu::set_decode_one_stream(host);
+        for (size_t i = 0; i < side.size(); ++i)
+          ASSERT_EQ(std::bit_cast<uint32_t>(side[i]), std::bit_cast<uint32_t>(one[i])) << "output " << i;
+        ++cases;
+      }
+  EXPECT_GT(cases, 30);
+}
+
 // W4A16 prefill on tables with 16-bit products (make_a16_word_panel) from a16_words_min_rows
 // tokens on: the same exact integer sum per block of 32 as the digit kernel, scaled in the same
 // order, so the same bits as running the tokens in smaller steps (the digit path). Every group

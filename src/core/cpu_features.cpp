@@ -1,5 +1,7 @@
 #include "core/cpu_features.h"
 
+#include <cstring>
+
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
 #endif
@@ -26,6 +28,20 @@ constexpr struct {
     {kCpuArmFp16, "fp16"},
 };
 }  // namespace
+
+bool host_reads_one_stream_faster() {
+#if defined(__x86_64__)
+  unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+  char vendor[13] = {};
+  std::memcpy(vendor, &b, 4);
+  std::memcpy(vendor + 4, &d, 4);
+  std::memcpy(vendor + 8, &c, 4);
+  return std::strcmp(vendor, "AuthenticAMD") == 0 || std::strcmp(vendor, "HygonGenuine") == 0;
+#else
+  return false;
+#endif
+}
 
 uint64_t host_cpu_features() {
   uint64_t f = 0;

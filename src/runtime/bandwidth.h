@@ -3,8 +3,9 @@
 // machine's, now.
 //
 // `threads` threads each read their share of one buffer much larger than the last-level cache,
-// summing it in 64-bit words; a pass is timed from a barrier before the first read to a barrier
-// after the last. measure_read_bandwidth() makes a probe, runs one untimed pass (warm-up), then
+// summing it in 64-bit words, once as eight streams side by side and once as one, each timed
+// from a barrier before the first read to a barrier after the last; a pass is the faster of the
+// two (which one wins depends on the core). measure_read_bandwidth() makes a probe, runs one untimed pass (warm-up), then
 // `passes` timed ones, and reports their median.
 #pragma once
 
@@ -30,7 +31,7 @@ class BandwidthProbe {
   BandwidthProbe(const BandwidthProbe&) = delete;
   BandwidthProbe& operator=(const BandwidthProbe&) = delete;
 
-  double pass_gbs();  // one timed pass, 1e9 bytes per second
+  double pass_gbs();  // one timed pass (the faster way of reading), 1e9 bytes per second
   uint64_t bytes() const { return bytes_; }
   int threads() const { return threads_; }
 

@@ -184,6 +184,13 @@ const KernelTable& select_kernels(uint64_t cpu_features);
 // Every table this build has whose features are a subset of `cpu_features` (for tests).
 int available_kernel_tables(uint64_t cpu_features, const KernelTable** out, int max);
 
+// Decode blocks read several tiles side by side (kDecodeRT, kA16DecodeRT, kDigitRT: as many
+// streams), or one tile at a time, one stream, where the host reads one stream faster
+// (host_reads_one_stream_faster). Process-wide, read at every decode matmul; the bits do not
+// depend on it (each tile's sums are the same), as a test checks by setting it both ways.
+bool decode_one_stream();
+void set_decode_one_stream(bool one);
+
 // Fills a table with the kernels of one instruction set (defined in that set's file).
 void fill_generic(KernelTable& t);
 void fill_avx2(KernelTable& t);

@@ -650,6 +650,13 @@ inline void over_tiles(int64_t tb, int64_t te, Block&& block) {
     });
   }
 }
+// Decode: over_tiles in runs of kRT tiles side by side, or of one where the host reads one
+// stream faster (decode_one_stream).
+template <int kRT, typename Block>
+inline void over_decode_tiles(int64_t tb, int64_t te, Block&& block) {
+  if (decode_one_stream()) over_tiles<1>(tb, te, block);
+  else over_tiles<kRT>(tb, te, block);
+}
 // Calls block<NT>(t0) over the tokens [0, n) in runs of kNT, then the remainder.
 template <int kNT, typename Block>
 inline void over_tokens(int n, Block&& block) {
@@ -703,7 +710,7 @@ void matmul_w4a16_words(const PackedMatrix& w, const Activations& a, const Epilo
 template <class S>
 void matmul_w4a16(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
   if (a.n == 1) {
-    over_tiles<S::kA16DecodeRT>(tb, te, [&](auto rt, int64_t t) { w4a16_block<S, rt.value, 1, false>(w, a, e, t, 0); });
+    over_decode_tiles<S::kA16DecodeRT>(tb, te, [&](auto rt, int64_t t) { w4a16_block<S, rt.value, 1, false>(w, a, e, t, 0); });
     return;
   }
   if constexpr (has_a16_words<S>) {
@@ -725,7 +732,7 @@ void matmul_w4a16(const PackedMatrix& w, const Activations& a, const Epilogue& e
 template <class S, Scheme kScheme>
 void matmul_dense(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
   if (a.n == 1) {
-    over_tiles<S::kDecodeRT>(tb, te, [&](auto rt, int64_t t) { dense_block<S, kScheme, rt.value, 1, false>(w, a, e, t, 0); });
+    over_decode_tiles<S::kDecodeRT>(tb, te, [&](auto rt, int64_t t) { dense_block<S, kScheme, rt.value, 1, false>(w, a, e, t, 0); });
     return;
   }
   over_tile_runs<S::kPrefillRT, S::kPrefillNT>(w, tb, te, a.n, [&](auto rt, auto nt, int64_t t, int t0) {
@@ -736,7 +743,7 @@ void matmul_dense(const PackedMatrix& w, const Activations& a, const Epilogue& e
 template <class S>
 void matmul_w8a16(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
   if (a.n == 1 && a.digits) {
-    over_tiles<S::kDigitRT>(tb, te, [&](auto rt, int64_t t) { w8a16_decode<S, rt.value>(w, a, e, t); });
+    over_decode_tiles<S::kDigitRT>(tb, te, [&](auto rt, int64_t t) { w8a16_decode<S, rt.value>(w, a, e, t); });
     return;
   }
   over_tile_runs<S::kPrefillRT, S::kPrefillNT>(w, tb, te, a.n, [&](auto rt, auto nt, int64_t t, int t0) {
@@ -747,7 +754,7 @@ void matmul_w8a16(const PackedMatrix& w, const Activations& a, const Epilogue& e
 template <class S>
 void matmul_w4a8(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
   if (a.n == 1) {
-    over_tiles<S::kDecodeRT>(tb, te, [&](auto rt, int64_t t) { w4a8_block<S, rt.value, 1, false, false>(w, a, e, t, 0); });
+    over_decode_tiles<S::kDecodeRT>(tb, te, [&](auto rt, int64_t t) { w4a8_block<S, rt.value, 1, false, false>(w, a, e, t, 0); });
     return;
   }
   static_assert(S::kPrefillNT % S::kA8NT == 0, "a block of tokens lies within one panel");
@@ -763,7 +770,7 @@ void matmul_w4a8(const PackedMatrix& w, const Activations& a, const Epilogue& e,
 template <class S>
 void matmul_w8a8(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
   if (a.n == 1) {
-    over_tiles<S::kDecodeRT>(tb, te, [&](auto rt, int64_t t) { w8a8_block<S, rt.value, 1, false>(w, a, e, t, 0); });
+    over_decode_tiles<S::kDecodeRT>(tb, te, [&](auto rt, int64_t t) { w8a8_block<S, rt.value, 1, false>(w, a, e, t, 0); });
     return;
   }
   over_tile_runs<S::kA8RT, S::kA8NT>(w, tb, te, a.n, [&](auto rt, auto nt, int64_t t, int t0) {
