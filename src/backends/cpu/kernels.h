@@ -186,8 +186,9 @@ int available_kernel_tables(uint64_t cpu_features, const KernelTable** out, int 
 
 // Decode blocks read several tiles side by side (kDecodeRT, kA16DecodeRT, kDigitRT: as many
 // streams), or one tile at a time, one stream, where the host reads one stream faster
-// (host_reads_one_stream_faster). Process-wide, read at every decode matmul; the bits do not
-// depend on it (each tile's sums are the same), as a test checks by setting it both ways.
+// (host_reads_one_stream_faster). Process-wide, read at every decode matmul of the x86 tables;
+// the bits do not depend on it (each tile's sums are the same), as a test checks by setting it
+// both ways.
 bool decode_one_stream();
 void set_decode_one_stream(bool one);
 

@@ -651,11 +651,18 @@ inline void over_tiles(int64_t tb, int64_t te, Block&& block) {
   }
 }
 // Decode: over_tiles in runs of kRT tiles side by side, or of one where the host reads one
-// stream faster (decode_one_stream).
+// stream faster (decode_one_stream). x86 only: no ARM core has asked for it, and there the
+// compiler contracts the generic table's products into FMAs differently per run length, so the
+// bits would depend on the choice.
 template <int kRT, typename Block>
 inline void over_decode_tiles(int64_t tb, int64_t te, Block&& block) {
-  if (decode_one_stream()) over_tiles<1>(tb, te, block);
-  else over_tiles<kRT>(tb, te, block);
+#if defined(__x86_64__)
+  if (decode_one_stream()) {
+    over_tiles<1>(tb, te, block);
+    return;
+  }
+#endif
+  over_tiles<kRT>(tb, te, block);
 }
 // Calls block<NT>(t0) over the tokens [0, n) in runs of kNT, then the remainder.
 template <int kNT, typename Block>
