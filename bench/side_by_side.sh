@@ -5,7 +5,8 @@
 #     bench/side_by_side.sh OUT_DIR
 # MODELS holds tl-w4a16.kiln and tl-w4a8.kiln (kiln compile DIR -q w4a16 --group 32, -q w4a8);
 # GGUFS holds tinyllama-synth-q4_0.gguf (llama.cpp) and ik-IQ4_XS.gguf, ik-Q4_0_R8.gguf
-# (ik_llama.cpp's llama-quantize); how they were made: docs/performance.md.
+# (ik_llama.cpp's llama-quantize), made from the same synth folder by bench/synth_to_gguf.py
+# and each peer's llama-quantize: docs/performance.md.
 set -euo pipefail
 OUT=${1:?output directory}
 : "${KILN:?}" "${LLAMA_BENCH:?}" "${IK_BENCH:?}" "${MODELS:?}" "${GGUFS:?}"
