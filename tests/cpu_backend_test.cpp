@@ -229,15 +229,21 @@ void run_matmul(const cpu::KernelTable& t, const MatmulCase& c, const std::vecto
   }
 }
 
+// w as the reference layout (round to nearest) and packed for the CPU kernels.
+Status quantize_and_pack(const QuantParams& p, const std::vector<float>& w, int64_t rows, int64_t cols,
+                         std::vector<uint8_t>& ref, std::vector<uint8_t>& packed) {
+  ref.assign(*quantized_size(p, rows, cols), 0);
+  if (Status st = round_to_nearest().quantize(p, w.data(), rows, cols, ref); !st) return st;
+  return cpu::pack_matrix(p, cpu::matmul_layout(p.scheme), ref, rows, cols, packed);
+}
+
 void check_matmul(const cpu::KernelTable& t, const MatmulCase& c, std::mt19937& rng) {
   SCOPED_TRACE(describe_case(t, c));
   const auto w = random_vector(rng, static_cast<size_t>(c.rows * c.cols), 0.5f);
   auto x = random_vector(rng, static_cast<size_t>(c.n * c.cols), 1.0f);
   if (c.cols > 3) x[2] = 40.0f;  // an outlier, as activations have
-  std::vector<uint8_t> ref(*quantized_size(c.p, c.rows, c.cols));
-  ASSERT_TRUE(round_to_nearest().quantize(c.p, w.data(), c.rows, c.cols, ref));
-  std::vector<uint8_t> packed;
-  ASSERT_TRUE(cpu::pack_matrix(c.p, cpu::matmul_layout(c.p.scheme), ref, c.rows, c.cols, packed));
+  std::vector<uint8_t> ref, packed;
+  ASSERT_TRUE(quantize_and_pack(c.p, w, c.rows, c.cols, ref, packed));
   std::vector<uint8_t> back;
   ASSERT_TRUE(cpu::unpack_matrix(c.p, cpu::matmul_layout(c.p.scheme), packed, c.rows, c.cols, back));
   ASSERT_EQ(back, ref) << "pack and unpack are not inverses";
@@ -350,9 +356,8 @@ TEST(CpuMatmul, DecodeOneStreamGivesTheSameBits) {
         SCOPED_TRACE(describe_case(*t, c));
         const auto w = random_vector(rng, static_cast<size_t>(c.rows * c.cols), 0.5f);
         const auto x = random_vector(rng, static_cast<size_t>(c.cols), 1.0f);
-        std::vector<uint8_t> ref(*quantized_size(p, c.rows, c.cols)), packed;
-        ASSERT_TRUE(round_to_nearest().quantize(p, w.data(), c.rows, c.cols, ref));
-        ASSERT_TRUE(cpu::pack_matrix(p, cpu::matmul_layout(p.scheme), ref, c.rows, c.cols, packed));
+        std::vector<uint8_t> ref, packed;
+        ASSERT_TRUE(quantize_and_pack(p, w, c.rows, c.cols, ref, packed));
         const auto bias = random_vector(rng, static_cast<size_t>(c.rows), 1.0f);
         std::vector<float> side(static_cast<size_t>(c.rows)), one(side.size());
         cpu::set_decode_one_stream(false);
@@ -390,9 +395,8 @@ TEST(CpuMatmul, W4A16WordsGiveTheDigitBits) {
               const auto w = random_vector(rng, static_cast<size_t>(c.rows * c.cols), 0.5f);
               auto x = random_vector(rng, static_cast<size_t>(c.n * c.cols), 1.0f);
               x[2] = 40.0f;
-              std::vector<uint8_t> ref(*quantized_size(c.p, c.rows, c.cols)), packed;
-              ASSERT_TRUE(round_to_nearest().quantize(c.p, w.data(), c.rows, c.cols, ref));
-              ASSERT_TRUE(cpu::pack_matrix(c.p, cpu::matmul_layout(c.p.scheme), ref, c.rows, c.cols, packed));
+              std::vector<uint8_t> ref, packed;
+              ASSERT_TRUE(quantize_and_pack(c.p, w, c.rows, c.cols, ref, packed));
               const auto bias = random_vector(rng, static_cast<size_t>(c.rows), 1.0f);
               std::vector<float> words(static_cast<size_t>(c.n * c.rows)), digits(words.size());
               run_matmul(*t, c, packed, x.data(), bias.data(), nullptr, words.data(), 3);
@@ -432,9 +436,8 @@ TEST(CpuMatmul, I8mmGivesTheDotprodBits) {
           SCOPED_TRACE(describe_case(*mm, c));
           const auto w = random_vector(rng, static_cast<size_t>(r * k), 0.5f);
           const auto x = random_vector(rng, static_cast<size_t>(n * k), 1.0f);
-          std::vector<uint8_t> ref(*quantized_size(p, r, k)), packed;
-          ASSERT_TRUE(round_to_nearest().quantize(p, w.data(), r, k, ref));
-          ASSERT_TRUE(cpu::pack_matrix(p, cpu::matmul_layout(p.scheme), ref, r, k, packed));
+          std::vector<uint8_t> ref, packed;
+          ASSERT_TRUE(quantize_and_pack(p, w, r, k, ref, packed));
           const auto bias = random_vector(rng, static_cast<size_t>(r), 1.0f);
           const auto residual = random_vector(rng, static_cast<size_t>(n * r), 1.0f);
           std::vector<float> a(static_cast<size_t>(n * r)), b(a.size());

@@ -1,7 +1,5 @@
 #include "core/cpu_features.h"
 
-#include <cstring>
-
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
 #endif
@@ -31,13 +29,8 @@ constexpr struct {
 
 bool host_reads_one_stream_faster() {
 #if defined(__x86_64__)
-  unsigned a, b, c, d;
-  if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
-  char vendor[13] = {};
-  std::memcpy(vendor, &b, 4);
-  std::memcpy(vendor + 4, &d, 4);
-  std::memcpy(vendor + 8, &c, 4);
-  return std::strcmp(vendor, "AuthenticAMD") == 0 || std::strcmp(vendor, "HygonGenuine") == 0;
+  __builtin_cpu_init();
+  return __builtin_cpu_is("amd");
 #else
   return false;
 #endif

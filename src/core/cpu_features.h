@@ -28,8 +28,8 @@ enum CpuFeature : uint64_t {
 uint64_t host_cpu_features();
 // Whether one core of this CPU reads memory faster as one sequential stream than as several
 // side by side. AMD Zen (4 Dec 2026, 2 vCPUs of an EPYC, 1 GiB, one core): one stream 30 GB/s,
-// eight 12-15 GB/s; Intel (Ice Lake VM) the other way, 9.3 against 10.1. By vendor: AMD and
-// Hygon yes, everything else no.
+// eight 12-15 GB/s; Intel (Ice Lake VM) the other way, 9.3 against 10.1. By vendor: AMD yes,
+// everything else no.
 bool host_reads_one_stream_faster();
 // "avx2,fma": one name per set bit, in ascending bit order.
 std::string cpu_feature_names(uint64_t bits);

@@ -23,28 +23,32 @@ constexpr std::array<std::pair<OpCode, std::string_view>, 14> kNames = {{
     {OpCode::kRmsNormGateUpSwiGLU, "rms_norm_gate_up_swiglu"},
 }};
 
-struct Arity {
+// What verify_graph checks of each op. row_wise: every output row depends on the same row of
+// the inputs alone, so the op may run in the tail, which computes the last token's row at row 0
+// (RoPE's position, the cache and the token ids would be wrong there).
+struct OpRules {
   int inputs, outputs, min_weights, max_weights;
+  bool row_wise;
 };
 
-Arity arity(OpCode op) {
+OpRules op_rules(OpCode op) {
   switch (op) {
-    case OpCode::kEmbed: return {1, 1, 1, 1};
-    case OpCode::kRmsNorm: return {1, 1, 1, 1};
-    case OpCode::kMatMul: return {1, 1, 1, 2};
-    case OpCode::kRope: return {1, 1, 0, 0};
-    case OpCode::kKvStore: return {2, 0, 0, 0};
-    case OpCode::kAttention: return {1, 1, 0, 0};
-    case OpCode::kSwiGLU: return {2, 1, 0, 0};
-    case OpCode::kAdd: return {2, 1, 0, 0};
-    case OpCode::kMatMulQKV: return {1, 3, 3, 6};
-    case OpCode::kGateUpSwiGLU: return {1, 1, 2, 2};
-    case OpCode::kRopeKvStore: return {3, 1, 0, 0};
-    case OpCode::kMatMulAdd: return {2, 1, 1, 2};
-    case OpCode::kRmsNormMatMulQKV: return {1, 3, 4, 7};
-    case OpCode::kRmsNormGateUpSwiGLU: return {1, 1, 3, 3};
+    case OpCode::kEmbed: return {1, 1, 1, 1, false};
+    case OpCode::kRmsNorm: return {1, 1, 1, 1, true};
+    case OpCode::kMatMul: return {1, 1, 1, 2, true};
+    case OpCode::kRope: return {1, 1, 0, 0, false};
+    case OpCode::kKvStore: return {2, 0, 0, 0, false};
+    case OpCode::kAttention: return {1, 1, 0, 0, false};
+    case OpCode::kSwiGLU: return {2, 1, 0, 0, true};
+    case OpCode::kAdd: return {2, 1, 0, 0, true};
+    case OpCode::kMatMulQKV: return {1, 3, 3, 6, true};
+    case OpCode::kGateUpSwiGLU: return {1, 1, 2, 2, true};
+    case OpCode::kRopeKvStore: return {3, 1, 0, 0, false};
+    case OpCode::kMatMulAdd: return {2, 1, 1, 2, true};
+    case OpCode::kRmsNormMatMulQKV: return {1, 3, 4, 7, true};
+    case OpCode::kRmsNormGateUpSwiGLU: return {1, 1, 3, 3, true};
   }
-  return {0, 0, 0, 0};
+  return {0, 0, 0, 0, false};
 }
 }  // namespace
 
@@ -66,20 +70,6 @@ int Graph::find_weight(std::string_view name) const {
   return -1;
 }
 
-// Ops whose every output row depends on the same row of their inputs alone: only these may run
-// in the tail, which computes the last token's row at row 0 (position, cache and token id would
-// be wrong there, and their outputs are not planned for logit_rows).
-static bool row_wise(OpCode op) {
-  switch (op) {
-    case OpCode::kRmsNorm: case OpCode::kMatMul: case OpCode::kMatMulAdd: case OpCode::kAdd: case OpCode::kSwiGLU:
-    case OpCode::kMatMulQKV: case OpCode::kGateUpSwiGLU: case OpCode::kRmsNormMatMulQKV: case OpCode::kRmsNormGateUpSwiGLU:
-      return true;
-    case OpCode::kEmbed: case OpCode::kRope: case OpCode::kKvStore: case OpCode::kAttention: case OpCode::kRopeKvStore:
-      return false;
-  }
-  return false;
-}
-
 Status verify_graph(const Graph& g) {
   const int nv = static_cast<int>(g.values.size());
   std::vector<bool> written(g.values.size(), false);
@@ -89,12 +79,12 @@ Status verify_graph(const Graph& g) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     const std::string where = "graph: node " + std::to_string(i) + " (" + std::string(op_name(n.op)) + ")";
-    const Arity a = arity(n.op);
+    const OpRules a = op_rules(n.op);
     if (static_cast<int>(n.inputs.size()) != a.inputs || static_cast<int>(n.outputs.size()) != a.outputs)
       return corrupt(where + ": wrong number of inputs or outputs");
     if (static_cast<int>(n.weights.size()) < a.min_weights || static_cast<int>(n.weights.size()) > a.max_weights)
       return corrupt(where + ": wrong number of weights");
-    if (n.tail && !row_wise(n.op)) return corrupt(where + ": only a row-wise op may be a tail node");
+    if (n.tail && !a.row_wise) return corrupt(where + ": only a row-wise op may be a tail node");
     for (int w : n.weights)
       if (w < 0 || w >= static_cast<int>(g.weights.size())) return corrupt(where + ": weight index out of range");
     for (int v : n.inputs) {

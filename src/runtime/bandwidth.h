@@ -5,8 +5,8 @@
 // `threads` threads each read their share of one buffer much larger than the last-level cache,
 // summing it in 64-bit words, once as eight streams side by side and once as one, each timed
 // from a barrier before the first read to a barrier after the last; a pass is the faster of the
-// two (which one wins depends on the core). measure_read_bandwidth() makes a probe, runs one untimed pass (warm-up), then
-// `passes` timed ones, and reports their median.
+// two (which one wins depends on the core). measure_read_bandwidth() makes a probe, runs one
+// untimed pass (warm-up), then `passes` timed ones, and reports their median.
 #pragma once
 
 #include <cstdint>

@@ -49,13 +49,11 @@ const Tables& tables() {
   return t;
 }
 
-}  // namespace
-
-namespace {
 std::atomic<bool>& one_stream() {
   static std::atomic<bool> one{host_reads_one_stream_faster()};
   return one;
 }
+
 }  // namespace
 
 bool decode_one_stream() { return one_stream().load(std::memory_order_relaxed); }
