@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/bandwidth.h"
+#include "runtime/compute_probe.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -40,6 +41,18 @@ TEST(BenchCli, JsonHasTheRooflineKeys) {
               1e-6 * j["roofline_tps"].get<double>());
   EXPECT_NEAR(j["roofline_ratio"].get<double>(), j["tg_tps"].get<double>() / j["roofline_tps"].get<double>(), 1e-9);
   EXPECT_GE(j["bytes_per_token"].get<double>(), j["weight_bytes_per_token"].get<double>());
+  // The prefill's compute roofline: the products of each scheme at the rate measured for it.
+  ASSERT_TRUE(j["prefill_roofline_tps"].is_number()) << j["pp"][0].dump();
+  const json& pp = j["pp"][0];
+  double seconds_per_token = 0;
+  for (const json& p : pp["products"]) {
+    EXPECT_EQ(p["backend"], "cpu");
+    EXPECT_GT(p["products_per_second"].get<double>(), 0.0);
+    seconds_per_token += p["products_per_token"].get<double>() / p["products_per_second"].get<double>();
+  }
+  ASSERT_GE(pp["products"].size(), 2u);  // w4a16 matrices, f32 attention
+  EXPECT_NEAR(j["prefill_roofline_tps"].get<double>(), 1.0 / seconds_per_token, 1e-9 / seconds_per_token);
+  EXPECT_NEAR(j["prefill_roofline_ratio"].get<double>(), j["pp_tps"].get<double>() / j["prefill_roofline_tps"].get<double>(), 1e-9);
   EXPECT_GT(j["peak_rss_bytes"].get<double>(), 0.0);
   if (!test::kSanitized) {
     EXPECT_TRUE(j["rss_within_budget"].get<bool>()) << j["peak_rss_bytes"] << " > " << j["rss_budget_bytes"];
@@ -50,7 +63,7 @@ TEST(BenchCli, TextReportAndBadArguments) {
   auto r = test::run_kiln("bench " + test::shell_quote(test::shipped_model()) +
                           " -p 8,16 -n 4 -r 1 --threads 1 --bw-mib 32 --bw-passes 1");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* s : {"pp8", "pp16", "tg4", "bandwidth", "roofline", "peak RSS"})
+  for (const char* s : {"pp8", "pp16", "tg4", "compute roofline", "bandwidth", "roofline", "peak RSS"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
   auto too_long = test::run_kiln("bench " + test::shell_quote(test::shipped_model()) + " -p 100000 -n 1 -r 1");
   EXPECT_EQ(too_long.exit_code, 2);
@@ -94,6 +107,49 @@ TEST(Bandwidth, ProbeMeasuresSomething) {
   EXPECT_EQ(r->bytes % (64 * 2), 0u);
   o.threads = 0;
   EXPECT_FALSE(measure_read_bandwidth(o));
+}
+
+// A prefill of 5 tokens in steps of 2 on a hand-made graph: every count is exact.
+TEST(ComputeProbe, CountsThePrefillProducts) {
+  Graph g;
+  const int tok = g.add_value("tokens", 1), x = g.add_value("x", 32), y = g.add_value("y", 8), o = g.add_value("o", 8);
+  const int logits = g.add_value("logits", 10);
+  auto weight = [&](const char* name, std::vector<int64_t> shape, const char* scheme) {
+    WeightDesc w;
+    w.name = name;
+    w.shape = std::move(shape);
+    w.scheme = scheme;
+    return g.add_weight(w);
+  };
+  g.nodes = {
+      {.op = OpCode::kEmbed, .inputs = {tok}, .outputs = {x}, .weights = {weight("token_embd.weight", {100, 32}, "f32")}, .backend = "cpu"},
+      {.op = OpCode::kMatMul, .inputs = {x}, .outputs = {y}, .weights = {weight("w", {8, 32}, "w4a16"), weight("b", {8}, "f32")}, .backend = "cpu"},
+      {.op = OpCode::kAttention, .inputs = {y}, .outputs = {o}, .n_heads = 2, .head_dim = 4, .backend = "cpu"},
+      {.op = OpCode::kMatMul, .inputs = {x}, .outputs = {y}, .weights = {weight("w2", {8, 32}, "w4a16")}, .backend = "ref"},
+      {.op = OpCode::kMatMul, .inputs = {o}, .outputs = {logits}, .weights = {weight("output.weight", {10, 8}, "f16")}, .tail = true, .backend = "cpu"},
+  };
+
+  auto c = prefill_products(g, 5, 2, 0);
+  ASSERT_TRUE(c) << c.status().message();
+  ASSERT_EQ(c->size(), 4u);
+  auto expect = [&](size_t i, const char* backend, Scheme s, double products) {
+    EXPECT_EQ((*c)[i].backend, backend) << i;
+    EXPECT_EQ((*c)[i].scheme, s) << i;
+    EXPECT_EQ((*c)[i].products, products) << i;
+  };
+  expect(0, "cpu", Scheme::kW4A16, 8 * 32 * 5);
+  expect(1, "cpu", Scheme::kF32, 2 * 2 * 4 * (1 + 2 + 3 + 4 + 5));  // q k and p v up to each position
+  expect(2, "ref", Scheme::kW4A16, 8 * 32 * 5);
+  expect(3, "cpu", Scheme::kF16, 10 * 8 * 3);  // the tail: the last token of each of 3 steps
+  auto windowed = prefill_products(g, 5, 2, 2);
+  ASSERT_TRUE(windowed);
+  EXPECT_EQ((*windowed)[1].products, 2 * 2 * 4 * (1 + 2 + 2 + 2 + 2));
+
+  EXPECT_FALSE(prefill_products(g, 0, 2, 0));
+  g.weights[1].scheme = "w5a3";
+  auto bad = prefill_products(g, 5, 2, 0);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.status().message().find("w5a3"), std::string::npos) << bad.status().message();
 }
 
 }  // namespace

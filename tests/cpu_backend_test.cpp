@@ -182,6 +182,50 @@ TEST(CpuDispatch, TablesOfThisMachine) {
   std::printf("\n");
 }
 
+// The products each table's product_loop says it did: rounds x 12 sums x the scheme's products
+// per instruction of the kernel it stands for (N lanes; a 16-bit activation through int8 digits
+// takes two products, a W8A16 one three; the tiles: 16 x 16 x 32 bf16 products, two per
+// product of an x split in two bf16 parts, four with f16 weights split too).
+double expected_products(const std::string& table, Scheme s, int tokens, int64_t rounds) {
+  const int n = table == "avx2" ? 8 : table == "neon" || table == "dotprod" || table == "i8mm" ? 4 : 16;
+  const bool tiles = (table == "amx" || table == "amx-emulated") && tokens >= 8 &&
+                     (s == Scheme::kW4A16 || s == Scheme::kW8A16 || s == Scheme::kBF16 || s == Scheme::kF16);
+  if (tiles) return static_cast<double>(rounds) * 4 * 16 * 16 * 32 / (s == Scheme::kF16 ? 4 : 2);
+  double per_op = 0;
+  switch (s) {
+    case Scheme::kW4A16: per_op = 2.0 * n; break;  // int16 pairs (avx512 words) or two int8 digits
+    case Scheme::kW8A8:
+    case Scheme::kW4A8: per_op = table == "i8mm" && tokens > 1 ? 32 : 4.0 * n; break;
+    case Scheme::kW8A16: per_op = tokens == 1 ? 4.0 * n / 3 : n; break;
+    default: per_op = n;
+  }
+  return static_cast<double>(rounds) * 12 * per_op;
+}
+
+TEST(CpuProducts, EachTableCountsTheProductsOfItsInstruction) {
+  for (const auto* t : tables_to_test()) {
+    ASSERT_NE(t->product_loop, nullptr) << t->name;
+    for (int s = 0; s < 7; ++s)
+      for (int tokens : {1, 8, 16, 128}) {
+        const Scheme scheme = static_cast<Scheme>(s);
+        EXPECT_EQ(t->product_loop(scheme, tokens, 3), expected_products(t->name, scheme, tokens, 3))
+            << t->name << " " << scheme_name(scheme) << " " << tokens;
+      }
+  }
+}
+
+TEST(CpuProducts, BackendMeasuresARate) {
+  CpuBackend b;
+  PrepareOptions o;
+  o.cpu_features = host_cpu_features();
+  for (Scheme s : {Scheme::kW4A16, Scheme::kW4A8, Scheme::kF32}) {
+    auto r = b.product_rate(s, 128, o, 0.01);
+    ASSERT_TRUE(r) << scheme_name(s);
+    EXPECT_GT(*r, 1e6) << scheme_name(s);  // products per second; any CPU of this century does more
+    EXPECT_TRUE(std::isfinite(*r)) << scheme_name(s);
+  }
+}
+
 // ---- matmuls against ref_matmul ----
 
 struct MatmulCase {

@@ -1,6 +1,7 @@
 // kiln bench: prefill and decode speed in the spirit of llama-bench, against this machine's
-// memory-bandwidth roofline measured in the same run; and (--cold-start) the time from process
-// start to the first generated token, page cache warm and cold.
+// rooflines measured in the same run (prefill: the kernels' arithmetic, runtime/compute_probe.h;
+// decode: the memory bandwidth); and (--cold-start) the time from process start to the first
+// generated token, page cache warm and cold.
 //
 // Decode reads every weight once per token, so its limit is bandwidth / bytes read per token.
 // Bytes read per token = every weight byte of the compiled program (the embedding table counts
@@ -27,6 +28,7 @@
 
 #include "quant/weight_params.h"
 #include "runtime/bandwidth.h"
+#include "runtime/compute_probe.h"
 #include "runtime/program_session.h"
 #include "tools/cli_common.h"
 #include "tools/model_open.h"
@@ -341,6 +343,10 @@ int bench(BenchCmd c) {
     pp.push_back(stats_of(tps));
     if (!c.json && isatty(STDERR_FILENO)) std::fprintf(stderr, "kiln: pp%d done\n", p);
   }
+  // The compute roofline of each prefill, measured between the prefill and the decode tests.
+  ComputeProbe compute(model, c.threads);
+  std::vector<Result<PrefillRoofline>> pp_roof;
+  for (int p : c.n_prompt) pp_roof.push_back(compute.prefill(p, s.max_tokens()));
   // Decode repeats with a bandwidth pass before the first and after each; the remaining passes
   // of --bw-passes at the end.
   std::vector<double> bw_passes, tg_tps;
@@ -420,10 +426,26 @@ int bench(BenchCmd c) {
     j["roofline_tps"] = roofline;
     j["roofline_ratio"] = ratio;
     j["roofline_ratio_paired"] = paired.empty() ? OJ(nullptr) : OJ(paired_ratio.median);
+    j["prefill_roofline_tps"] = pp.empty() || !pp_roof.back() ? OJ(nullptr) : OJ(pp_roof.back()->tps);
+    j["prefill_roofline_ratio"] = pp.empty() || !pp_roof.back() ? OJ(nullptr) : OJ(pp.back().median / pp_roof.back()->tps);
     OJ pj = OJ::array();
     for (size_t i = 0; i < pp.size(); ++i) {
       OJ e = stats_json(pp[i]);
       e["n_prompt"] = c.n_prompt[i];
+      if (const auto& r = pp_roof[i]; r) {
+        e["roofline_tps"] = r->tps;
+        e["roofline_ratio"] = pp[i].median / r->tps;
+        OJ products = OJ::array();
+        for (size_t k = 0; k < r->counts.size(); ++k)
+          products.push_back(OJ{{"backend", r->counts[k].backend},
+                                {"scheme", std::string(scheme_name(r->counts[k].scheme))},
+                                {"products_per_token", r->counts[k].products / c.n_prompt[i]},
+                                {"products_per_second", r->rates[k]}});
+        e["products"] = products;
+      } else {
+        e["roofline_tps"] = nullptr;
+        e["roofline_error"] = r.status().message();
+      }
       pj.push_back(e);
     }
     j["pp"] = pj;
@@ -456,6 +478,24 @@ int bench(BenchCmd c) {
   };
   for (size_t i = 0; i < pp.size(); ++i) row("pp" + std::to_string(c.n_prompt[i]), pp[i]);
   if (c.n_gen > 0) row("tg" + std::to_string(c.n_gen), tg);
+  for (size_t i = 0; i < pp.size(); ++i) {
+    const auto& r = pp_roof[i];
+    if (i == 0) std::printf("\n");
+    if (!r) {
+      std::printf("prefill    pp%d: no compute roofline (%s)\n", c.n_prompt[i], r.status().message().c_str());
+      continue;
+    }
+    std::string parts;
+    for (size_t k = 0; k < r->counts.size(); ++k) {
+      char part[128];
+      std::snprintf(part, sizeof part, "%s%s %.3f G products/token at %.1f G/s", k ? ", " : "",
+                    std::string(scheme_name(r->counts[k].scheme)).c_str(), r->counts[k].products / c.n_prompt[i] / 1e9,
+                    r->rates[k] / 1e9);
+      parts += part;
+    }
+    std::printf("prefill    pp%d: compute roofline %.2f tok/s (%s; %d threads); achieved %.2f tok/s = %.1f%%\n",
+                c.n_prompt[i], r->tps, parts.c_str(), c.threads, pp[i].median, 100.0 * pp[i].median / r->tps);
+  }
   std::printf("\nbandwidth  %.1f GB/s read (median of %d passes over %s, %d threads; %.1f..%.1f)\n", bw.median_gbs,
               static_cast<int>(bw.pass_gbs.size()), mib(static_cast<double>(bw.bytes)).c_str(), bw.threads,
               bw.min_gbs, bw.max_gbs);
@@ -689,7 +729,7 @@ int cold_start(const BenchCmd& c) {
 
 void add_bench_command(CLI::App& app, int& exit_code) {
   auto c = std::make_shared<BenchCmd>();
-  CLI::App* cmd = app.add_subcommand("bench", "Prefill/decode speed against the memory-bandwidth roofline; cold start");
+  CLI::App* cmd = app.add_subcommand("bench", "Prefill/decode speed against the compute and memory-bandwidth rooflines; cold start");
   cmd->add_option("model", c->model, ".kiln file or source model (default: the shipped stories260K)");
   cmd->add_option("-p,--n-prompt", c->n_prompt, "prompt sizes for the prefill tests, comma-separated (0: none)")
       ->delimiter(',');

@@ -119,6 +119,14 @@ class Backend {
     return quantized_size(*p, w.shape.size() == 2 ? w.shape[0] : 1, w.shape.back());
   }
 
+  // Products of `scheme` (weight times activation) per second that one thread of this machine
+  // could at most do in the kernels this back end runs for a step of `tokens` tokens: the
+  // instruction they multiply with, timed back to back for about `seconds` (the compute
+  // roofline of a prefill, as bandwidth is decoding's). nullopt: the back end has no such measure.
+  virtual std::optional<double> product_rate(Scheme, int /*tokens*/, const PrepareOptions&, double /*seconds*/) const {
+    return std::nullopt;
+  }
+
   // Scratch the kernels of this back end need per session, for up to max_tokens tokens per
   // step and n_ctx positions of context.
   virtual size_t scratch_bytes(const Graph& graph, int max_tokens, int n_ctx) const = 0;

@@ -1,6 +1,7 @@
 #include "backends/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -511,6 +512,26 @@ Result<std::unique_ptr<Kernel>> CpuBackend::prepare(const Node& node, const Grap
   auto kernel = std::make_unique<CpuKernel>(node, graph, k, value_offsets, max_tokens);
   KILN_RETURN_IF_ERROR(kernel->bind(weights));
   return std::unique_ptr<Kernel>(std::move(kernel));
+}
+
+std::optional<double> CpuBackend::product_rate(Scheme s, int tokens, const PrepareOptions& options, double seconds) const {
+  const KernelTable& k = cpu::select_kernels(options.cpu_features & host_cpu_features());
+  if (k.product_loop == nullptr) return std::nullopt;
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  // Rounds per call: doubled until one call takes a millisecond (and the clock's cost is lost).
+  int64_t rounds = 256;
+  for (auto t0 = Clock::now(); k.product_loop(s, tokens, rounds) > 0 && since(t0) < 1e-3 && rounds < (int64_t{1} << 40);
+       t0 = Clock::now())
+    rounds *= 2;
+  double products = 0;
+  const auto t0 = Clock::now();
+  do {
+    const double p = k.product_loop(s, tokens, rounds);
+    if (p <= 0) return std::nullopt;
+    products += p;
+  } while (since(t0) < seconds);
+  return products / since(t0);
 }
 
 size_t CpuBackend::scratch_bytes(const Graph& graph, int max_tokens, int) const {

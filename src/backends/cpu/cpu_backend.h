@@ -43,6 +43,7 @@ class CpuBackend final : public Backend {
                                           std::span<const int64_t> value_offsets, int max_tokens,
                                           const PrepareOptions& options) const override;
   size_t scratch_bytes(const Graph& graph, int max_tokens, int n_ctx) const override;
+  std::optional<double> product_rate(Scheme s, int tokens, const PrepareOptions& options, double seconds) const override;
 
   Result<std::string> layout_for(const Node& node, const Graph& graph, const WeightDesc& w) const override;
   bool reads_layout(const Node& node, const WeightDesc& w, std::string_view layout) const override;

@@ -172,6 +172,11 @@ struct KernelTable {
   // Rotates n_heads heads of x by the angles whose cos/sin are given per pair.
   void (*rope)(float* x, int n_heads, int head_dim, const float* cos, const float* sin, bool half_split) = nullptr;
   void (*attention)(const AttentionArgs& a, int kv_head, int head_begin, int head_end) = nullptr;
+  // The ceiling of the many-token kernels: `rounds` rounds of the instruction the kernel of
+  // scheme s for `tokens` tokens multiplies with, on independent sums (microkernels.h:
+  // product_loop); returns the scheme's products (weight times activation) done, so that their
+  // rate is the most that kernel could reach on this core. The attention kernels multiply as f32.
+  double (*product_loop)(Scheme s, int tokens, int64_t rounds) = nullptr;
 };
 
 // The instruction-set tables this build has (dispatch.cpp), and the best one usable with the

@@ -160,6 +160,17 @@ void matmul_mmla(const PackedMatrix& w, const Activations& a, const Epilogue& e,
     for (int t0 = 0; t0 < a.n; t0 += kNT) Block(w, a, e, t, t0, std::min(kNT, a.n - t0));
 }
 
+decltype(KernelTable::product_loop) dotprod_product_loop = nullptr;
+
+// SMMLA's ceiling for the A8 schemes it runs (32 products each); the dotprod table's for the rest.
+double product_loop_i8mm(Scheme s, int tokens, int64_t rounds) {
+  if ((s != Scheme::kW8A8 && s != Scheme::kW4A8) || tokens == 1) return dotprod_product_loop(s, tokens, rounds);
+  int8x16_t a = vdupq_n_s8(1);
+  opaque(a);
+  product_chains(vdupq_n_s32(0), rounds, [a](int32x4_t acc) { return vmmlaq_s32(acc, a, a); });
+  return static_cast<double>(rounds) * kProductChains * 32;
+}
+
 }  // namespace
 
 void fill_i8mm(KernelTable& t) {
@@ -170,6 +181,8 @@ void fill_i8mm(KernelTable& t) {
   t.matmul[static_cast<int>(Scheme::kW8A8)] = &matmul_mmla<&w8a8_mmla_block, Scheme::kW8A8>;
   t.matmul[static_cast<int>(Scheme::kW4A8)] = &matmul_mmla<&w4a8_mmla_block, Scheme::kW4A8>;
   t.make_q_panel = nullptr;  // the SMMLA blocks read the rows
+  dotprod_product_loop = t.product_loop;
+  t.product_loop = &product_loop_i8mm;
 }
 
 }  // namespace kiln::cpu

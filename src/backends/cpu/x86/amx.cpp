@@ -302,6 +302,36 @@ void matmul_wide_amx(const PackedMatrix& w, const Activations& a, const Epilogue
   _tile_release();
 }
 
+constexpr int kMinTileTokens = 8;  // the fewest tokens the tiles pay for (bf16_tiles_min_rows)
+constexpr bool runs_on_tiles(Scheme s) {
+  return s == Scheme::kW4A16 || s == Scheme::kW8A16 || s == Scheme::kBF16 || s == Scheme::kF16;
+}
+
+decltype(KernelTable::product_loop) avx512_product_loop = nullptr;
+
+// TDPBF16PS's ceiling for the schemes the tiles run (four sums of 16 x 16 outputs, 32 bf16
+// products each per instruction; the activations as two bf16 parts, f16 weights as two more);
+// the avx512 table's for the rest.
+double product_loop_amx(Scheme s, int tokens, int64_t rounds) {
+  if (!runs_on_tiles(s) || tokens < kMinTileTokens) return avx512_product_loop(s, tokens, rounds);
+  alignas(64) static const uint8_t zeros[16 * 64] = {};
+  configure_tiles();
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, zeros, 64);
+  _tile_loadd(6, zeros, 64);
+  for (int64_t r = 0; r < rounds; ++r) {
+    _tile_dpbf16ps(0, 6, 4);
+    _tile_dpbf16ps(1, 6, 4);
+    _tile_dpbf16ps(2, 6, 4);
+    _tile_dpbf16ps(3, 6, 4);
+  }
+  _tile_release();
+  return static_cast<double>(rounds) * 4 * (16 * 16 * 32) / (s == Scheme::kF16 ? 4 : 2);
+}
+
 }  // namespace
 
 void KILN_FILL_AMX(KernelTable& t) {
@@ -319,10 +349,13 @@ void KILN_FILL_AMX(KernelTable& t) {
   t.matmul[static_cast<int>(Scheme::kW8A16)] = &matmul_wide_amx<Scheme::kW8A16>;
   t.matmul[static_cast<int>(Scheme::kBF16)] = &matmul_wide_amx<Scheme::kBF16>;
   t.matmul[static_cast<int>(Scheme::kF16)] = &matmul_wide_amx<Scheme::kF16>;
-  for (Scheme s : {Scheme::kW4A16, Scheme::kW8A16, Scheme::kBF16, Scheme::kF16}) t.bf16_tile_schemes |= 1u << static_cast<int>(s);
+  for (int s = 0; s < 7; ++s)
+    if (runs_on_tiles(static_cast<Scheme>(s))) t.bf16_tile_schemes |= 1u << s;
   t.make_bf16_tiles = &make_bf16_tiles;
   t.make_bf16_tiles_a16 = &make_bf16_tiles_a16;
-  t.bf16_tiles_min_rows = 8;
+  t.bf16_tiles_min_rows = kMinTileTokens;
+  avx512_product_loop = t.product_loop;
+  t.product_loop = &product_loop_amx;
 }
 
 }  // namespace kiln::cpu

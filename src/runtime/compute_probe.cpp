@@ -1,0 +1,89 @@
+#include "runtime/compute_probe.h"
+
+#include <algorithm>
+#include <latch>
+#include <optional>
+#include <thread>
+
+#include "runtime/compiled_model.h"
+
+namespace kiln {
+
+Result<std::vector<ProductCount>> prefill_products(const Graph& g, int tokens, int step_tokens, int window) {
+  if (tokens < 1 || step_tokens < 1) return invalid_argument("a prefill takes at least one token, in steps of at least one");
+  std::vector<ProductCount> out;
+  auto add = [&](const std::string& backend, Scheme s, double products) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const ProductCount& c) { return c.backend == backend && c.scheme == s; });
+    if (it == out.end()) out.push_back({backend, s, products});
+    else it->products += products;
+  };
+  const double steps = (tokens + step_tokens - 1) / step_tokens;
+  // Positions each query attends to, summed over the prefill: min(p + 1, window) for p < tokens.
+  double attended = 0;
+  for (int p = 0; p < tokens; ++p) attended += window > 0 ? std::min(p + 1, window) : p + 1;
+  for (const Node& n : g.nodes) {
+    if (n.op == OpCode::kAttention) {
+      add(n.backend, Scheme::kF32, 2.0 * n.n_heads * n.head_dim * attended);  // q k, then p v
+      continue;
+    }
+    if (n.op == OpCode::kEmbed) continue;  // a gather, no products
+    for (int wi : n.weights) {
+      const WeightDesc& w = g.weights[static_cast<size_t>(wi)];
+      if (w.shape.size() != 2) continue;  // norms and biases
+      const auto s = parse_scheme(w.scheme);
+      if (!s) return invalid_argument("weight '" + w.name + "' has no scheme '" + w.scheme + "'");
+      add(n.backend, *s, static_cast<double>(w.shape[0]) * static_cast<double>(w.shape[1]) * (n.tail ? steps : tokens));
+    }
+  }
+  return out;
+}
+
+Result<double> ComputeProbe::rate(const std::string& backend, Scheme s, int step_tokens) {
+  const auto key = std::make_tuple(backend, s, step_tokens);
+  if (auto it = rates_.find(key); it != rates_.end()) return it->second;
+  const Backend* b = nullptr;
+  for (const Backend* c : model_.backends())
+    if (c->name() == backend) b = c;
+  if (b == nullptr) return invalid_argument("the program has no back end '" + backend + "'");
+  PrepareOptions o;
+  o.cpu_features = model_.image().cpu_features;
+  std::vector<double> passes;
+  for (int p = 0; p < passes_; ++p) {
+    std::vector<std::optional<double>> each(static_cast<size_t>(threads_));
+    std::latch start(threads_);
+    {
+      std::vector<std::jthread> workers;
+      for (int t = 0; t < threads_; ++t)
+        workers.emplace_back([&, t] {
+          start.arrive_and_wait();  // all threads multiply at once, as in the prefill
+          each[static_cast<size_t>(t)] = b->product_rate(s, step_tokens, o, seconds_);
+        });
+    }
+    double sum = 0;
+    for (const auto& r : each) {
+      if (!r) return unsupported("back end '" + backend + "' has no measure of its " + std::string(scheme_name(s)) + " products");
+      sum += *r;
+    }
+    passes.push_back(sum);
+  }
+  std::sort(passes.begin(), passes.end());
+  const double median = passes[passes.size() / 2];
+  rates_[key] = median;
+  return median;
+}
+
+Result<PrefillRoofline> ComputeProbe::prefill(int tokens, int step_tokens) {
+  PrefillRoofline r;
+  KILN_ASSIGN_OR_RETURN(r.counts, prefill_products(model_.program().graph, tokens, step_tokens, model_.config().sliding_window));
+  const int step = std::min(tokens, step_tokens);
+  double seconds = 0;
+  for (const ProductCount& c : r.counts) {
+    KILN_ASSIGN_OR_RETURN(double rate, this->rate(c.backend, c.scheme, step));
+    r.rates.push_back(rate);
+    seconds += c.products / rate;
+  }
+  r.tps = seconds > 0 ? tokens / seconds : 0.0;
+  return r;
+}
+
+}  // namespace kiln

@@ -1,0 +1,59 @@
+// The compute roofline of a prefill, measured in the same run as a benchmark, as the bandwidth
+// probe (bandwidth.h) gives decoding's.
+//
+// A prefill of T tokens multiplies every matrix of the program by the T activations (a tail
+// node's by the last token of each step alone) and, in attention, each query by the keys and the
+// values of the positions up to its own. Each back end says how many products of a scheme one
+// thread can do per second in the kernels it runs for such steps (Backend::product_rate: the
+// instruction they multiply with, back to back); the roofline is T over the time all of the
+// prefill's products take at those rates, every thread of the run measuring at once.
+#pragma once
+
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "backends/api/backend.h"
+#include "core/status.h"
+
+namespace kiln {
+
+class CompiledModel;
+
+// The products of one back end's nodes in one scheme (attention: f32), over a whole prefill.
+struct ProductCount {
+  std::string backend;
+  Scheme scheme = Scheme::kF32;
+  double products = 0;
+};
+
+// A prefill of `tokens` tokens from an empty cache, in steps of at most `step_tokens`, by back
+// end and scheme (in the order first met); `window` > 0 limits attention to that many positions.
+Result<std::vector<ProductCount>> prefill_products(const Graph& g, int tokens, int step_tokens, int window);
+
+struct PrefillRoofline {
+  std::vector<ProductCount> counts;
+  std::vector<double> rates;  // products per second on all threads, per count
+  double tps = 0;             // tokens per second if every product ran at its rate
+};
+
+class ComputeProbe {
+ public:
+  // `seconds` per pass, `passes` passes per rate (their median), on `threads` threads at once.
+  ComputeProbe(const CompiledModel& model, int threads, double seconds = 0.1, int passes = 3)
+      : model_(model), threads_(threads), seconds_(seconds), passes_(passes) {}
+
+  // The roofline of a `tokens`-token prefill; an error names the back end without a measure.
+  Result<PrefillRoofline> prefill(int tokens, int step_tokens);
+
+ private:
+  Result<double> rate(const std::string& backend, Scheme s, int step_tokens);
+  const CompiledModel& model_;
+  int threads_;
+  double seconds_;
+  int passes_;
+  std::map<std::tuple<std::string, Scheme, int>, double> rates_;  // measured once per run
+};
+
+}  // namespace kiln
