@@ -82,7 +82,8 @@ Result<PrefillRoofline> ComputeProbe::prefill(int tokens, int step_tokens) {
     r.rates.push_back(rate);
     seconds += c.products / rate;
   }
-  r.tps = seconds > 0 ? tokens / seconds : 0.0;
+  if (!(seconds > 0)) return invalid_argument("the program does no products to put a prefill against");
+  r.tps = tokens / seconds;
   return r;
 }
 

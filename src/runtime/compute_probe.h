@@ -35,7 +35,7 @@ Result<std::vector<ProductCount>> prefill_products(const Graph& g, int tokens, i
 struct PrefillRoofline {
   std::vector<ProductCount> counts;
   std::vector<double> rates;  // products per second on all threads, per count
-  double tps = 0;             // tokens per second if every product ran at its rate
+  double tps = 0;             // tokens per second if every product ran at its rate (> 0)
 };
 
 class ComputeProbe {
