@@ -1,9 +1,12 @@
-// Google Benchmark micro-benchmarks of the cpu back end's matmul kernels, for every kernel table
-// this machine runs, in the shapes of TinyLlama-1.1B (dim 2048, hidden 5632, kv dim 256, vocab
-// 32000). Reported per run: bytes/s (the weight bytes read per second, what bounds decoding) and
-// GOP/s (2 * rows * cols * tokens per second, what bounds prefill).
+// Google Benchmark micro-benchmarks of the cpu back end's matmul and attention kernels, for every
+// kernel table this machine runs, in the shapes of TinyLlama-1.1B (dim 2048, hidden 5632, kv dim
+// 256, vocab 32000; 32 query heads and 4 KV heads of 64). Reported per run: bytes/s (the weight
+// bytes read per second, what bounds decoding) and GOP/s (2 * rows * cols * tokens per second,
+// what bounds prefill); attention: GOP/s of its q k and p v products (2 each).
 //
 //   kiln_bench_kernels --benchmark_filter='w4a16.*/1/' --benchmark_repetitions=5
+//   kiln_bench_kernels --benchmark_filter='attention'
+//
 //
 // Decode runs (tokens:1/cached:0) rotate through copies of the weight totalling at least 1 GiB,
 // so that they read from memory and not from the cache, as a model does; cached:1 runs reuse one
@@ -87,6 +90,37 @@ void run(benchmark::State& state, const cpu::KernelTable* t, QuantParams p, int6
                                                benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// One step of `n` tokens from position `first` over a KV cache of first + n positions, every
+// KV head on one thread.
+void run_attention(benchmark::State& state, const cpu::KernelTable* t) {
+  constexpr int kHeads = 32, kKvHeads = 4, kHeadDim = 64;
+  const int n = static_cast<int>(state.range(0)), first = static_cast<int>(state.range(1)), ctx = first + n;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> q(static_cast<size_t>(n) * kHeads * kHeadDim), out(q.size());
+  std::vector<float> k(static_cast<size_t>(ctx) * kKvHeads * kHeadDim), v(k.size());
+  for (auto* buf : {&q, &k, &v})
+    for (float& x : *buf) x = d(rng);
+  cpu::AttentionArgs a;
+  a.q = q.data();
+  a.out = out.data();
+  a.k = k.data();
+  a.v = v.data();
+  a.n_tokens = n;
+  a.first_pos = first;
+  a.n_heads = kHeads;
+  a.n_kv_heads = kKvHeads;
+  a.head_dim = kHeadDim;
+  a.scale = 0.125f;
+  for (auto _ : state) {
+    for (int h = 0; h < kKvHeads; ++h) t->attention(a, h, h * (kHeads / kKvHeads), (h + 1) * (kHeads / kKvHeads));
+    benchmark::DoNotOptimize(out.data());
+  }
+  // Positions attended, summed over the step's tokens: first + 1 .. first + n.
+  const double attended = static_cast<double>(n) * first + static_cast<double>(n) * (n + 1) / 2;
+  state.counters["GOP/s"] = benchmark::Counter(2e-9 * 2 * kHeads * kHeadDim * attended, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void register_all() {
   const cpu::KernelTable* tables[8];
   const int nt = cpu::available_kernel_tables(host_cpu_features(), tables, 8);
@@ -100,6 +134,17 @@ void register_all() {
                                  canonical({Scheme::kW8A16, 32, true}), canonical({Scheme::kF16, 32, true}),
                                  canonical({Scheme::kBF16, 32, true}),  canonical({Scheme::kF32, 32, true}),
                                  canonical({Scheme::kW8A8, 32, true}),  canonical({Scheme::kW4A8, 32, true})};
+  for (int i = 0; i < nt; ++i) {
+    const cpu::KernelTable* t = tables[i];
+    benchmark::RegisterBenchmark((std::string(t->name) + "/attention").c_str(), [t](benchmark::State& st) { run_attention(st, t); })
+        ->Args({128, 0})
+        ->Args({128, 896})
+        ->Args({128, 1920})
+        ->Args({1, 2047})
+        ->ArgNames({"tokens", "first"})
+        ->Unit(benchmark::kMicrosecond)
+        ->UseRealTime();
+  }
   for (int i = 0; i < nt; ++i)
     for (const QuantParams& p : schemes)
       for (const Shape& s : shapes)

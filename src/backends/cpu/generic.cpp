@@ -94,6 +94,11 @@ struct Generic {
     for (float e : a.v) s += e;
     return s;
   }
+  static float hmax(const F& a) {
+    float m = a.v[0];
+    for (float e : a.v) m = e > m ? e : m;
+    return m;
+  }
   static I zeroi() { return I{}; }
   static I set1i(int32_t x) {
     I r;

@@ -3,7 +3,7 @@
 //
 // S provides, for N f32 lanes (16 / N vectors make one 16-row tile column):
 //   F, I               float and int32 vectors
-//   zero set1 load store fma(a,b,c)=a*b+c mul add sub min max sum
+//   zero set1 load store fma(a,b,c)=a*b+c mul add sub min max sum hmax (the largest lane)
 //   pow2i(F)           2^n for lanes holding integers n in [-126, 127]
 //   loadi(p)           N u32 from p
 //   srli<s>(I)         logical right shift of each u32
@@ -1135,7 +1135,7 @@ inline typename S::F vexp(typename S::F x) {
 }
 
 // Keys per block: 16, or the table's kAttnBlock. A longer block loads each query element once for
-// more keys (AVX-512: 32 keys, two vectors per query element broadcast) and spreads the
+// more keys (AVX-512: 64 keys, four vectors per query element broadcast) and spreads the
 // per-block softmax bookkeeping over more of them.
 template <class S>
 constexpr int attn_block() {
@@ -1148,8 +1148,9 @@ void attention(const AttentionArgs& a, int kvh, int hb, int he) {
   using F = typename S::F;
   constexpr int kBlock = attn_block<S>(), V = kBlock / S::N, kMaxHeadDim = 256;
   // Partial sums over d per score vector, so that each chain of dependent FMAs is short: four
-  // for blocks of 16 keys, two for 32 (whose two vectors per query already make two chains).
-  constexpr int P = kBlock >= 32 ? 2 : 4;
+  // for blocks of 16 keys, two for 32, one for 64 (whose four vectors per query already make
+  // four chains, sixteen for four heads).
+  constexpr int P = kBlock >= 64 ? 1 : kBlock >= 32 ? 2 : 4;
   const int hd = a.head_dim, kv_dim = a.n_kv_heads * hd, qd = a.n_heads * hd;
   if (hd > kMaxHeadDim) return;  // refused by CpuBackend::supports
   const float* kc = a.k + static_cast<int64_t>(kvh) * hd;
@@ -1219,7 +1220,8 @@ void attention(const AttentionArgs& a, int kvh, int hb, int he) {
             for (int v = 0; v < V; ++v) {
               // The P partial sums, added pairwise.
               F total;
-              if constexpr (P == 2) total = S::add(sv[u][0][v], sv[u][1][v]);
+              if constexpr (P == 1) total = sv[u][0][v];
+              else if constexpr (P == 2) total = S::add(sv[u][0][v], sv[u][1][v]);
               else total = S::add(S::add(sv[u][0][v], sv[u][1][v]), S::add(sv[u][2][v], sv[u][3][v]));
               S::store(sc[u] + v * S::N, S::mul(total, S::set1(a.scale)));
             }
@@ -1232,8 +1234,9 @@ void attention(const AttentionArgs& a, int kvh, int hb, int he) {
           float* su = sc[u];
           for (int j = 0; j < lo; ++j) su[j] = -INFINITY;
           for (int j = hi + 1; j < kBlock; ++j) su[j] = -INFINITY;
-          float mx = su[lo];
-          for (int j = lo + 1; j <= hi; ++j) mx = std::max(mx, su[j]);
+          F mv = S::load(su);  // the lanes outside [lo, hi] are -inf
+          for (int v = 1; v < V; ++v) mv = S::max(mv, S::load(su + v * S::N));
+          const float mx = S::hmax(mv);
           const int qi = (t - t0) * heads + (h0 + u - hb);
           const float m_new = std::max(m[qi], mx);
           corr[u] = fast_exp(m[qi] - m_new);

@@ -47,6 +47,7 @@ struct Neon {
     return vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23));
   }
   static float sum(F a) { return vaddvq_f32(a); }
+  static float hmax(F a) { return vmaxvq_f32(a); }
   static I zeroi() { return vdupq_n_u32(0); }
   static I set1i(int32_t x) { return vdupq_n_u32(static_cast<uint32_t>(x)); }
   static I loadi(const uint8_t* p) { return vld1q_u32(reinterpret_cast<const uint32_t*>(p)); }

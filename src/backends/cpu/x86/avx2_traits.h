@@ -56,6 +56,11 @@ struct Avx2 {
     const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
   }
+  static float hmax(F a) {
+    const __m128 s = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    const __m128 t = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_max_ss(t, _mm_shuffle_ps(t, t, 1)));
+  }
   static I zeroi() { return _mm256_setzero_si256(); }
   static I set1i(int32_t x) { return _mm256_set1_epi32(x); }
   static I loadi(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }

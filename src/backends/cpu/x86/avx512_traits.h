@@ -24,7 +24,7 @@ struct Avx512 {
   static constexpr int64_t kA16WordsRunBytes = 512 << 10;  // widened tiles per run, at most (of L2's 1-2 MiB)
   static constexpr int kA16WordsNT = 6;
   static constexpr int kA16WordsMinRows = 24;
-  static constexpr int kAttnBlock = 32;  // keys per attention block: two vectors
+  static constexpr int kAttnBlock = 64;  // keys per attention block: four vectors
   static constexpr int kW8Bias = 128;  // vpdpbusd multiplies u8 by s8: x + 128 by w
   using F = __m512;
   using I = __m512i;
@@ -57,6 +57,7 @@ struct Avx512 {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23));
   }
   static float sum(F a) { return _mm512_reduce_add_ps(a); }
+  static float hmax(F a) { return _mm512_reduce_max_ps(a); }
   static I zeroi() { return _mm512_setzero_si512(); }
   static I set1i(int32_t x) { return _mm512_set1_epi32(x); }
   static I loadi(const uint8_t* p) { return _mm512_loadu_si512(p); }
