@@ -488,8 +488,8 @@ int bench(BenchCmd c) {
     std::string parts;
     for (size_t k = 0; k < r->counts.size(); ++k) {
       char part[128];
-      std::snprintf(part, sizeof part, "%s%s %.3f G products/token at %.1f G/s", k ? ", " : "",
-                    std::string(scheme_name(r->counts[k].scheme)).c_str(), r->counts[k].products / c.n_prompt[i] / 1e9,
+      std::snprintf(part, sizeof part, "%s%s %.4g M products/token at %.1f G/s", k ? ", " : "",
+                    std::string(scheme_name(r->counts[k].scheme)).c_str(), r->counts[k].products / c.n_prompt[i] / 1e6,
                     r->rates[k] / 1e9);
       parts += part;
     }
