@@ -7,7 +7,6 @@
 //   kiln_bench_kernels --benchmark_filter='w4a16.*/1/' --benchmark_repetitions=5
 //   kiln_bench_kernels --benchmark_filter='attention'
 //
-//
 // Decode runs (tokens:1/cached:0) rotate through copies of the weight totalling at least 1 GiB,
 // so that they read from memory and not from the cache, as a model does; cached:1 runs reuse one
 // copy (the kernel's arithmetic speed).

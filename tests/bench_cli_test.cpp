@@ -129,21 +129,31 @@ TEST(ComputeProbe, CountsThePrefillProducts) {
       {.op = OpCode::kMatMul, .inputs = {o}, .outputs = {logits}, .weights = {weight("output.weight", {10, 8}, "f16")}, .tail = true, .backend = "cpu"},
   };
 
-  auto c = prefill_products(g, 5, 2, 0);
+  auto c = prefill_products(g, 5, 2, 0);  // steps of 2, 2 and 1 tokens
   ASSERT_TRUE(c) << c.status().message();
-  ASSERT_EQ(c->size(), 4u);
-  auto expect = [&](size_t i, const char* backend, Scheme s, double products) {
-    EXPECT_EQ((*c)[i].backend, backend) << i;
-    EXPECT_EQ((*c)[i].scheme, s) << i;
-    EXPECT_EQ((*c)[i].products, products) << i;
+  ASSERT_EQ(c->size(), 8u);
+  auto products = [](const std::vector<ProductCount>& counts, const char* backend, Scheme s, int step) {
+    for (const ProductCount& p : counts)
+      if (p.backend == backend && p.scheme == s && p.step == step) return p.products;
+    return -1.0;
   };
-  expect(0, "cpu", Scheme::kW4A16, 8 * 32 * 5);
-  expect(1, "cpu", Scheme::kF32, 2 * 2 * 4 * (1 + 2 + 3 + 4 + 5));  // q k and p v up to each position
-  expect(2, "ref", Scheme::kW4A16, 8 * 32 * 5);
-  expect(3, "cpu", Scheme::kF16, 10 * 8 * 3);  // the tail: the last token of each of 3 steps
+  EXPECT_EQ(products(*c, "cpu", Scheme::kW4A16, 2), 8 * 32 * 4);
+  EXPECT_EQ(products(*c, "cpu", Scheme::kW4A16, 1), 8 * 32 * 1);
+  EXPECT_EQ(products(*c, "ref", Scheme::kW4A16, 2), 8 * 32 * 4);
+  EXPECT_EQ(products(*c, "ref", Scheme::kW4A16, 1), 8 * 32 * 1);
+  // q k and p v up to each position: 1 + 2 + 3 + 4 in the steps of two, 5 in the last.
+  EXPECT_EQ(products(*c, "cpu", Scheme::kF32, 2), 2 * 2 * 4 * (1 + 2 + 3 + 4));
+  EXPECT_EQ(products(*c, "cpu", Scheme::kF32, 1), 2 * 2 * 4 * 5);
+  EXPECT_EQ(products(*c, "cpu", Scheme::kF16, 2), 10 * 8 * 2);  // the tail: the last token of each step
+  EXPECT_EQ(products(*c, "cpu", Scheme::kF16, 1), 10 * 8 * 1);
   auto windowed = prefill_products(g, 5, 2, 2);
   ASSERT_TRUE(windowed);
-  EXPECT_EQ((*windowed)[1].products, 2 * 2 * 4 * (1 + 2 + 2 + 2 + 2));
+  EXPECT_EQ(products(*windowed, "cpu", Scheme::kF32, 2), 2 * 2 * 4 * (1 + 2 + 2 + 2));
+  EXPECT_EQ(products(*windowed, "cpu", Scheme::kF32, 1), 2 * 2 * 4 * 2);
+  auto one_step = prefill_products(g, 5, 8, 0);
+  ASSERT_TRUE(one_step);
+  EXPECT_EQ(one_step->size(), 4u);
+  EXPECT_EQ(products(*one_step, "cpu", Scheme::kW4A16, 5), 8 * 32 * 5);
 
   EXPECT_FALSE(prefill_products(g, 0, 2, 0));
   g.weights[1].scheme = "w5a3";

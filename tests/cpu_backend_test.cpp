@@ -186,11 +186,12 @@ TEST(CpuDispatch, TablesOfThisMachine) {
 // per instruction of the kernel it stands for (N lanes; a 16-bit activation through int8 digits
 // takes two products, a W8A16 one three; the tiles: 16 x 16 x 32 bf16 products, two per
 // product of an x split in two bf16 parts, four with f16 weights split too).
-double expected_products(const std::string& table, Scheme s, int tokens, int64_t rounds) {
+// Whether the table's kernel for s and `tokens` tokens runs on the tiles is the table's own
+// decision (reads_bf16_tiles), so that the loop and the kernels cannot disagree on the threshold.
+double expected_products(const cpu::KernelTable& t, Scheme s, int tokens, int64_t rounds) {
+  const std::string table = t.name;
   const int n = table == "avx2" ? 8 : table == "neon" || table == "dotprod" || table == "i8mm" ? 4 : 16;
-  const bool tiles = (table == "amx" || table == "amx-emulated") && tokens >= 8 &&
-                     (s == Scheme::kW4A16 || s == Scheme::kW8A16 || s == Scheme::kBF16 || s == Scheme::kF16);
-  if (tiles) return static_cast<double>(rounds) * 4 * 16 * 16 * 32 / (s == Scheme::kF16 ? 4 : 2);
+  if (t.reads_bf16_tiles(s, tokens, 32)) return static_cast<double>(rounds) * 4 * 16 * 16 * 32 / (s == Scheme::kF16 ? 4 : 2);
   double per_op = 0;
   switch (s) {
     case Scheme::kW4A16: per_op = 2.0 * n; break;  // int16 pairs (avx512 words) or two int8 digits
@@ -205,10 +206,10 @@ double expected_products(const std::string& table, Scheme s, int tokens, int64_t
 TEST(CpuProducts, EachTableCountsTheProductsOfItsInstruction) {
   for (const auto* t : tables_to_test()) {
     ASSERT_NE(t->product_loop, nullptr) << t->name;
-    for (int s = 0; s < 7; ++s)
-      for (int tokens : {1, 8, 16, 128}) {
+    for (size_t s = 0; s < std::size(t->matmul); ++s)
+      for (int tokens : {1, 2, 7, 8, 16, 23, 24, 128}) {  // either side of every table's thresholds
         const Scheme scheme = static_cast<Scheme>(s);
-        EXPECT_EQ(t->product_loop(scheme, tokens, 3), expected_products(t->name, scheme, tokens, 3))
+        EXPECT_EQ(t->product_loop(scheme, tokens, 3), expected_products(*t, scheme, tokens, 3))
             << t->name << " " << scheme_name(scheme) << " " << tokens;
       }
   }
@@ -634,6 +635,10 @@ TEST(CpuOps, AttentionMatchesReference) {
       {1, 1, 8, 1, 0, 0},     {4, 4, 16, 1, 9, 0},   {8, 2, 64, 1, 300, 0},  {32, 4, 64, 1, 70, 0},
       {8, 2, 64, 7, 0, 0},    {8, 4, 8, 33, 5, 0},    {6, 3, 32, 16, 40, 0},  {8, 2, 64, 5, 100, 16},
       {4, 1, 128, 64, 0, 0},  {32, 4, 64, 17, 3, 0},  {2, 2, 2, 3, 1, 2},   {10, 2, 48, 20, 7, 0}, {16, 2, 80, 9, 30, 24},
+      // The many-query path over several blocks of the widest table (64 keys): unaligned starts,
+      // a window across blocks, an odd head size.
+      {8, 2, 64, 40, 100, 0}, {16, 2, 80, 20, 130, 70}, {12, 4, 48, 24, 150, 0}, {8, 8, 64, 130, 0, 0},
+      {32, 4, 64, 70, 10, 0},  // 560 queries per KV head: two chunks
   };
   for (const cpu::KernelTable* t : tables())
     for (const AttnCase& c : cases) {

@@ -344,7 +344,8 @@ int bench(BenchCmd c) {
     if (!c.json && isatty(STDERR_FILENO)) std::fprintf(stderr, "kiln: pp%d done\n", p);
   }
   // The compute roofline of each prefill, measured between the prefill and the decode tests.
-  ComputeProbe compute(model, c.threads);
+  const int session_threads = kSessionTakesThreads<ProgramSession> ? c.threads : 1;
+  ComputeProbe compute(model, session_threads);
   std::vector<Result<PrefillRoofline>> pp_roof;
   for (int p : c.n_prompt) pp_roof.push_back(compute.prefill(p, s.max_tokens()));
   // Decode repeats with a bandwidth pass before the first and after each; the remaining passes
@@ -401,7 +402,6 @@ int bench(BenchCmd c) {
   const Stats paired_ratio = stats_of(paired);
   const uint64_t kv_cache = kv_row * static_cast<uint64_t>(n_ctx);
   const uint64_t budget = ws.weight_bytes + kv_cache + (64ull << 20);
-  const int session_threads = kSessionTakesThreads<ProgramSession> ? c.threads : 1;
   const std::string scheme_desc = ws.scheme + (ws.group > 0 ? " g" + std::to_string(ws.group) : "");
 
   if (c.json) {
@@ -439,6 +439,7 @@ int bench(BenchCmd c) {
         for (size_t k = 0; k < r->counts.size(); ++k)
           products.push_back(OJ{{"backend", r->counts[k].backend},
                                 {"scheme", std::string(scheme_name(r->counts[k].scheme))},
+                                {"step_tokens", r->counts[k].step},
                                 {"products_per_token", r->counts[k].products / c.n_prompt[i]},
                                 {"products_per_second", r->rates[k]}});
         e["products"] = products;
@@ -487,14 +488,17 @@ int bench(BenchCmd c) {
     }
     std::string parts;
     for (size_t k = 0; k < r->counts.size(); ++k) {
-      char part[128];
-      std::snprintf(part, sizeof part, "%s%s %.4g M products/token at %.1f G/s", k ? ", " : "",
-                    std::string(scheme_name(r->counts[k].scheme)).c_str(), r->counts[k].products / c.n_prompt[i] / 1e6,
-                    r->rates[k] / 1e9);
+      // The step size only where a shorter last step has its own rate.
+      const std::string step =
+          r->counts[k].step == r->counts[0].step ? "" : " (" + std::to_string(r->counts[k].step) + "-token step)";
+      char part[160];
+      std::snprintf(part, sizeof part, "%s%s%s %.4g M products/token at %.1f G/s", k ? ", " : "",
+                    std::string(scheme_name(r->counts[k].scheme)).c_str(), step.c_str(),
+                    r->counts[k].products / c.n_prompt[i] / 1e6, r->rates[k] / 1e9);
       parts += part;
     }
     std::printf("prefill    pp%d: compute roofline %.2f tok/s (%s; %d threads); achieved %.2f tok/s = %.1f%%\n",
-                c.n_prompt[i], r->tps, parts.c_str(), c.threads, pp[i].median, 100.0 * pp[i].median / r->tps);
+                c.n_prompt[i], r->tps, parts.c_str(), session_threads, pp[i].median, 100.0 * pp[i].median / r->tps);
   }
   std::printf("\nbandwidth  %.1f GB/s read (median of %d passes over %s, %d threads; %.1f..%.1f)\n", bw.median_gbs,
               static_cast<int>(bw.pass_gbs.size()), mib(static_cast<double>(bw.bytes)).c_str(), bw.threads,

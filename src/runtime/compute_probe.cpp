@@ -12,27 +12,30 @@ namespace kiln {
 Result<std::vector<ProductCount>> prefill_products(const Graph& g, int tokens, int step_tokens, int window) {
   if (tokens < 1 || step_tokens < 1) return invalid_argument("a prefill takes at least one token, in steps of at least one");
   std::vector<ProductCount> out;
-  auto add = [&](const std::string& backend, Scheme s, double products) {
-    auto it = std::find_if(out.begin(), out.end(), [&](const ProductCount& c) { return c.backend == backend && c.scheme == s; });
-    if (it == out.end()) out.push_back({backend, s, products});
+  auto add = [&](const std::string& backend, Scheme s, int step, double products) {
+    auto it = std::find_if(out.begin(), out.end(),
+                           [&](const ProductCount& c) { return c.backend == backend && c.scheme == s && c.step == step; });
+    if (it == out.end()) out.push_back({backend, s, step, products});
     else it->products += products;
   };
-  const double steps = (tokens + step_tokens - 1) / step_tokens;
-  // Positions each query attends to, summed over the prefill: min(p + 1, window) for p < tokens.
-  double attended = 0;
-  for (int p = 0; p < tokens; ++p) attended += window > 0 ? std::min(p + 1, window) : p + 1;
-  for (const Node& n : g.nodes) {
-    if (n.op == OpCode::kAttention) {
-      add(n.backend, Scheme::kF32, 2.0 * n.n_heads * n.head_dim * attended);  // q k, then p v
-      continue;
-    }
-    if (n.op == OpCode::kEmbed) continue;  // a gather, no products
-    for (int wi : n.weights) {
-      const WeightDesc& w = g.weights[static_cast<size_t>(wi)];
-      if (w.shape.size() != 2) continue;  // norms and biases
-      const auto s = parse_scheme(w.scheme);
-      if (!s) return invalid_argument("weight '" + w.name + "' has no scheme '" + w.scheme + "'");
-      add(n.backend, *s, static_cast<double>(w.shape[0]) * static_cast<double>(w.shape[1]) * (n.tail ? steps : tokens));
+  for (int first = 0; first < tokens; first += step_tokens) {
+    const int n = std::min(step_tokens, tokens - first);
+    // Positions the step's queries attend to: min(p + 1, window) for each position p of the step.
+    double attended = 0;
+    for (int p = first; p < first + n; ++p) attended += window > 0 ? std::min(p + 1, window) : p + 1;
+    for (const Node& node : g.nodes) {
+      if (node.op == OpCode::kAttention) {
+        add(node.backend, Scheme::kF32, n, 2.0 * node.n_heads * node.head_dim * attended);  // q k, then p v
+        continue;
+      }
+      if (node.op == OpCode::kEmbed) continue;  // a gather, no products
+      for (int wi : node.weights) {
+        const WeightDesc& w = g.weights[static_cast<size_t>(wi)];
+        if (w.shape.size() != 2) continue;  // norms and biases
+        const auto s = parse_scheme(w.scheme);
+        if (!s) return invalid_argument("weight '" + w.name + "' has no scheme '" + w.scheme + "'");
+        add(node.backend, *s, n, static_cast<double>(w.shape[0]) * static_cast<double>(w.shape[1]) * (node.tail ? 1 : n));
+      }
     }
   }
   return out;
@@ -41,6 +44,8 @@ Result<std::vector<ProductCount>> prefill_products(const Graph& g, int tokens, i
 Result<double> ComputeProbe::rate(const std::string& backend, Scheme s, int step_tokens) {
   const auto key = std::make_tuple(backend, s, step_tokens);
   if (auto it = rates_.find(key); it != rates_.end()) return it->second;
+  if (threads_ < 1 || passes_ < 1 || !(seconds_ > 0))
+    return invalid_argument("the compute probe needs at least one thread, one pass and a time to run");
   const Backend* b = nullptr;
   for (const Backend* c : model_.backends())
     if (c->name() == backend) b = c;
@@ -75,10 +80,9 @@ Result<double> ComputeProbe::rate(const std::string& backend, Scheme s, int step
 Result<PrefillRoofline> ComputeProbe::prefill(int tokens, int step_tokens) {
   PrefillRoofline r;
   KILN_ASSIGN_OR_RETURN(r.counts, prefill_products(model_.program().graph, tokens, step_tokens, model_.config().sliding_window));
-  const int step = std::min(tokens, step_tokens);
   double seconds = 0;
   for (const ProductCount& c : r.counts) {
-    KILN_ASSIGN_OR_RETURN(double rate, this->rate(c.backend, c.scheme, step));
+    KILN_ASSIGN_OR_RETURN(double rate, this->rate(c.backend, c.scheme, c.step));
     r.rates.push_back(rate);
     seconds += c.products / rate;
   }

@@ -1,12 +1,13 @@
 // The compute roofline of a prefill, measured in the same run as a benchmark, as the bandwidth
 // probe (bandwidth.h) gives decoding's.
 //
-// A prefill of T tokens multiplies every matrix of the program by the T activations (a tail
-// node's by the last token of each step alone) and, in attention, each query by the keys and the
-// values of the positions up to its own. Each back end says how many products of a scheme one
-// thread can do per second in the kernels it runs for such steps (Backend::product_rate: the
-// instruction they multiply with, back to back); the roofline is T over the time all of the
-// prefill's products take at those rates, every thread of the run measuring at once.
+// A prefill of T tokens runs in steps of at most the session's step size; a step of n tokens
+// multiplies every matrix of the program by its n activations (a tail node's by the last token
+// alone) and, in attention, each query by the keys and the values of the positions up to its own.
+// Each back end says how many products of a scheme one thread can do per second in the kernels it
+// runs for steps of n tokens (Backend::product_rate: the instruction they multiply with, back to
+// back); the roofline is T over the time all of the prefill's products take at those rates,
+// every thread of the run measuring at once.
 #pragma once
 
 #include <map>
@@ -21,15 +22,18 @@ namespace kiln {
 
 class CompiledModel;
 
-// The products of one back end's nodes in one scheme (attention: f32), over a whole prefill.
+// The products of one back end's nodes in one scheme (attention: f32) in the steps of one size,
+// over a whole prefill.
 struct ProductCount {
   std::string backend;
   Scheme scheme = Scheme::kF32;
+  int step = 0;  // tokens per step (the last step of a prefill may be shorter than the others)
   double products = 0;
 };
 
 // A prefill of `tokens` tokens from an empty cache, in steps of at most `step_tokens`, by back
-// end and scheme (in the order first met); `window` > 0 limits attention to that many positions.
+// end, scheme and step size (in the order first met); `window` > 0 limits attention to that many
+// positions.
 Result<std::vector<ProductCount>> prefill_products(const Graph& g, int tokens, int step_tokens, int window);
 
 struct PrefillRoofline {
@@ -38,9 +42,11 @@ struct PrefillRoofline {
   double tps = 0;             // tokens per second if every product ran at its rate (> 0)
 };
 
+// Not thread-safe: one probe per benchmark run.
 class ComputeProbe {
  public:
-  // `seconds` per pass, `passes` passes per rate (their median), on `threads` threads at once.
+  // `seconds` per pass, `passes` passes per rate (their median), on `threads` threads at once
+  // (each at least 1, or prefill() says so).
   ComputeProbe(const CompiledModel& model, int threads, double seconds = 0.1, int passes = 3)
       : model_(model), threads_(threads), seconds_(seconds), passes_(passes) {}
 

@@ -1315,7 +1315,7 @@ inline void opaque(T& x) {
     asm volatile("" : "+m"(x));  // the generic table's plain arrays
   } else {
 #if defined(__x86_64__)
-    asm volatile("" : "+x"(x));
+    asm volatile("" : "+v"(x));
 #elif defined(__aarch64__)
     asm volatile("" : "+w"(x));
 #else
@@ -1371,8 +1371,9 @@ double product_loop(Scheme s, int tokens, int64_t rounds) {
       product_chains(S::zeroi(), rounds, [w](I acc) { return S::dot_s8(acc, w, 0x01010101); });
       return ops * 4 * S::N;
     case Scheme::kW8A16:
-      if (tokens == 1) {
-        digits(0x01010101);
+      if (tokens == 1) {  // w8a16_decode: three digits of x times the int8 weights
+        const I w8 = S::w8_prep(w);
+        product_chains(S::zeroi(), rounds, [w8](I acc) { return S::dot_w8(acc, w8, 0x01010101); });
         return ops * 4 * S::N / 3;
       }
       [[fallthrough]];

@@ -349,7 +349,7 @@ void KILN_FILL_AMX(KernelTable& t) {
   t.matmul[static_cast<int>(Scheme::kW8A16)] = &matmul_wide_amx<Scheme::kW8A16>;
   t.matmul[static_cast<int>(Scheme::kBF16)] = &matmul_wide_amx<Scheme::kBF16>;
   t.matmul[static_cast<int>(Scheme::kF16)] = &matmul_wide_amx<Scheme::kF16>;
-  for (int s = 0; s < 7; ++s)
+  for (size_t s = 0; s < std::size(t.matmul); ++s)
     if (runs_on_tiles(static_cast<Scheme>(s))) t.bf16_tile_schemes |= 1u << s;
   t.make_bf16_tiles = &make_bf16_tiles;
   t.make_bf16_tiles_a16 = &make_bf16_tiles_a16;
