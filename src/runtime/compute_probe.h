@@ -45,7 +45,7 @@ struct PrefillRoofline {
 // Not thread-safe: one probe per benchmark run.
 class ComputeProbe {
  public:
-  // `seconds` per pass, `passes` passes per rate (their median), on `threads` threads at once
+  // `seconds` per pass, `passes` passes per rate (the fastest), on `threads` threads at once
   // (each at least 1, or prefill() says so).
   ComputeProbe(const CompiledModel& model, int threads, double seconds = 0.1, int passes = 3)
       : model_(model), threads_(threads), seconds_(seconds), passes_(passes) {}
