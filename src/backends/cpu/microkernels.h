@@ -1354,7 +1354,7 @@ double product_loop(Scheme s, int tokens, int64_t rounds) {
   opaque(a);
   const double ops = static_cast<double>(rounds) * kProductChains;
   // The lambdas take w and a by value: a reference would load them from the stack every time.
-  auto digits = [&](int32_t x4) { product_chains(S::zeroi(), rounds, [w, x4](I acc) { return S::dot_u4(acc, w, x4); }); };
+  auto digits = [&] { product_chains(S::zeroi(), rounds, [w](I acc) { return S::dot_u4(acc, w, 0x01010101); }); };
   switch (s) {
     case Scheme::kW4A16:
       if constexpr (has_a16_words<S>)
@@ -1362,10 +1362,10 @@ double product_loop(Scheme s, int tokens, int64_t rounds) {
           product_chains(S::zeroi(), rounds, [w](I acc) { return S::dot_w16(acc, w, 0x00010001); });
           return ops * 2 * S::N;
         }
-      digits(0x01010101);
+      digits();
       return ops * 4 * S::N / 2;
     case Scheme::kW4A8:
-      digits(0x01010101);
+      digits();
       return ops * 4 * S::N;
     case Scheme::kW8A8:
       product_chains(S::zeroi(), rounds, [w](I acc) { return S::dot_s8(acc, w, 0x01010101); });
