@@ -29,6 +29,7 @@ TEST(BenchCli, JsonHasTheRooflineKeys) {
     EXPECT_GT(j[k].get<double>(), 0.0) << k;
   }
   EXPECT_EQ(j["threads"], 1);
+  EXPECT_EQ(j["kv_type"], "f32");
   EXPECT_EQ(j["scheme"], "w4a16");
   EXPECT_EQ(j["group"], 32);
   EXPECT_EQ(j["n_gen"], 8);
@@ -69,6 +70,23 @@ TEST(BenchCli, TextReportAndBadArguments) {
   EXPECT_EQ(too_long.exit_code, 2);
   EXPECT_NE(too_long.err.find("exceeds"), std::string::npos) << too_long.err;
   EXPECT_EQ(test::run_kiln("bench " + test::shell_quote(test::shipped_model()) + " -q w5a3 -r 1").exit_code, 2);
+}
+
+// --kv-type f16: the cache and the bytes a decoded token reads from it are half the f32 ones.
+TEST(BenchCli, F16KvCacheHalvesTheCache) {
+  json j[2];
+  const char* types[2] = {"f32", "f16"};
+  for (int i = 0; i < 2; ++i) {
+    auto r = test::run_kiln("bench " + test::shell_quote(test::shipped_model()) +
+                            " -p 16 -n 8 -r 1 --json --threads 1 --bw-mib 32 --bw-passes 1 --kv-type " + types[i]);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    j[i] = json::parse(r.out, nullptr, false);
+    ASSERT_FALSE(j[i].is_discarded()) << r.out;
+    EXPECT_EQ(j[i]["kv_type"], types[i]);
+  }
+  EXPECT_EQ(j[0]["kv_cache_bytes"].get<uint64_t>(), 2 * j[1]["kv_cache_bytes"].get<uint64_t>());
+  EXPECT_DOUBLE_EQ(j[0]["kv_bytes_per_token"].get<double>(), 2 * j[1]["kv_bytes_per_token"].get<double>());
+  EXPECT_GT(j[1]["kv_bytes_per_token"].get<double>(), 0.0);
 }
 
 TEST(BenchCli, ColdStartReportsFirstTokenTimes) {

@@ -34,6 +34,7 @@
 #include "backends/registry.h"
 #include "compiler/kiln_writer.h"
 #include "core/cpu_features.h"
+#include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "quant/ref_matmul.h"
 #include "quant/weight_params.h"
@@ -640,28 +641,40 @@ TEST(CpuOps, AttentionMatchesReference) {
       {8, 2, 64, 40, 100, 0}, {16, 2, 80, 20, 130, 70}, {12, 4, 48, 24, 150, 0}, {8, 8, 64, 130, 0, 0},
       {32, 4, 64, 70, 10, 0},  // 560 queries per KV head: two chunks
   };
+  // Over an f32 cache, and an f16 one (the reference reads the same halves, widened exactly).
+  for (const bool f16 : {false, true})
   for (const cpu::KernelTable* t : tables())
     for (const AttnCase& c : cases) {
-      SCOPED_TRACE(std::string(t->name) + " heads " + std::to_string(c.n_heads) + "/" + std::to_string(c.n_kv) + " hd " +
+      SCOPED_TRACE(std::string(t->name) + (f16 ? " f16 cache" : " f32 cache") + " heads " + std::to_string(c.n_heads) + "/" + std::to_string(c.n_kv) + " hd " +
                    std::to_string(c.hd) + " tokens " + std::to_string(c.n_tokens) + " at " + std::to_string(c.first_pos));
       const int kv_dim = c.n_kv * c.hd, qd = c.n_heads * c.hd, n_ctx = c.first_pos + c.n_tokens;
       auto k = random_vector(rng, static_cast<size_t>(n_ctx * kv_dim), 1.0f);
       auto v = random_vector(rng, static_cast<size_t>(n_ctx * kv_dim), 1.0f);
       auto q = random_vector(rng, static_cast<size_t>(c.n_tokens * qd), 1.5f);
+      std::vector<uint16_t> k16(k.size()), v16(v.size());
+      for (size_t i = 0; i < k.size(); ++i) {
+        k16[i] = f32_to_f16(k[i]);
+        v16[i] = f32_to_f16(v[i]);
+      }
       std::vector<float> want(q.size()), got(q.size(), NAN), scores(static_cast<size_t>(n_ctx));
       const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
       const int group = c.n_heads / c.n_kv;
       for (int tk = 0; tk < c.n_tokens; ++tk) {
         const int pos = c.first_pos + tk, first = (c.window > 0 && pos >= c.window) ? pos - c.window + 1 : 0;
-        for (int h = 0; h < c.n_heads; ++h)
-          ref::attend(want.data() + tk * qd + h * c.hd, q.data() + tk * qd + h * c.hd, k.data() + (h / group) * c.hd,
-                      v.data() + (h / group) * c.hd, first, pos, kv_dim, c.hd, scale, scores.data());
+        for (int h = 0; h < c.n_heads; ++h) {
+          float* out = want.data() + tk * qd + h * c.hd;
+          const float* qh = q.data() + tk * qd + h * c.hd;
+          const int64_t off = (h / group) * c.hd;
+          if (f16) ref::attend(out, qh, k16.data() + off, v16.data() + off, first, pos, kv_dim, c.hd, scale, scores.data());
+          else ref::attend(out, qh, k.data() + off, v.data() + off, first, pos, kv_dim, c.hd, scale, scores.data());
+        }
       }
       cpu::AttentionArgs a;
       a.q = q.data();
       a.out = got.data();
-      a.k = k.data();
-      a.v = v.data();
+      a.k = f16 ? static_cast<const void*>(k16.data()) : k.data();
+      a.v = f16 ? static_cast<const void*>(v16.data()) : v.data();
+      a.kv_f16 = f16;
       a.n_tokens = c.n_tokens;
       a.first_pos = c.first_pos;
       a.n_heads = c.n_heads;
@@ -793,9 +806,10 @@ std::shared_ptr<const CompiledModel> compiled(const std::string& scheme, uint64_
   return *m;
 }
 
-std::vector<float> logits_of(std::shared_ptr<const CompiledModel> m, int threads, size_t chunk) {
+std::vector<float> logits_of(std::shared_ptr<const CompiledModel> m, int threads, size_t chunk,
+                             DType kv = DType::kF32) {
   const std::vector<int> tokens = {1, 403, 407, 261, 378, 429, 271, 280, 300, 416, 259, 73, 89, 115, 17, 450, 3, 99};
-  auto s = ProgramSession::create(m, 0, threads);
+  auto s = ProgramSession::create(m, 0, threads, kv);
   EXPECT_TRUE(s);
   std::vector<float> all;
   for (size_t i = 0; i < tokens.size(); i += chunk) {
@@ -815,6 +829,50 @@ TEST(CpuModel, SameLogitsAtEveryThreadCount) {
       for (int threads : {2, 3, 4, 8}) EXPECT_EQ(logits_of(m, threads, chunk), one) << scheme << " threads " << threads;
     }
   }
+}
+
+// An f16 KV cache: the CPU back end computes what the reference back end computes over its own
+// halves, the same bits at every thread count, and logits near the f32 cache's. The two back ends
+// round keys and values that differ in summation order (~1e-7), so a value near the midpoint of
+// two halves may round one way here and the other there: one half's ulp (2^-11) on a few
+// elements, ~5e-5 of the largest logit here (with an f32 cache the back ends agree to 2e-6).
+// Against the f32 cache every key and value of the five layers carries its rounding: 3.4e-3.
+TEST(CpuModel, F16KvCache) {
+  RefBackend ref;
+  CompileOptions o = options("f32");
+  o.backends = {&ref};
+  auto imp = import_model(test::shipped_model());
+  auto img = compile_model(*imp, o, nullptr);
+  ASSERT_TRUE(img) << img.status().message();
+  const Backend* only_ref[] = {&ref};
+  auto on_ref = CompiledModel::create(std::move(img).value(), only_ref);
+  ASSERT_TRUE(on_ref) << on_ref.status().message();
+  auto on_cpu = compiled("f32", ~0ull);
+  const size_t v = static_cast<size_t>(on_cpu->config().vocab_size);
+  for (size_t chunk : {size_t{1}, size_t{18}}) {
+    SCOPED_TRACE("chunk " + std::to_string(chunk));
+    const auto want = logits_of(*on_ref, 1, chunk, DType::kF16);
+    const auto got = logits_of(on_cpu, 1, chunk, DType::kF16);
+    const auto f32 = logits_of(on_cpu, 1, chunk, DType::kF32);
+    ASSERT_EQ(got.size(), want.size());
+    ASSERT_EQ(got.size(), f32.size());
+    for (size_t i = 0; i < got.size(); i += v) {
+      EXPECT_LT(test::relative_error(got.data() + i, want.data() + i, v), 1e-4) << "token " << i / v;
+      EXPECT_LT(test::relative_error(got.data() + i, f32.data() + i, v), 1e-2) << "token " << i / v;
+      auto argmax = [&](const std::vector<float>& l) { return std::max_element(l.begin() + i, l.begin() + i + v) - l.begin(); };
+      EXPECT_EQ(argmax(got), argmax(f32)) << "token " << i / v;
+    }
+    EXPECT_NE(got, f32);  // the cache did round
+    for (int threads : {2, 4}) EXPECT_EQ(logits_of(on_cpu, threads, chunk, DType::kF16), got) << "threads " << threads;
+  }
+  auto s16 = ProgramSession::create(on_cpu, 64, 1, DType::kF16);
+  auto s32 = ProgramSession::create(on_cpu, 64, 1, DType::kF32);
+  ASSERT_TRUE(s16 && s32);
+  EXPECT_EQ((*s16)->kv_cache_bytes() * 2, (*s32)->kv_cache_bytes());
+  EXPECT_EQ((*s16)->kv_cache_bytes(), 2u * 64u * static_cast<size_t>(on_cpu->config().n_layers * on_cpu->config().kv_dim()) * 2u);
+  auto bad = ProgramSession::create(on_cpu, 64, 1, DType::kBF16);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.status().message().find("f32 or f16"), std::string::npos);
 }
 
 // A step longer than the tail's kLogitRows: decode() gets the last token's logits from row 0 of

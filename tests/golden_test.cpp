@@ -100,6 +100,16 @@ TEST(CliSampling, ThreadsGiveTheSameText) {
   EXPECT_EQ(run_text(kPrompt + " --temp 0.8 --seed 3 --threads 2"), run_text(kPrompt + " --temp 0.8 --seed 3 --threads 1"));
 }
 
+// An f16 KV cache rounds every key and value; on the shipped model greedy decoding still gives
+// llama2.c's text (measured: the whole 200 tokens), and a type the cache cannot hold is refused.
+TEST(CliSampling, F16KvCacheKeepsTheGreedyText) {
+  EXPECT_EQ(run_text("-p '' -n 200 --temp 0 --kv-type f16"), run_text("-p '' -n 200 --temp 0"));
+  EXPECT_EQ(run_text("-p '' -n 200 --temp 0 --kv-type f16 --threads 2").substr(0, golden().size()), golden());
+  auto bad = test::run_kiln("run -n 4 --kv-type bf16");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("kv-type"), std::string::npos) << bad.err;
+}
+
 // The number after `label` in the CLI's stderr report ("prompt 5 tokens", "generated 12 tokens").
 int reported(const std::string& err, const std::string& label) {
   const size_t at = err.find("kiln: " + label + " ");

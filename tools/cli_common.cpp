@@ -5,9 +5,16 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <CLI/CLI.hpp>
+
 namespace kiln::cli {
 
 namespace fs = std::filesystem;
+
+void add_kv_type_flag(CLI::App* cmd, std::string& kv_type) {
+  cmd->add_option("--kv-type", kv_type, "KV cache element type: f32 or f16 (half the memory)")
+      ->check(CLI::IsMember({"f32", "f16"}));
+}
 
 int fail(const Status& s) {
   std::fprintf(stderr, "kiln: error: %s\n", s.message().c_str());

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "core/dtype.h"
 #include "core/status.h"
 
 namespace CLI {
@@ -19,6 +20,11 @@ int fail(const Status& s);
 
 // The stories260K checkpoint shipped with kiln: installed beside the binary or in the source tree.
 std::string default_model_path();
+
+// --kv-type: the element type of a session's KV cache, f32 (the default) or f16 (half the
+// memory; each key and value rounded once when stored).
+void add_kv_type_flag(CLI::App* cmd, std::string& kv_type);
+inline DType kv_dtype(const std::string& kv_type) { return kv_type == "f16" ? DType::kF16 : DType::kF32; }
 
 // Each subcommand adds itself to the app; its callback stores the exit status in `exit_code`.
 void add_run_command(CLI::App& app, int& exit_code);

@@ -49,6 +49,7 @@ struct BenchCmd {
   int repeats = 5;
   int threads = 0;
   int group = 32;
+  std::string kv_type = "f32";
   bool json = false;
   bool no_warmup = false;
   int64_t bw_mib = 0;
@@ -92,20 +93,6 @@ OJ stats_json(const Stats& s) {
   return OJ{{"median", s.median}, {"min", s.min}, {"max", s.max}, {"stddev", s.stddev}, {"samples", s.samples}};
 }
 
-// ProgramSession::create takes the thread count where the back end has a pool; until then the
-// session runs on one thread and bench says so.
-template <class S>
-constexpr bool kSessionTakesThreads = requires(std::shared_ptr<const CompiledModel> m) { S::create(m, 1, 1); };
-
-template <class S = ProgramSession>
-Result<std::unique_ptr<S>> make_session(std::shared_ptr<const CompiledModel> m, int n_ctx, int threads) {
-  if constexpr (kSessionTakesThreads<S>) {
-    return S::create(std::move(m), n_ctx, threads);
-  } else {
-    (void)threads;
-    return S::create(std::move(m), n_ctx);
-  }
-}
 
 struct WeightSummary {
   uint64_t weight_bytes = 0;    // every weight of the program
@@ -300,7 +287,7 @@ int bench(BenchCmd c) {
   if (n_ctx > cfg.max_seq_len)
     return fail(invalid_argument("a context of " + std::to_string(n_ctx) + " tokens exceeds the model's maximum of " +
                                  std::to_string(cfg.max_seq_len)));
-  auto session_r = make_session(opened->model, n_ctx, c.threads);
+  auto session_r = ProgramSession::create(opened->model, n_ctx, c.threads, kv_dtype(c.kv_type));
   if (!session_r) return fail(session_r.status());
   ProgramSession& s = **session_r;
 
@@ -344,7 +331,7 @@ int bench(BenchCmd c) {
     if (!c.json && isatty(STDERR_FILENO)) std::fprintf(stderr, "kiln: pp%d done\n", p);
   }
   // The compute roofline of each prefill, measured between the prefill and the decode tests.
-  const int session_threads = kSessionTakesThreads<ProgramSession> ? c.threads : 1;
+  const int session_threads = s.n_threads();
   ComputeProbe compute(model, session_threads);
   std::vector<Result<PrefillRoofline>> pp_roof;
   for (int p : c.n_prompt) pp_roof.push_back(compute.prefill(p, s.max_tokens()));
@@ -387,8 +374,9 @@ int bench(BenchCmd c) {
     bw = *m;
   }
 
-  // The KV cache as the session keeps it (f32), read in full up to the current position.
-  const uint64_t kv_row = 2ull * static_cast<uint64_t>(cfg.n_layers) * static_cast<uint64_t>(cfg.kv_dim()) * sizeof(float);
+  // The KV cache as the session keeps it (--kv-type), read in full up to the current position.
+  const uint64_t kv_row = 2ull * static_cast<uint64_t>(cfg.n_layers) * static_cast<uint64_t>(cfg.kv_dim()) *
+                          (kv_dtype(c.kv_type) == DType::kF16 ? 2 : 4);
   const double mean_ctx = c.n_gen > 0 ? (c.n_gen + 1) / 2.0 : 0.0;
   const double kv_read = static_cast<double>(kv_row) * mean_ctx;
   const double bytes_per_token = static_cast<double>(ws.read_per_token) + kv_read;
@@ -413,6 +401,7 @@ int bench(BenchCmd c) {
     j["group"] = ws.group;
     j["threads"] = c.threads;
     j["session_threads"] = session_threads;
+    j["kv_type"] = c.kv_type;
     j["parameters"] = ws.parameters;
     j["weight_bytes"] = ws.weight_bytes;
     j["open_seconds"] = open_s;
@@ -470,8 +459,7 @@ int bench(BenchCmd c) {
               opened->kind.c_str(), std::string(arch_name(cfg.arch)).c_str(), cfg.n_layers, cfg.dim, cfg.vocab_size,
               static_cast<double>(ws.parameters) / 1e6, open_s);
   std::printf("scheme   %s, weights %s\n", scheme_desc.c_str(), mib(static_cast<double>(ws.weight_bytes)).c_str());
-  std::printf("threads  %d%s\n", c.threads,
-              session_threads == c.threads ? "" : " (bandwidth probe; this build's session runs on 1 thread)");
+  std::printf("threads  %d, KV cache %s\n", c.threads, c.kv_type.c_str());
   std::printf("\n| %-8s | %10s | %10s | %10s | %8s |\n", "test", "t/s median", "min", "max", "stddev");
   std::printf("| %-8s | %10s | %10s | %10s | %8s |\n", "--------", "----------", "----------", "----------", "--------");
   auto row = [](const std::string& name, const Stats& st) {
@@ -600,7 +588,7 @@ int first_token(const BenchCmd& c) {
   auto prompt = opened->tokenizer->encode(c.prompt, opened->tokenizer->bos_id() >= 0);
   if (!prompt) return fail(prompt.status());
   const int n_ctx = std::min(opened->model->config().max_seq_len, static_cast<int>(prompt->size()) + 64);
-  auto session = make_session(opened->model, n_ctx, c.threads > 0 ? c.threads : 1);
+  auto session = ProgramSession::create(opened->model, n_ctx, c.threads > 0 ? c.threads : 1, kv_dtype(c.kv_type));
   if (!session) return fail(session.status());
   const double t_session = now_s();
   auto logits = (*session)->decode(*prompt);
@@ -626,7 +614,7 @@ Result<OJ> spawn_first_token(const BenchCmd& c) {
   if (::pipe(fds) != 0) return io_error(std::string("pipe: ") + std::strerror(errno));
   std::vector<std::string> args = {"kiln", "bench", "--first-token", c.model, "-q", c.scheme, "--group",
                                    std::to_string(c.group), "--prompt", c.prompt,
-                                   "--threads", std::to_string(c.threads > 0 ? c.threads : 1)};
+                                   "--threads", std::to_string(c.threads > 0 ? c.threads : 1), "--kv-type", c.kv_type};
   if (!c.tokenizer.empty()) {
     args.push_back("--tokenizer");
     args.push_back(c.tokenizer);
@@ -741,6 +729,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("-r,--repetitions", c->repeats, "repeats of each test (median and spread reported)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--threads", c->threads, "threads (default: all CPUs)")->check(CLI::NonNegativeNumber);
+  add_kv_type_flag(cmd, c->kv_type);
   cmd->add_option("-q,--quant", c->scheme, "scheme for a source model compiled in memory (default w4a16)");
   cmd->add_option("--group", c->group, "group size of a 4-bit scheme (default 32)");
   cmd->add_option("--tokenizer", c->tokenizer, "tokenizer file, if not the model's own");

@@ -16,6 +16,7 @@ struct PplCmd {
   std::string model, file, tokenizer, scheme = "f32";
   int n_ctx = 0;
   int threads = 1;
+  std::string kv_type = "f32";
   bool json = false;
 };
 
@@ -33,7 +34,7 @@ int ppl(const PplCmd& c) {
   if (!ids) return fail(ids.status());
   const ModelConfig& cfg = m->model->config();
   const int ctx = c.n_ctx > 0 ? std::min(c.n_ctx, cfg.max_seq_len) : std::min(cfg.max_seq_len, 512);
-  auto session = ProgramSession::create(m->model, ctx, c.threads);
+  auto session = ProgramSession::create(m->model, ctx, c.threads, kv_dtype(c.kv_type));
   if (!session) return fail(session.status());
   ProgramSession& s = **session;
   // Windows of ctx tokens; in each, every token after the first is scored against the logits
@@ -79,6 +80,7 @@ void add_ppl_command(CLI::App& app, int& exit_code) {
   cmd->add_option("-q,--quant", c->scheme, "scheme for a source model compiled in memory (default f32)");
   cmd->add_option("--tokenizer", c->tokenizer, "tokenizer file, if not the model's own");
   cmd->add_option("--threads", c->threads, "worker threads")->check(CLI::Range(1, 256));
+  add_kv_type_flag(cmd, c->kv_type);
   cmd->add_flag("--json", c->json, "print {\"ppl\": ..., \"tokens\": ...}");
   cmd->callback([c, &exit_code] { exit_code = ppl(*c); });
 }

@@ -23,6 +23,7 @@ void add_generation_flags(CLI::App* cmd, GenerationFlags& f) {
       ->each([p = &f](const std::string&) { p->seed_given = true; });
   cmd->add_option("--ctx", f.n_ctx, "context length (default: the model's)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--threads", f.threads, "worker threads")->check(CLI::PositiveNumber);
+  add_kv_type_flag(cmd, f.kv_type);
   cmd->add_option("--tokenizer", f.tokenizer, "tokenizer file (llama2.c .bin, tokenizer.json, .gguf)");
   cmd->add_flag("--verify", f.verify, "check every section checksum of a .kiln (exit 2 on a mismatch)");
 }

@@ -19,6 +19,7 @@ struct GenerationFlags {
   int n_predict = 256;
   int n_ctx = 0;
   int threads = 1;
+  std::string kv_type = "f32";
   bool verify = false;
   bool seed_given = false;
   uint64_t seed = 0;

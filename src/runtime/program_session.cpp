@@ -5,9 +5,11 @@
 namespace kiln {
 
 Result<std::unique_ptr<ProgramSession>> ProgramSession::create(std::shared_ptr<const CompiledModel> model, int n_ctx,
-                                                              int n_threads) {
+                                                              int n_threads, DType kv_dtype) {
   if (n_threads < 1 || n_threads > 256)
     return invalid_argument("thread count " + std::to_string(n_threads) + " is outside 1..256");
+  if (kv_dtype != DType::kF32 && kv_dtype != DType::kF16)
+    return invalid_argument("a KV cache holds f32 or f16, not " + std::string(dtype_name(kv_dtype)));
   const ModelConfig& c = model->config();
   if (n_ctx <= 0) n_ctx = c.max_seq_len;
   if (n_ctx > c.max_seq_len)
@@ -20,9 +22,11 @@ Result<std::unique_ptr<ProgramSession>> ProgramSession::create(std::shared_ptr<c
   size_t scratch = 0;
   for (const Backend* b : model->backends()) scratch = std::max(scratch, b->scratch_bytes(p.graph, p.plan.max_tokens, n_ctx));
   s->scratch_.assign(scratch + 64, 0);
-  const size_t kv = static_cast<size_t>(c.n_layers) * static_cast<size_t>(n_ctx) * static_cast<size_t>(c.kv_dim());
-  s->keys_.assign(kv, 0.0f);
-  s->values_.assign(kv, 0.0f);
+  const size_t kv = static_cast<size_t>(c.n_layers) * static_cast<size_t>(n_ctx) * static_cast<size_t>(c.kv_dim()) *
+                   (kv_dtype == DType::kF16 ? 2 : 4);
+  s->keys_.assign(kv, 0);
+  s->values_.assign(kv, 0);
+  s->kv_dtype_ = kv_dtype;
   s->tokens_.assign(static_cast<size_t>(p.plan.max_tokens), 0);
   s->logits_from_tail_ = tail_values(p.graph)[static_cast<size_t>(p.graph.logits_output)];
   s->n_ctx_ = n_ctx;
@@ -59,6 +63,7 @@ Result<std::span<const float>> ProgramSession::step(std::span<const int> tokens,
   ctx.n_ctx = n_ctx_;
   ctx.key_cache = keys_.data();
   ctx.value_cache = values_.data();
+  ctx.kv_dtype = kv_dtype_;
   ctx.model = &model_->constants();
   ctx.scratch = aligned64(scratch_);
   ctx.pool = pool_->size() > 1 ? pool_.get() : nullptr;

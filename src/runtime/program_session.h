@@ -15,9 +15,10 @@ namespace kiln {
 class ProgramSession final : public Decoder {
  public:
   // n_ctx <= 0 takes the model's max_seq_len. n_threads: the session's worker threads, the
-  // caller's included (1: everything runs on the calling thread); created once, here.
+  // caller's included (1: everything runs on the calling thread); created once, here. kv_dtype:
+  // the KV cache's elements, f32 or f16.
   static Result<std::unique_ptr<ProgramSession>> create(std::shared_ptr<const CompiledModel> model, int n_ctx,
-                                                        int n_threads = 1);
+                                                        int n_threads = 1, DType kv_dtype = DType::kF32);
 
   Result<std::span<const float>> decode(std::span<const int> tokens) override;
   // Runs `tokens` and returns the logits of every one of them, [tokens.size()][vocab] (for
@@ -32,7 +33,9 @@ class ProgramSession final : public Decoder {
   const ModelConfig& config() const override { return model_->config(); }
   void reset() override { pos_ = 0; }
   void rewind(int position) override { pos_ = position < 0 ? 0 : position < pos_ ? position : pos_; }
-  size_t reserved_bytes() const { return arena_.size() + scratch_.size() + 4 * (keys_.size() + values_.size()); }
+  DType kv_dtype() const { return kv_dtype_; }
+  size_t kv_cache_bytes() const { return keys_.size() + values_.size(); }
+  size_t reserved_bytes() const { return arena_.size() + scratch_.size() + kv_cache_bytes(); }
 
  private:
   ProgramSession() = default;
@@ -43,7 +46,8 @@ class ProgramSession final : public Decoder {
   int pos_ = 0;
   std::vector<uint8_t, std::allocator<uint8_t>> arena_;
   std::vector<uint8_t> scratch_;
-  std::vector<float> keys_, values_;
+  DType kv_dtype_ = DType::kF32;
+  std::vector<uint8_t> keys_, values_;  // [layer][n_ctx][kv_dim] of kv_dtype_
   std::vector<int32_t> tokens_;
   bool logits_from_tail_ = false;  // the logits are a tail value: the last token's are in row 0
   std::unique_ptr<ThreadPool> pool_;

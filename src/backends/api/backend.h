@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/dtype.h"
 #include "graph/graph.h"
 #include "quant/scheme.h"
 #include "quant/weight_params.h"
@@ -36,8 +37,11 @@ struct StepContext {
   int first_pos = 0;   // position of the first of them
   bool all_logits = false;  // tail nodes run on every token, not only the last
   int n_ctx = 0;                 // positions in each layer's KV cache
-  float* key_cache = nullptr;    // [layer][n_ctx][kv_dim]
-  float* value_cache = nullptr;
+  // [layer][n_ctx][kv_dim] elements of kv_dtype: f32, or f16 (half the memory and the bytes a
+  // decoded token reads at long contexts; each K and V rounded once, when stored).
+  void* key_cache = nullptr;
+  void* value_cache = nullptr;
+  DType kv_dtype = DType::kF32;
   const ModelConstants* model = nullptr;
   uint8_t* scratch = nullptr;  // per-session scratch of Backend::scratch_bytes() bytes
   ThreadPool* pool = nullptr;  // the session's workers; kernels may split their work over it

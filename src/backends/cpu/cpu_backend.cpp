@@ -57,6 +57,8 @@ ScratchWidths scratch_widths(const Graph& g) {
       w.norm = std::max(w.norm, g.values[static_cast<size_t>(n.inputs[0])].width);
     if (n.op == OpCode::kRmsNormGateUpSwiGLU || n.op == OpCode::kGateUpSwiGLU)
       w.up = std::max(w.up, g.values[static_cast<size_t>(n.outputs[0])].width);
+    if (n.op == OpCode::kRopeKvStore)  // its keys, rotated before an f16 cache rounds them
+      w.up = std::max(w.up, g.values[static_cast<size_t>(n.inputs[1])].width);
     const MatrixSpan ms = matrix_span(n.op);
     if (n.weights.size() < ms.first + ms.count) continue;
     for (size_t i = 0; i < ms.count; ++i) {
@@ -79,8 +81,8 @@ ScratchWidths scratch_widths(const Graph& g) {
 size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
 // The per-session scratch, carved into 64-byte aligned regions for up to T tokens: the
-// normalised rows, the up projection, the rope angles, and three activation preparations (one
-// per matrix of a fused op), each as wide as what uses it.
+// normalised rows, the up projection (or the rotated keys an f16 cache rounds), the rope angles,
+// and three activation preparations (one per matrix of a fused op), each as wide as what uses it.
 struct ScratchLayout {
   cpu::ActivationScratch prep_layout[3];
   size_t norm = 0, tmp = 0, rope = 0, prep[3] = {}, total = 0;
@@ -389,11 +391,35 @@ class CpuKernel final : public Kernel {
     const int kv_dim = node_.n_kv_heads * node_.head_dim;
     const size_t layer_off = static_cast<size_t>(node_.layer) * static_cast<size_t>(ctx.n_ctx) * static_cast<size_t>(kv_dim);
     const float* cs = rotate_k ? scratch_f32(ctx, scratch_.rope) : nullptr;
+    const size_t row_bytes = sizeof(float) * static_cast<size_t>(kv_dim);
+    if (ctx.kv_dtype == DType::kF16) {
+      // Rotated in f32 (in the scratch the up projection uses, free here), then rounded once.
+      float* rotated = scratch_f32(ctx, scratch_.tmp);
+      for_each_index(ctx.pool, ctx.n_tokens, [&](int64_t t) {
+        const size_t at = layer_off + static_cast<size_t>(ctx.first_pos + t) * static_cast<size_t>(kv_dim);
+        const float* kt = k + t * kv_dim;
+        if (rotate_k) {
+          float* r = rotated + t * kv_dim;
+          std::memcpy(r, kt, row_bytes);
+          rope_row(ctx, cs, t, r, node_.n_kv_heads);
+          kt = r;
+        }
+        auto* kc = static_cast<uint16_t*>(ctx.key_cache) + at;
+        auto* vc = static_cast<uint16_t*>(ctx.value_cache) + at;
+        const float* vt = v + t * kv_dim;
+        for (int i = 0; i < kv_dim; ++i) {
+          kc[i] = f32_to_f16(kt[i]);
+          vc[i] = f32_to_f16(vt[i]);
+        }
+      });
+      return;
+    }
     for (int t = 0; t < ctx.n_tokens; ++t) {
       const size_t at = layer_off + static_cast<size_t>(ctx.first_pos + t) * static_cast<size_t>(kv_dim);
-      std::memcpy(ctx.key_cache + at, k + t * kv_dim, sizeof(float) * static_cast<size_t>(kv_dim));
-      if (rotate_k) rope_row(ctx, cs, t, ctx.key_cache + at, node_.n_kv_heads);
-      std::memcpy(ctx.value_cache + at, v + t * kv_dim, sizeof(float) * static_cast<size_t>(kv_dim));
+      float* kc = static_cast<float*>(ctx.key_cache) + at;
+      std::memcpy(kc, k + t * kv_dim, row_bytes);
+      if (rotate_k) rope_row(ctx, cs, t, kc, node_.n_kv_heads);
+      std::memcpy(static_cast<float*>(ctx.value_cache) + at, v + t * kv_dim, row_bytes);
     }
   }
 
@@ -403,8 +429,10 @@ class CpuKernel final : public Kernel {
     const size_t layer_off = static_cast<size_t>(node_.layer) * static_cast<size_t>(ctx.n_ctx) * static_cast<size_t>(kv_dim);
     a.q = q;
     a.out = o;
-    a.k = ctx.key_cache + layer_off;
-    a.v = ctx.value_cache + layer_off;
+    const size_t elem = ctx.kv_dtype == DType::kF16 ? 2 : 4;
+    a.k = static_cast<const uint8_t*>(ctx.key_cache) + layer_off * elem;
+    a.v = static_cast<const uint8_t*>(ctx.value_cache) + layer_off * elem;
+    a.kv_f16 = ctx.kv_dtype == DType::kF16;
     a.n_tokens = ctx.n_tokens;
     a.first_pos = ctx.first_pos;
     a.n_heads = node_.n_heads;

@@ -99,8 +99,9 @@ using MatmulFn = void (*)(const PackedMatrix& w, const Activations& a, const Epi
 struct AttentionArgs {
   const float* q = nullptr;  // [n_tokens][n_heads * head_dim], rotated
   float* out = nullptr;      // [n_tokens][n_heads * head_dim]
-  const float* k = nullptr;  // this layer's cache: [n_ctx][kv_dim]
-  const float* v = nullptr;
+  const void* k = nullptr;  // this layer's cache: [n_ctx][kv_dim], f32 or (kv_f16) IEEE half
+  const void* v = nullptr;
+  bool kv_f16 = false;
   int n_tokens = 0, first_pos = 0;
   int n_heads = 0, n_kv_heads = 0, head_dim = 0;
   int window = 0;  // sliding window, 0: none

@@ -1143,6 +1143,14 @@ constexpr int attn_block() {
   else return 16;
 }
 
+// n IEEE halves at src as floats at dst.
+template <class S>
+inline void widen_f16(const uint16_t* src, float* dst, int n) {
+  int i = 0;
+  for (; i + S::N <= n; i += S::N) S::store(dst + i, S::from_f16(reinterpret_cast<const uint8_t*>(src + i)));
+  for (; i < n; ++i) dst[i] = f16_to_f32(src[i]);
+}
+
 template <class S>
 void attention(const AttentionArgs& a, int kvh, int hb, int he) {
   using F = typename S::F;
@@ -1153,8 +1161,15 @@ void attention(const AttentionArgs& a, int kvh, int hb, int he) {
   constexpr int P = kBlock >= 64 ? 1 : kBlock >= 32 ? 2 : 4;
   const int hd = a.head_dim, kv_dim = a.n_kv_heads * hd, qd = a.n_heads * hd;
   if (hd > kMaxHeadDim) return;  // refused by CpuBackend::supports
-  const float* kc = a.k + static_cast<int64_t>(kvh) * hd;
-  const float* vc = a.v + static_cast<int64_t>(kvh) * hd;
+  // Each block's rows of K and V are read through kb and vb, ks and vs floats apart: the cache
+  // itself when it holds f32, the block widened into kh and vh when it holds f16.
+  const int64_t head_off = static_cast<int64_t>(kvh) * hd;
+  const auto* kc = static_cast<const float*>(a.k) + head_off;
+  const auto* vc = static_cast<const float*>(a.v) + head_off;
+  const auto* kc16 = static_cast<const uint16_t*>(a.k) + head_off;
+  const auto* vc16 = static_cast<const uint16_t*>(a.v) + head_off;
+  alignas(64) float kh[kBlock * kMaxHeadDim];
+  alignas(64) float vh[kBlock * kMaxHeadDim];
   auto first_of = [&](int t) {
     const int pos = a.first_pos + t;
     return (a.window > 0 && pos >= a.window) ? pos - a.window + 1 : 0;
@@ -1178,12 +1193,23 @@ void attention(const AttentionArgs& a, int kvh, int hb, int he) {
     alignas(64) float kt[kMaxHeadDim][kBlock];
     for (int p0 = block_first; p0 <= block_last; p0 += kBlock) {
       const int nb = std::min(kBlock, block_last + 1 - p0);
+      const float *kb = kc + static_cast<int64_t>(p0) * kv_dim, *vb = vc + static_cast<int64_t>(p0) * kv_dim;
+      int64_t ks = kv_dim, vs = kv_dim;
+      if (a.kv_f16) {
+        for (int j = 0; j < nb; ++j) {
+          widen_f16<S>(kc16 + static_cast<int64_t>(p0 + j) * kv_dim, kh + j * hd, hd);
+          widen_f16<S>(vc16 + static_cast<int64_t>(p0 + j) * kv_dim, vh + j * hd, hd);
+        }
+        kb = kh;
+        vb = vh;
+        ks = vs = hd;
+      }
       // Transposing pays off when many queries share the block (prefill); a few (decoding)
       // take their dot products from the rows as they are.
       const bool transposed = (t1 - t0) * heads >= 16;
       if (transposed)
         for (int j = 0; j < kBlock; ++j) {
-          const float* kp = kc + static_cast<int64_t>(p0 + j) * kv_dim;
+          const float* kp = kb + j * ks;
           for (int d = 0; d < hd; ++d) kt[d][j] = j < nb ? kp[d] : 0.0f;
         }
       // HG query heads of token t at once, from head h0: each key column and value row loaded
@@ -1227,7 +1253,7 @@ void attention(const AttentionArgs& a, int kvh, int hb, int he) {
             }
         } else {
           for (int u = 0; u < HG; ++u)
-            for (int j = lo; j <= hi; ++j) sc[u][j] = dot<S>(q[u], kc + static_cast<int64_t>(p0 + j) * kv_dim, hd) * a.scale;
+            for (int j = lo; j <= hi; ++j) sc[u][j] = dot<S>(q[u], kb + j * ks, hd) * a.scale;
         }
         float corr[HG];
         for (int u = 0; u < HG; ++u) {
@@ -1262,7 +1288,7 @@ void attention(const AttentionArgs& a, int kvh, int hb, int he) {
               acc[u][c] = corr[u] != 1.0f ? S::mul(ov, S::set1(corr[u])) : ov;
             }
           for (int j = lo; j <= hi; ++j) {
-            const float* vr = vc + static_cast<int64_t>(p0 + j) * kv_dim + i;
+            const float* vr = vb + j * vs + i;
             F vv[kCols];
             for (int c = 0; c < kCols; ++c) vv[c] = S::load(vr + c * S::N);
             for (int u = 0; u < HG; ++u) {
@@ -1278,12 +1304,12 @@ void attention(const AttentionArgs& a, int kvh, int hb, int he) {
           for (; iu + S::N <= hd; iu += S::N) {
             F acc = corr[u] != 1.0f ? S::mul(S::load(o[u] + iu), S::set1(corr[u])) : S::load(o[u] + iu);
             for (int j = lo; j <= hi; ++j)
-              acc = S::fma(S::set1(sc[u][j]), S::load(vc + static_cast<int64_t>(p0 + j) * kv_dim + iu), acc);
+              acc = S::fma(S::set1(sc[u][j]), S::load(vb + j * vs + iu), acc);
             S::store(o[u] + iu, acc);
           }
           for (; iu < hd; ++iu) {
             float acc = o[u][iu] * corr[u];
-            for (int j = lo; j <= hi; ++j) acc += sc[u][j] * vc[static_cast<int64_t>(p0 + j) * kv_dim + iu];
+            for (int j = lo; j <= hi; ++j) acc += sc[u][j] * vb[j * vs + iu];
             o[u][iu] = acc;
           }
         }

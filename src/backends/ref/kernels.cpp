@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/dtype.h"
+
 namespace kiln::ref {
 
 void matvec(float* y, const float* w, const float* x, const float* bias, int rows, int cols) {
@@ -58,21 +60,37 @@ void add(float* y, const float* x, int n) {
   for (int i = 0; i < n; ++i) y[i] += x[i];
 }
 
-void attend(float* out, const float* q, const float* k, const float* v, int first, int last, int stride,
-            int head_dim, float scale, float* scores) {
+namespace {
+inline float cache_value(float x) { return x; }
+inline float cache_value(uint16_t h) { return f16_to_f32(h); }
+
+template <class T>
+void attend_cache(float* out, const float* q, const T* k, const T* v, int first, int last, int stride, int head_dim,
+                  float scale, float* scores) {
   for (int t = first; t <= last; ++t) {
-    const float* kt = k + static_cast<int64_t>(t) * stride;
+    const T* kt = k + static_cast<int64_t>(t) * stride;
     float s = 0.0f;
-    for (int i = 0; i < head_dim; ++i) s += q[i] * kt[i];
+    for (int i = 0; i < head_dim; ++i) s += q[i] * cache_value(kt[i]);
     scores[t] = s * scale;
   }
   softmax(scores + first, last - first + 1);
   for (int i = 0; i < head_dim; ++i) out[i] = 0.0f;
   for (int t = first; t <= last; ++t) {
-    const float* vt = v + static_cast<int64_t>(t) * stride;
+    const T* vt = v + static_cast<int64_t>(t) * stride;
     const float p = scores[t];
-    for (int i = 0; i < head_dim; ++i) out[i] += p * vt[i];
+    for (int i = 0; i < head_dim; ++i) out[i] += p * cache_value(vt[i]);
   }
+}
+}  // namespace
+
+void attend(float* out, const float* q, const float* k, const float* v, int first, int last, int stride,
+            int head_dim, float scale, float* scores) {
+  attend_cache(out, q, k, v, first, last, stride, head_dim, scale, scores);
+}
+
+void attend(float* out, const float* q, const uint16_t* k, const uint16_t* v, int first, int last, int stride,
+            int head_dim, float scale, float* scores) {
+  attend_cache(out, q, k, v, first, last, stride, head_dim, scale, scores);
 }
 
 }  // namespace kiln::ref

@@ -29,5 +29,8 @@ void add(float* y, const float* x, int n);
 // `scores` has room for last + 1 floats.
 void attend(float* out, const float* q, const float* k, const float* v, int first, int last, int stride,
             int head_dim, float scale, float* scores);
+// The same over an f16 cache (IEEE half), each element widened exactly to f32.
+void attend(float* out, const float* q, const uint16_t* k, const uint16_t* v, int first, int last, int stride,
+            int head_dim, float scale, float* scores);
 
 }  // namespace kiln::ref

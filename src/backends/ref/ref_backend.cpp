@@ -165,8 +165,17 @@ class RefKernel final : public Kernel {
     const size_t layer_off = static_cast<size_t>(node_.layer) * static_cast<size_t>(ctx.n_ctx) * static_cast<size_t>(kv_dim);
     for (int t = 0; t < ctx.n_tokens; ++t) {
       const size_t at = layer_off + static_cast<size_t>(ctx.first_pos + t) * static_cast<size_t>(kv_dim);
-      std::memcpy(ctx.key_cache + at, k + t * kv_dim, sizeof(float) * static_cast<size_t>(kv_dim));
-      std::memcpy(ctx.value_cache + at, v + t * kv_dim, sizeof(float) * static_cast<size_t>(kv_dim));
+      if (ctx.kv_dtype == DType::kF16) {
+        auto* kc = static_cast<uint16_t*>(ctx.key_cache) + at;
+        auto* vc = static_cast<uint16_t*>(ctx.value_cache) + at;
+        for (int i = 0; i < kv_dim; ++i) {
+          kc[i] = f32_to_f16(k[t * kv_dim + i]);
+          vc[i] = f32_to_f16(v[t * kv_dim + i]);
+        }
+      } else {
+        std::memcpy(static_cast<float*>(ctx.key_cache) + at, k + t * kv_dim, sizeof(float) * static_cast<size_t>(kv_dim));
+        std::memcpy(static_cast<float*>(ctx.value_cache) + at, v + t * kv_dim, sizeof(float) * static_cast<size_t>(kv_dim));
+      }
     }
   }
 
@@ -175,18 +184,22 @@ class RefKernel final : public Kernel {
     const int group = node_.n_heads / node_.n_kv_heads;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const size_t layer_off = static_cast<size_t>(node_.layer) * static_cast<size_t>(ctx.n_ctx) * static_cast<size_t>(kv_dim);
-    const float* kc = ctx.key_cache + layer_off;
-    const float* vc = ctx.value_cache + layer_off;
     const int window = ctx.model->sliding_window;
-    for (int t = 0; t < ctx.n_tokens; ++t) {
-      const int pos = ctx.first_pos + t;
-      const int first = (window > 0 && pos >= window) ? pos - window + 1 : 0;
-      for (int h = 0; h < node_.n_heads; ++h) {
-        const int kvh = h / group;
-        ref::attend(o + t * q_dim + h * hd, q + t * q_dim + h * hd, kc + kvh * hd, vc + kvh * hd, first, pos, kv_dim, hd,
-                    scale, scores);
+    auto attend_all = [&](const auto* kc, const auto* vc) {
+      for (int t = 0; t < ctx.n_tokens; ++t) {
+        const int pos = ctx.first_pos + t;
+        const int first = (window > 0 && pos >= window) ? pos - window + 1 : 0;
+        for (int h = 0; h < node_.n_heads; ++h) {
+          const int kvh = h / group;
+          ref::attend(o + t * q_dim + h * hd, q + t * q_dim + h * hd, kc + kvh * hd, vc + kvh * hd, first, pos, kv_dim,
+                      hd, scale, scores);
+        }
       }
-    }
+    };
+    if (ctx.kv_dtype == DType::kF16)
+      attend_all(static_cast<const uint16_t*>(ctx.key_cache) + layer_off, static_cast<const uint16_t*>(ctx.value_cache) + layer_off);
+    else
+      attend_all(static_cast<const float*>(ctx.key_cache) + layer_off, static_cast<const float*>(ctx.value_cache) + layer_off);
   }
 
   size_t matmul_scratch_bytes(int n_tokens) const {
