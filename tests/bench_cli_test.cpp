@@ -73,16 +73,20 @@ TEST(BenchCli, TextReportAndBadArguments) {
 }
 
 // --kv-type f16: the cache and the bytes a decoded token reads from it are half the f32 ones.
+// -d 40: the decode test starts with 40 tokens in the cache, so its mean context is 40 + 4.5 of a
+// cache of 48 positions.
 TEST(BenchCli, F16KvCacheHalvesTheCache) {
   json j[2];
   const char* types[2] = {"f32", "f16"};
   for (int i = 0; i < 2; ++i) {
     auto r = test::run_kiln("bench " + test::shell_quote(test::shipped_model()) +
-                            " -p 16 -n 8 -r 1 --json --threads 1 --bw-mib 32 --bw-passes 1 --kv-type " + types[i]);
+                            " -p 16 -n 8 -d 40 -r 1 --json --threads 1 --bw-mib 32 --bw-passes 1 --kv-type " + types[i]);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     j[i] = json::parse(r.out, nullptr, false);
     ASSERT_FALSE(j[i].is_discarded()) << r.out;
     EXPECT_EQ(j[i]["kv_type"], types[i]);
+    EXPECT_EQ(j[i]["depth"], 40);
+    EXPECT_DOUBLE_EQ(j[i]["kv_bytes_per_token"].get<double>(), j[i]["kv_cache_bytes"].get<double>() / 48 * 44.5);
   }
   EXPECT_EQ(j[0]["kv_cache_bytes"].get<uint64_t>(), 2 * j[1]["kv_cache_bytes"].get<uint64_t>());
   EXPECT_DOUBLE_EQ(j[0]["kv_bytes_per_token"].get<double>(), 2 * j[1]["kv_bytes_per_token"].get<double>());

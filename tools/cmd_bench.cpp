@@ -46,6 +46,7 @@ struct BenchCmd {
   std::string model, scheme = "w4a16", tokenizer;
   std::vector<int> n_prompt = {128, 512};
   int n_gen = 64;
+  int depth = 0;  // tokens in the KV cache when the decode test starts
   int repeats = 5;
   int threads = 0;
   int group = 32;
@@ -283,7 +284,7 @@ int bench(BenchCmd c) {
   const WeightSummary ws = summarize_weights(model);
 
   const int max_p = c.n_prompt.empty() ? 0 : *std::max_element(c.n_prompt.begin(), c.n_prompt.end());
-  const int n_ctx = std::max({max_p, c.n_gen, 1});
+  const int n_ctx = std::max({max_p, c.depth + c.n_gen, 1});
   if (n_ctx > cfg.max_seq_len)
     return fail(invalid_argument("a context of " + std::to_string(n_ctx) + " tokens exceeds the model's maximum of " +
                                  std::to_string(cfg.max_seq_len)));
@@ -302,10 +303,13 @@ int bench(BenchCmd c) {
     KILN_RETURN_IF_ERROR(s.decode(std::span<const int>(tokens).first(static_cast<size_t>(p))).status());
     return now_s() - t0;
   };
+  // Decoding from c.depth tokens already in the cache (prefilled untimed, as llama-bench's -d).
   auto run_tg = [&](int n) -> Result<double> {
     s.reset();
+    if (c.depth > 0) KILN_RETURN_IF_ERROR(s.decode(std::span<const int>(tokens).first(static_cast<size_t>(c.depth))).status());
     const double t0 = now_s();
-    for (int i = 0; i < n; ++i) KILN_RETURN_IF_ERROR(s.decode(std::span<const int>(&tokens[static_cast<size_t>(i)], 1)).status());
+    for (int i = c.depth; i < c.depth + n; ++i)
+      KILN_RETURN_IF_ERROR(s.decode(std::span<const int>(&tokens[static_cast<size_t>(i)], 1)).status());
     return now_s() - t0;
   };
 
@@ -377,7 +381,7 @@ int bench(BenchCmd c) {
   // The KV cache as the session keeps it (--kv-type), read in full up to the current position.
   const uint64_t kv_row = 2ull * static_cast<uint64_t>(cfg.n_layers) * static_cast<uint64_t>(cfg.kv_dim()) *
                           (kv_dtype(c.kv_type) == DType::kF16 ? 2 : 4);
-  const double mean_ctx = c.n_gen > 0 ? (c.n_gen + 1) / 2.0 : 0.0;
+  const double mean_ctx = c.n_gen > 0 ? c.depth + (c.n_gen + 1) / 2.0 : 0.0;
   const double kv_read = static_cast<double>(kv_row) * mean_ctx;
   const double bytes_per_token = static_cast<double>(ws.read_per_token) + kv_read;
   const double roofline = bw.median_gbs * 1e9 / bytes_per_token;
@@ -407,6 +411,7 @@ int bench(BenchCmd c) {
     j["open_seconds"] = open_s;
     j["n_prompt"] = c.n_prompt;
     j["n_gen"] = c.n_gen;
+    j["depth"] = c.depth;
     j["repeats"] = c.repeats;
     j["pp_tps"] = pp.empty() ? OJ(nullptr) : OJ(pp.back().median);  // the last -p size
     j["tg_tps"] = c.n_gen > 0 ? OJ(tg.median) : OJ(nullptr);
@@ -460,13 +465,13 @@ int bench(BenchCmd c) {
               static_cast<double>(ws.parameters) / 1e6, open_s);
   std::printf("scheme   %s, weights %s\n", scheme_desc.c_str(), mib(static_cast<double>(ws.weight_bytes)).c_str());
   std::printf("threads  %d, KV cache %s\n", c.threads, c.kv_type.c_str());
-  std::printf("\n| %-8s | %10s | %10s | %10s | %8s |\n", "test", "t/s median", "min", "max", "stddev");
-  std::printf("| %-8s | %10s | %10s | %10s | %8s |\n", "--------", "----------", "----------", "----------", "--------");
+  std::printf("\n| %-12s | %10s | %10s | %10s | %8s |\n", "test", "t/s median", "min", "max", "stddev");
+  std::printf("| %-12s | %10s | %10s | %10s | %8s |\n", "------------", "----------", "----------", "----------", "--------");
   auto row = [](const std::string& name, const Stats& st) {
-    std::printf("| %-8s | %10.2f | %10.2f | %10.2f | %8.2f |\n", name.c_str(), st.median, st.min, st.max, st.stddev);
+    std::printf("| %-12s | %10.2f | %10.2f | %10.2f | %8.2f |\n", name.c_str(), st.median, st.min, st.max, st.stddev);
   };
   for (size_t i = 0; i < pp.size(); ++i) row("pp" + std::to_string(c.n_prompt[i]), pp[i]);
-  if (c.n_gen > 0) row("tg" + std::to_string(c.n_gen), tg);
+  if (c.n_gen > 0) row("tg" + std::to_string(c.n_gen) + (c.depth > 0 ? " @ d" + std::to_string(c.depth) : ""), tg);
   for (size_t i = 0; i < pp.size(); ++i) {
     const auto& r = pp_roof[i];
     if (i == 0) std::printf("\n");
@@ -726,6 +731,8 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("-p,--n-prompt", c->n_prompt, "prompt sizes for the prefill tests, comma-separated (0: none)")
       ->delimiter(',');
   cmd->add_option("-n,--n-gen", c->n_gen, "tokens for the decode test (0: none)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-d,--depth", c->depth, "tokens already in the KV cache when the decode test starts")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("-r,--repetitions", c->repeats, "repeats of each test (median and spread reported)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--threads", c->threads, "threads (default: all CPUs)")->check(CLI::NonNegativeNumber);
