@@ -21,6 +21,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/layouts.h"
 #include "core/cpu_features.h"
+#include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "quant/scheme.h"
 
@@ -89,9 +90,9 @@ void run(benchmark::State& state, const cpu::KernelTable* t, QuantParams p, int6
                                                benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// One step of `n` tokens from position `first` over a KV cache of first + n positions, every
-// KV head on one thread.
-void run_attention(benchmark::State& state, const cpu::KernelTable* t) {
+// One step of `n` tokens from position `first` over a KV cache of first + n positions (f32, or
+// IEEE half), every KV head on one thread.
+void run_attention(benchmark::State& state, const cpu::KernelTable* t, bool f16) {
   constexpr int kHeads = 32, kKvHeads = 4, kHeadDim = 64;
   const int n = static_cast<int>(state.range(0)), first = static_cast<int>(state.range(1)), ctx = first + n;
   std::mt19937 rng(1);
@@ -100,11 +101,17 @@ void run_attention(benchmark::State& state, const cpu::KernelTable* t) {
   std::vector<float> k(static_cast<size_t>(ctx) * kKvHeads * kHeadDim), v(k.size());
   for (auto* buf : {&q, &k, &v})
     for (float& x : *buf) x = d(rng);
+  std::vector<uint16_t> k16(k.size()), v16(v.size());
+  for (size_t i = 0; i < k.size(); ++i) {
+    k16[i] = f32_to_f16(k[i]);
+    v16[i] = f32_to_f16(v[i]);
+  }
   cpu::AttentionArgs a;
   a.q = q.data();
   a.out = out.data();
-  a.k = k.data();
-  a.v = v.data();
+  a.k = f16 ? static_cast<const void*>(k16.data()) : k.data();
+  a.v = f16 ? static_cast<const void*>(v16.data()) : v.data();
+  a.kv_f16 = f16;
   a.n_tokens = n;
   a.first_pos = first;
   a.n_heads = kHeads;
@@ -135,14 +142,16 @@ void register_all() {
                                  canonical({Scheme::kW8A8, 32, true}),  canonical({Scheme::kW4A8, 32, true})};
   for (int i = 0; i < nt; ++i) {
     const cpu::KernelTable* t = tables[i];
-    benchmark::RegisterBenchmark((std::string(t->name) + "/attention").c_str(), [t](benchmark::State& st) { run_attention(st, t); })
-        ->Args({128, 0})
-        ->Args({128, 896})
-        ->Args({128, 1920})
-        ->Args({1, 2047})
-        ->ArgNames({"tokens", "first"})
-        ->Unit(benchmark::kMicrosecond)
-        ->UseRealTime();
+    for (const bool f16 : {false, true})
+      benchmark::RegisterBenchmark((std::string(t->name) + (f16 ? "/attention_f16" : "/attention")).c_str(),
+                                   [t, f16](benchmark::State& st) { run_attention(st, t, f16); })
+          ->Args({128, 0})
+          ->Args({128, 896})
+          ->Args({128, 1920})
+          ->Args({1, 2047})
+          ->ArgNames({"tokens", "first"})
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
   }
   for (int i = 0; i < nt; ++i)
     for (const QuantParams& p : schemes)

@@ -73,8 +73,8 @@ TEST(BenchCli, TextReportAndBadArguments) {
 }
 
 // --kv-type f16: the cache and the bytes a decoded token reads from it are half the f32 ones.
-// -d 40: the decode test starts with 40 tokens in the cache, so its mean context is 40 + 4.5 of a
-// cache of 48 positions.
+// -d 40: each test starts with 40 tokens in the cache, so decoding's mean context is 40 + 4.5 of
+// a cache of 40 + 16 positions.
 TEST(BenchCli, F16KvCacheHalvesTheCache) {
   json j[2];
   const char* types[2] = {"f32", "f16"};
@@ -86,7 +86,7 @@ TEST(BenchCli, F16KvCacheHalvesTheCache) {
     ASSERT_FALSE(j[i].is_discarded()) << r.out;
     EXPECT_EQ(j[i]["kv_type"], types[i]);
     EXPECT_EQ(j[i]["depth"], 40);
-    EXPECT_DOUBLE_EQ(j[i]["kv_bytes_per_token"].get<double>(), j[i]["kv_cache_bytes"].get<double>() / 48 * 44.5);
+    EXPECT_DOUBLE_EQ(j[i]["kv_bytes_per_token"].get<double>(), j[i]["kv_cache_bytes"].get<double>() / 56 * 44.5);
   }
   EXPECT_EQ(j[0]["kv_cache_bytes"].get<uint64_t>(), 2 * j[1]["kv_cache_bytes"].get<uint64_t>());
   EXPECT_DOUBLE_EQ(j[0]["kv_bytes_per_token"].get<double>(), 2 * j[1]["kv_bytes_per_token"].get<double>());
@@ -172,6 +172,16 @@ TEST(ComputeProbe, CountsThePrefillProducts) {
   ASSERT_TRUE(windowed);
   EXPECT_EQ(products(*windowed, "cpu", Scheme::kF32, 2), 2 * 2 * 4 * (1 + 2 + 2 + 2));
   EXPECT_EQ(products(*windowed, "cpu", Scheme::kF32, 1), 2 * 2 * 4 * 2);
+  // After 3 tokens already in the cache: the same matrix products, attention up to positions 4..8.
+  auto deep = prefill_products(g, 5, 2, 0, 3);
+  ASSERT_TRUE(deep);
+  EXPECT_EQ(products(*deep, "cpu", Scheme::kW4A16, 2), 8 * 32 * 4);
+  EXPECT_EQ(products(*deep, "cpu", Scheme::kF32, 2), 2 * 2 * 4 * (4 + 5 + 6 + 7));
+  EXPECT_EQ(products(*deep, "cpu", Scheme::kF32, 1), 2 * 2 * 4 * 8);
+  auto deep_windowed = prefill_products(g, 5, 2, 6, 3);
+  ASSERT_TRUE(deep_windowed);
+  EXPECT_EQ(products(*deep_windowed, "cpu", Scheme::kF32, 2), 2 * 2 * 4 * (4 + 5 + 6 + 6));
+  EXPECT_FALSE(prefill_products(g, 5, 2, 0, -1));
   auto one_step = prefill_products(g, 5, 8, 0);
   ASSERT_TRUE(one_step);
   EXPECT_EQ(one_step->size(), 4u);

@@ -46,7 +46,7 @@ struct BenchCmd {
   std::string model, scheme = "w4a16", tokenizer;
   std::vector<int> n_prompt = {128, 512};
   int n_gen = 64;
-  int depth = 0;  // tokens in the KV cache when the decode test starts
+  int depth = 0;  // tokens in the KV cache when each prefill and decode test starts
   int repeats = 5;
   int threads = 0;
   int group = 32;
@@ -284,7 +284,7 @@ int bench(BenchCmd c) {
   const WeightSummary ws = summarize_weights(model);
 
   const int max_p = c.n_prompt.empty() ? 0 : *std::max_element(c.n_prompt.begin(), c.n_prompt.end());
-  const int n_ctx = std::max({max_p, c.depth + c.n_gen, 1});
+  const int n_ctx = c.depth + std::max({max_p, c.n_gen, 1});
   if (n_ctx > cfg.max_seq_len)
     return fail(invalid_argument("a context of " + std::to_string(n_ctx) + " tokens exceeds the model's maximum of " +
                                  std::to_string(cfg.max_seq_len)));
@@ -297,16 +297,20 @@ int bench(BenchCmd c) {
   std::vector<int> tokens(static_cast<size_t>(n_ctx));
   for (int& t : tokens) t = pick(rng);
 
-  auto run_pp = [&](int p) -> Result<double> {
-    s.reset();
-    const double t0 = now_s();
-    KILN_RETURN_IF_ERROR(s.decode(std::span<const int>(tokens).first(static_cast<size_t>(p))).status());
-    return now_s() - t0;
-  };
-  // Decoding from c.depth tokens already in the cache (prefilled untimed, as llama-bench's -d).
-  auto run_tg = [&](int n) -> Result<double> {
+  // Each test starts from c.depth tokens already in the cache (prefilled untimed, as llama-bench's -d).
+  auto fill_depth = [&]() -> Status {
     s.reset();
     if (c.depth > 0) KILN_RETURN_IF_ERROR(s.decode(std::span<const int>(tokens).first(static_cast<size_t>(c.depth))).status());
+    return Status::ok();
+  };
+  auto run_pp = [&](int p) -> Result<double> {
+    KILN_RETURN_IF_ERROR(fill_depth());
+    const double t0 = now_s();
+    KILN_RETURN_IF_ERROR(s.decode(std::span<const int>(tokens).subspan(static_cast<size_t>(c.depth), static_cast<size_t>(p))).status());
+    return now_s() - t0;
+  };
+  auto run_tg = [&](int n) -> Result<double> {
+    KILN_RETURN_IF_ERROR(fill_depth());
     const double t0 = now_s();
     for (int i = c.depth; i < c.depth + n; ++i)
       KILN_RETURN_IF_ERROR(s.decode(std::span<const int>(&tokens[static_cast<size_t>(i)], 1)).status());
@@ -338,7 +342,7 @@ int bench(BenchCmd c) {
   const int session_threads = s.n_threads();
   ComputeProbe compute(model, session_threads);
   std::vector<Result<PrefillRoofline>> pp_roof;
-  for (int p : c.n_prompt) pp_roof.push_back(compute.prefill(p, s.max_tokens()));
+  for (int p : c.n_prompt) pp_roof.push_back(compute.prefill(p, s.max_tokens(), c.depth));
   // Decode repeats with a bandwidth pass before the first and after each; the remaining passes
   // of --bw-passes at the end.
   std::vector<double> bw_passes, tg_tps;
@@ -470,13 +474,14 @@ int bench(BenchCmd c) {
   auto row = [](const std::string& name, const Stats& st) {
     std::printf("| %-12s | %10.2f | %10.2f | %10.2f | %8.2f |\n", name.c_str(), st.median, st.min, st.max, st.stddev);
   };
-  for (size_t i = 0; i < pp.size(); ++i) row("pp" + std::to_string(c.n_prompt[i]), pp[i]);
-  if (c.n_gen > 0) row("tg" + std::to_string(c.n_gen) + (c.depth > 0 ? " @ d" + std::to_string(c.depth) : ""), tg);
+  const std::string at_depth = c.depth > 0 ? " @ d" + std::to_string(c.depth) : "";
+  for (size_t i = 0; i < pp.size(); ++i) row("pp" + std::to_string(c.n_prompt[i]) + at_depth, pp[i]);
+  if (c.n_gen > 0) row("tg" + std::to_string(c.n_gen) + at_depth, tg);
   for (size_t i = 0; i < pp.size(); ++i) {
     const auto& r = pp_roof[i];
     if (i == 0) std::printf("\n");
     if (!r) {
-      std::printf("prefill    pp%d: no compute roofline (%s)\n", c.n_prompt[i], r.status().message().c_str());
+      std::printf("prefill    pp%d%s: no compute roofline (%s)\n", c.n_prompt[i], at_depth.c_str(), r.status().message().c_str());
       continue;
     }
     std::string parts;
@@ -490,8 +495,8 @@ int bench(BenchCmd c) {
                     r->counts[k].products / c.n_prompt[i] / 1e6, r->rates[k] / 1e9);
       parts += part;
     }
-    std::printf("prefill    pp%d: compute roofline %.2f tok/s (%s; %d threads); achieved %.2f tok/s = %.1f%%\n",
-                c.n_prompt[i], r->tps, parts.c_str(), session_threads, pp[i].median, 100.0 * pp[i].median / r->tps);
+    std::printf("prefill    pp%d%s: compute roofline %.2f tok/s (%s; %d threads); achieved %.2f tok/s = %.1f%%\n",
+                c.n_prompt[i], at_depth.c_str(), r->tps, parts.c_str(), session_threads, pp[i].median, 100.0 * pp[i].median / r->tps);
   }
   std::printf("\nbandwidth  %.1f GB/s read (median of %d passes over %s, %d threads; %.1f..%.1f)\n", bw.median_gbs,
               static_cast<int>(bw.pass_gbs.size()), mib(static_cast<double>(bw.bytes)).c_str(), bw.threads,
@@ -731,7 +736,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("-p,--n-prompt", c->n_prompt, "prompt sizes for the prefill tests, comma-separated (0: none)")
       ->delimiter(',');
   cmd->add_option("-n,--n-gen", c->n_gen, "tokens for the decode test (0: none)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("-d,--depth", c->depth, "tokens already in the KV cache when the decode test starts")
+  cmd->add_option("-d,--depth", c->depth, "tokens already in the KV cache when each test starts")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("-r,--repetitions", c->repeats, "repeats of each test (median and spread reported)")
       ->check(CLI::PositiveNumber);

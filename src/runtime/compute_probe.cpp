@@ -9,8 +9,9 @@
 
 namespace kiln {
 
-Result<std::vector<ProductCount>> prefill_products(const Graph& g, int tokens, int step_tokens, int window) {
+Result<std::vector<ProductCount>> prefill_products(const Graph& g, int tokens, int step_tokens, int window, int depth) {
   if (tokens < 1 || step_tokens < 1) return invalid_argument("a prefill takes at least one token, in steps of at least one");
+  if (depth < 0) return invalid_argument("a prefill starts at position 0 or later");
   std::vector<ProductCount> out;
   auto add = [&](const std::string& backend, Scheme s, int step, double products) {
     auto it = std::find_if(out.begin(), out.end(),
@@ -22,7 +23,7 @@ Result<std::vector<ProductCount>> prefill_products(const Graph& g, int tokens, i
     const int n = std::min(step_tokens, tokens - first);
     // Positions the step's queries attend to: min(p + 1, window) for each position p of the step.
     double attended = 0;
-    for (int p = first; p < first + n; ++p) attended += window > 0 ? std::min(p + 1, window) : p + 1;
+    for (int p = depth + first; p < depth + first + n; ++p) attended += window > 0 ? std::min(p + 1, window) : p + 1;
     for (const Node& node : g.nodes) {
       if (node.op == OpCode::kAttention) {
         add(node.backend, Scheme::kF32, n, 2.0 * node.n_heads * node.head_dim * attended);  // q k, then p v
@@ -77,9 +78,9 @@ Result<double> ComputeProbe::rate(const std::string& backend, Scheme s, int step
   return best;
 }
 
-Result<PrefillRoofline> ComputeProbe::prefill(int tokens, int step_tokens) {
+Result<PrefillRoofline> ComputeProbe::prefill(int tokens, int step_tokens, int depth) {
   PrefillRoofline r;
-  KILN_ASSIGN_OR_RETURN(r.counts, prefill_products(model_.program().graph, tokens, step_tokens, model_.config().sliding_window));
+  KILN_ASSIGN_OR_RETURN(r.counts, prefill_products(model_.program().graph, tokens, step_tokens, model_.config().sliding_window, depth));
   double seconds = 0;
   for (const ProductCount& c : r.counts) {
     KILN_ASSIGN_OR_RETURN(double rate, this->rate(c.backend, c.scheme, c.step));

@@ -31,10 +31,11 @@ struct ProductCount {
   double products = 0;
 };
 
-// A prefill of `tokens` tokens from an empty cache, in steps of at most `step_tokens`, by back
-// end, scheme and step size (in the order first met); `window` > 0 limits attention to that many
-// positions.
-Result<std::vector<ProductCount>> prefill_products(const Graph& g, int tokens, int step_tokens, int window);
+// A prefill of `tokens` tokens after `depth` already in the cache, in steps of at most
+// `step_tokens`, by back end, scheme and step size (in the order first met); `window` > 0 limits
+// attention to that many positions.
+Result<std::vector<ProductCount>> prefill_products(const Graph& g, int tokens, int step_tokens, int window,
+                                                   int depth = 0);
 
 struct PrefillRoofline {
   std::vector<ProductCount> counts;
@@ -51,7 +52,7 @@ class ComputeProbe {
       : model_(model), threads_(threads), seconds_(seconds), passes_(passes) {}
 
   // The roofline of a `tokens`-token prefill; an error names the back end without a measure.
-  Result<PrefillRoofline> prefill(int tokens, int step_tokens);
+  Result<PrefillRoofline> prefill(int tokens, int step_tokens, int depth = 0);
 
  private:
   Result<double> rate(const std::string& backend, Scheme s, int step_tokens);
