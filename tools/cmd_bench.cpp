@@ -94,7 +94,6 @@ OJ stats_json(const Stats& s) {
   return OJ{{"median", s.median}, {"min", s.min}, {"max", s.max}, {"stddev", s.stddev}, {"samples", s.samples}};
 }
 
-
 struct WeightSummary {
   uint64_t weight_bytes = 0;    // every weight of the program
   uint64_t read_per_token = 0;  // what one decoded token reads of them
@@ -383,8 +382,8 @@ int bench(BenchCmd c) {
   }
 
   // The KV cache as the session keeps it (--kv-type), read in full up to the current position.
-  const uint64_t kv_row = 2ull * static_cast<uint64_t>(cfg.n_layers) * static_cast<uint64_t>(cfg.kv_dim()) *
-                          (kv_dtype(c.kv_type) == DType::kF16 ? 2 : 4);
+  const uint64_t kv_cache = s.kv_cache_bytes();
+  const uint64_t kv_row = kv_cache / static_cast<uint64_t>(n_ctx);
   const double mean_ctx = c.n_gen > 0 ? c.depth + (c.n_gen + 1) / 2.0 : 0.0;
   const double kv_read = static_cast<double>(kv_row) * mean_ctx;
   const double bytes_per_token = static_cast<double>(ws.read_per_token) + kv_read;
@@ -396,7 +395,6 @@ int bench(BenchCmd c) {
     for (size_t r = 0; r < tg_tps.size(); ++r)
       paired.push_back(tg_tps[r] / (0.5 * (bw_passes[r] + bw_passes[r + 1]) * 1e9 / bytes_per_token));
   const Stats paired_ratio = stats_of(paired);
-  const uint64_t kv_cache = kv_row * static_cast<uint64_t>(n_ctx);
   const uint64_t budget = ws.weight_bytes + kv_cache + (64ull << 20);
   const std::string scheme_desc = ws.scheme + (ws.group > 0 ? " g" + std::to_string(ws.group) : "");
 

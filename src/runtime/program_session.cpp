@@ -23,7 +23,7 @@ Result<std::unique_ptr<ProgramSession>> ProgramSession::create(std::shared_ptr<c
   for (const Backend* b : model->backends()) scratch = std::max(scratch, b->scratch_bytes(p.graph, p.plan.max_tokens, n_ctx));
   s->scratch_.assign(scratch + 64, 0);
   const size_t kv = static_cast<size_t>(c.n_layers) * static_cast<size_t>(n_ctx) * static_cast<size_t>(c.kv_dim()) *
-                   (kv_dtype == DType::kF16 ? 2 : 4);
+                   static_cast<size_t>(dtype_info(kv_dtype).block_bytes);
   s->keys_.assign(kv, 0);
   s->values_.assign(kv, 0);
   s->kv_dtype_ = kv_dtype;

@@ -429,7 +429,7 @@ class CpuKernel final : public Kernel {
     const size_t layer_off = static_cast<size_t>(node_.layer) * static_cast<size_t>(ctx.n_ctx) * static_cast<size_t>(kv_dim);
     a.q = q;
     a.out = o;
-    const size_t elem = ctx.kv_dtype == DType::kF16 ? 2 : 4;
+    const auto elem = static_cast<size_t>(dtype_info(ctx.kv_dtype).block_bytes);
     a.k = static_cast<const uint8_t*>(ctx.key_cache) + layer_off * elem;
     a.v = static_cast<const uint8_t*>(ctx.value_cache) + layer_off * elem;
     a.kv_f16 = ctx.kv_dtype == DType::kF16;

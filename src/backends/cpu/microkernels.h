@@ -1164,10 +1164,6 @@ void attention(const AttentionArgs& a, int kvh, int hb, int he) {
   // Each block's rows of K and V are read through kb and vb, ks and vs floats apart: the cache
   // itself when it holds f32, the block widened into kh and vh when it holds f16.
   const int64_t head_off = static_cast<int64_t>(kvh) * hd;
-  const auto* kc = static_cast<const float*>(a.k) + head_off;
-  const auto* vc = static_cast<const float*>(a.v) + head_off;
-  const auto* kc16 = static_cast<const uint16_t*>(a.k) + head_off;
-  const auto* vc16 = static_cast<const uint16_t*>(a.v) + head_off;
   alignas(64) float kh[kBlock * kMaxHeadDim];
   alignas(64) float vh[kBlock * kMaxHeadDim];
   auto first_of = [&](int t) {
@@ -1193,16 +1189,18 @@ void attention(const AttentionArgs& a, int kvh, int hb, int he) {
     alignas(64) float kt[kMaxHeadDim][kBlock];
     for (int p0 = block_first; p0 <= block_last; p0 += kBlock) {
       const int nb = std::min(kBlock, block_last + 1 - p0);
-      const float *kb = kc + static_cast<int64_t>(p0) * kv_dim, *vb = vc + static_cast<int64_t>(p0) * kv_dim;
-      int64_t ks = kv_dim, vs = kv_dim;
+      const int64_t row0 = static_cast<int64_t>(p0) * kv_dim + head_off;
+      const float *kb = kh, *vb = vh;
+      int64_t ks = hd, vs = hd;
       if (a.kv_f16) {
         for (int j = 0; j < nb; ++j) {
-          widen_f16<S>(kc16 + static_cast<int64_t>(p0 + j) * kv_dim, kh + j * hd, hd);
-          widen_f16<S>(vc16 + static_cast<int64_t>(p0 + j) * kv_dim, vh + j * hd, hd);
+          widen_f16<S>(static_cast<const uint16_t*>(a.k) + row0 + j * kv_dim, kh + j * hd, hd);
+          widen_f16<S>(static_cast<const uint16_t*>(a.v) + row0 + j * kv_dim, vh + j * hd, hd);
         }
-        kb = kh;
-        vb = vh;
-        ks = vs = hd;
+      } else {
+        kb = static_cast<const float*>(a.k) + row0;
+        vb = static_cast<const float*>(a.v) + row0;
+        ks = vs = kv_dim;
       }
       // Transposing pays off when many queries share the block (prefill); a few (decoding)
       // take their dot products from the rows as they are.
