@@ -22,11 +22,11 @@ struct SynthCmd {
 
 int synth(const SynthCmd& c) {
   if (c.list || c.preset.empty()) {
-    std::printf("%-16s %6s %6s %7s %6s %4s %8s %6s  %s\n", "preset", "dim", "ffn", "layers", "heads", "kv", "vocab",
-                "tied", "shapes of");
+    std::printf("%-16s %6s %6s %7s %6s %4s %9s %8s %6s  %s\n", "preset", "dim", "ffn", "layers", "heads", "kv",
+                "head_dim", "vocab", "tied", "shapes of");
     for (const SynthPreset& p : synth_presets())
-      std::printf("%-16s %6d %6d %7d %6d %4d %8d %6s  %s\n", p.name.c_str(), p.hidden_size, p.intermediate_size,
-                  p.num_layers, p.num_heads, p.num_kv_heads, p.vocab_size, p.tie_embeddings ? "yes" : "no",
+      std::printf("%-16s %6d %6d %7d %6d %4d %9d %8d %6s  %s\n", p.name.c_str(), p.hidden_size, p.intermediate_size,
+                  p.num_layers, p.num_heads, p.num_kv_heads, p.head_dim(), p.vocab_size, p.tie_embeddings ? "yes" : "no",
                   p.model.c_str());
     if (!c.list) return fail(invalid_argument("synth: --preset is required"));
     return 0;
@@ -71,7 +71,7 @@ void add_synth_command(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "synth", "Write a Hugging Face folder with random weights in the shapes of a published model (for benchmarks)");
   cmd->add_option("--preset", c->preset,
-                  "tinyllama-1.1b, llama-3.2-1b, qwen2.5-0.5b, qwen2.5-1.5b, llama-2-7b (--list for all)");
+                  "tinyllama-1.1b, llama-3.2-1b, qwen2.5-0.5b, qwen2.5-1.5b, qwen3-0.6b, qwen3-1.7b, llama-2-7b (--list for all)");
   cmd->add_option("-o,--output", c->out, "the folder to write (made under a temporary name, then renamed)");
   cmd->add_option("--layers", c->layers, "keep only the first N layers (default: all)")->check(CLI::PositiveNumber);
   cmd->add_option("--dtype", c->dtype, "f16 (default) or bf16");

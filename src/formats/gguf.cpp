@@ -273,8 +273,12 @@ Result<ImportedModel> gguf_to_model(const GgufFile& g) {
     c.arch = Arch::kQwen2;
     c.rope_style = RopeStyle::kHalfSplit;  // llama.cpp runs qwen2 with NEOX RoPE, q/k as in HF
     c.qkv_bias = true;
+  } else if (arch == "qwen3") {
+    c.arch = Arch::kQwen3;
+    c.rope_style = RopeStyle::kHalfSplit;  // as qwen2: NEOX RoPE, q/k rows not permuted
+    c.qk_norm = true;
   } else {
-    return unsupported(path + ": architecture '" + arch + "' is not supported (llama, mistral, qwen2 are)");
+    return unsupported(path + ": architecture '" + arch + "' is not supported (llama, mistral, qwen2, qwen3 are)");
   }
   MetaReader m{g, path};
   const std::string a = arch + ".";
@@ -284,6 +288,11 @@ Result<ImportedModel> gguf_to_model(const GgufFile& g) {
   KILN_ASSIGN_OR_RETURN(c.n_heads, m.dim(a + "attention.head_count", std::nullopt));
   KILN_ASSIGN_OR_RETURN(c.n_kv_heads, m.dim(a + "attention.head_count_kv", c.n_heads));
   KILN_ASSIGN_OR_RETURN(c.head_dim, m.dim(a + "attention.key_length", c.n_heads > 0 ? c.dim / c.n_heads : 0));
+  // One head size serves keys and values in kiln's attention.
+  KILN_ASSIGN_OR_RETURN(int value_length, m.dim(a + "attention.value_length", c.head_dim));
+  if (value_length != c.head_dim)
+    return unsupported(path + ": " + a + "attention.value_length " + std::to_string(value_length) +
+                       " differs from key_length " + std::to_string(c.head_dim) + ", which kiln does not support");
   KILN_ASSIGN_OR_RETURN(c.max_seq_len, m.dim(a + "context_length", 2048));
   KILN_ASSIGN_OR_RETURN(c.rms_eps, m.number(a + "attention.layer_norm_rms_epsilon", 1e-5f));
   KILN_ASSIGN_OR_RETURN(c.rope_theta, m.number(a + "rope.freq_base", 10000.0f));

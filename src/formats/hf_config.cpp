@@ -82,9 +82,11 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_vi
     c.arch = Arch::kQwen2;
   } else if (arch_str == "MistralForCausalLM" || (arch_str.empty() && model_type == "mistral")) {
     c.arch = Arch::kMistral;
+  } else if (arch_str == "Qwen3ForCausalLM" || (arch_str.empty() && model_type == "qwen3")) {
+    c.arch = Arch::kQwen3;
   } else {
     return unsupported(file + ": architecture '" + (arch_str.empty() ? model_type : arch_str) +
-                       "' is not supported (LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM are)");
+                       "' is not supported (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM are)");
   }
   KILN_ASSIGN_OR_RETURN(std::string act, json_string(j, "hidden_act", "silu", file));
   if (act != "silu") return unsupported(file + ": hidden_act '" + act + "' is not supported (silu is)");
@@ -96,7 +98,8 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_vi
   KILN_ASSIGN_OR_RETURN(c.n_layers, json_dim(j, "num_hidden_layers", 0, file));
   KILN_ASSIGN_OR_RETURN(c.n_heads, json_dim(j, "num_attention_heads", 0, file));
   KILN_ASSIGN_OR_RETURN(c.n_kv_heads, json_dim(j, "num_key_value_heads", c.n_heads, file));
-  const int default_head_dim = (c.n_heads > 0) ? c.dim / c.n_heads : 0;
+  // transformers' Qwen3Config defaults head_dim to 128, whatever hidden_size / heads is.
+  const int default_head_dim = c.arch == Arch::kQwen3 ? 128 : (c.n_heads > 0) ? c.dim / c.n_heads : 0;
   KILN_ASSIGN_OR_RETURN(c.head_dim, json_dim(j, "head_dim", default_head_dim, file));
   KILN_ASSIGN_OR_RETURN(c.vocab_size, json_dim(j, "vocab_size", 0, file));
   KILN_ASSIGN_OR_RETURN(c.max_seq_len, json_dim(j, "max_position_embeddings", 2048, file));
@@ -106,11 +109,15 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_vi
   KILN_ASSIGN_OR_RETURN(c.tie_embeddings, json_bool(j, "tie_word_embeddings", false, file));
   if (c.arch == Arch::kQwen2) {
     c.qkv_bias = true;
-    KILN_ASSIGN_OR_RETURN(bool use_sw, json_bool(j, "use_sliding_window", false, file));
-    if (use_sw) return unsupported(file + ": use_sliding_window true is not supported for Qwen2");
   } else {
     KILN_ASSIGN_OR_RETURN(c.qkv_bias, json_bool(j, "attention_bias", false, file));
   }
+  if (c.arch == Arch::kQwen2 || c.arch == Arch::kQwen3) {
+    KILN_ASSIGN_OR_RETURN(bool use_sw, json_bool(j, "use_sliding_window", false, file));
+    if (use_sw)
+      return unsupported(file + ": use_sliding_window true is not supported for " + std::string(arch_name(c.arch)));
+  }
+  c.qk_norm = c.arch == Arch::kQwen3;
   if (c.arch == Arch::kMistral) {
     KILN_ASSIGN_OR_RETURN(c.sliding_window, json_dim(j, "sliding_window", 0, file));
   }

@@ -1,4 +1,4 @@
-// Hugging Face `config.json` (Llama, Qwen2, Mistral) to ModelConfig.
+// Hugging Face `config.json` (Llama, Qwen2, Qwen3, Mistral) to ModelConfig.
 #pragma once
 
 #include <string>

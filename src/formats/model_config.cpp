@@ -7,6 +7,7 @@ std::string_view arch_name(Arch a) {
     case Arch::kLlama: return "llama";
     case Arch::kQwen2: return "qwen2";
     case Arch::kMistral: return "mistral";
+    case Arch::kQwen3: return "qwen3";
   }
   return "?";
 }

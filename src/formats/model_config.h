@@ -9,7 +9,7 @@
 
 namespace kiln {
 
-enum class Arch { kLlama, kQwen2, kMistral };
+enum class Arch { kLlama, kQwen2, kMistral, kQwen3 };
 std::string_view arch_name(Arch a);
 
 // How RoPE pairs the elements of a head. Both conventions describe the same model when the
@@ -44,6 +44,8 @@ struct ModelConfig {
   RopeStyle rope_style = RopeStyle::kAdjacentPairs;
   bool tie_embeddings = false;
   bool qkv_bias = false;
+  // Qwen3: each head of q and k is RMS-normalised (a weight of head_dim) before RoPE.
+  bool qk_norm = false;
   int sliding_window = 0;  // 0: attend to the whole context
   int bos_id = -1;
   int eos_id = -1;

@@ -48,6 +48,19 @@ SynthPreset qwen2(std::string name, std::string model, int dim, int hidden, int 
   return p;
 }
 
+// Qwen3: no qkv bias, per-head q/k norms, and a head_dim of its own (128 where hidden / heads is 64).
+SynthPreset qwen3(std::string name, std::string model, int dim, int hidden, int layers, int heads, int kv, int head_dim,
+                  int vocab) {
+  SynthPreset p = llama(std::move(name), std::move(model), dim, hidden, layers, heads, kv, vocab, 40960, true);
+  p.architecture = "Qwen3ForCausalLM";
+  p.model_type = "qwen3";
+  p.rms_norm_eps = 1e-6;
+  p.rope_theta = 1e6;
+  p.qk_norm = true;
+  p.explicit_head_dim = head_dim;
+  return p;
+}
+
 std::vector<SynthPreset> make_presets() {
   std::vector<SynthPreset> v;
   v.push_back(llama("tinyllama-1.1b", "TinyLlama/TinyLlama-1.1B-Chat-v1.0", 2048, 5632, 22, 32, 4, 32000, 2048, false));
@@ -60,10 +73,13 @@ std::vector<SynthPreset> make_presets() {
   v.push_back(l3);
   v.push_back(qwen2("qwen2.5-0.5b", "Qwen/Qwen2.5-0.5B", 896, 4864, 24, 14, 2, 151936));
   v.push_back(qwen2("qwen2.5-1.5b", "Qwen/Qwen2.5-1.5B", 1536, 8960, 28, 12, 2, 151936));
+  v.push_back(qwen3("qwen3-0.6b", "Qwen/Qwen3-0.6B", 1024, 3072, 28, 16, 8, 128, 151936));
+  v.push_back(qwen3("qwen3-1.7b", "Qwen/Qwen3-1.7B", 2048, 6144, 28, 16, 8, 128, 151936));
   v.push_back(llama("llama-2-7b", "meta-llama/Llama-2-7b-hf", 4096, 11008, 32, 32, 32, 32000, 4096, false));
   // Small enough for unit tests; the same code paths as the real shapes.
   v.push_back(llama("tiny-llama", "(kiln test shape)", 64, 192, 2, 8, 4, 512, 512, false));
   v.push_back(qwen2("tiny-qwen2", "(kiln test shape)", 64, 160, 2, 4, 2, 640));
+  v.push_back(qwen3("tiny-qwen3", "(kiln test shape)", 64, 160, 2, 4, 2, 32, 640));
   return v;
 }
 
@@ -134,6 +150,10 @@ std::vector<SynthTensor> synth_tensors(const SynthPreset& p, int layers) {
       t.push_back({b + "self_attn.k_proj.bias", {kv}, K::kBias});
       t.push_back({b + "self_attn.v_proj.bias", {kv}, K::kBias});
     }
+    if (p.qk_norm) {
+      t.push_back({b + "self_attn.q_norm.weight", {hd}, K::kNorm});
+      t.push_back({b + "self_attn.k_norm.weight", {hd}, K::kNorm});
+    }
     t.push_back({b + "self_attn.o_proj.weight", {dim, q}, K::kMatrix});
     t.push_back({b + "post_attention_layernorm.weight", {dim}, K::kNorm});
     t.push_back({b + "mlp.gate_proj.weight", {hidden, dim}, K::kMatrix});
@@ -174,6 +194,11 @@ std::string synth_config_json(const SynthPreset& p, int layers, DType dtype, uin
   if (p.model_type == "qwen2") {
     j["use_sliding_window"] = false;
     j["sliding_window"] = p.max_position_embeddings;
+    j["max_window_layers"] = layer_count(p, layers);
+  } else if (p.model_type == "qwen3") {
+    j["attention_bias"] = false;
+    j["use_sliding_window"] = false;
+    j["sliding_window"] = nullptr;
     j["max_window_layers"] = layer_count(p, layers);
   } else {
     j["attention_bias"] = false;

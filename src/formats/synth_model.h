@@ -28,8 +28,8 @@ namespace kiln {
 struct SynthPreset {
   std::string name;           // what --preset takes, e.g. "tinyllama-1.1b"
   std::string model;          // the published model it copies, e.g. "TinyLlama/TinyLlama-1.1B-..."
-  std::string architecture;   // "LlamaForCausalLM", "Qwen2ForCausalLM"
-  std::string model_type;     // "llama", "qwen2"
+  std::string architecture;   // "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"
+  std::string model_type;     // "llama", "qwen2", "qwen3"
   int hidden_size = 0;
   int intermediate_size = 0;
   int num_layers = 0;
@@ -41,17 +41,19 @@ struct SynthPreset {
   double rope_theta = 10000.0;
   bool tie_embeddings = false;
   bool qkv_bias = false;
+  bool qk_norm = false;        // Qwen3: per-head q_norm and k_norm weights
+  int explicit_head_dim = 0;   // written as head_dim; 0: hidden_size / num_heads
   // llama3 rope_scaling when factor > 0.
   double llama3_factor = 0;
   double llama3_low_freq_factor = 1;
   double llama3_high_freq_factor = 4;
   int llama3_original_max_position = 8192;
 
-  int head_dim() const { return hidden_size / num_heads; }
+  int head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden_size / num_heads; }
 };
 
-// The published shapes (tinyllama-1.1b, llama-3.2-1b, qwen2.5-0.5b, qwen2.5-1.5b, llama-2-7b)
-// and two tiny ones for tests (tiny-llama, tiny-qwen2).
+// The published shapes (tinyllama-1.1b, llama-3.2-1b, qwen2.5-0.5b, qwen2.5-1.5b, qwen3-0.6b,
+// qwen3-1.7b, llama-2-7b) and three tiny ones for tests (tiny-llama, tiny-qwen2, tiny-qwen3).
 std::span<const SynthPreset> synth_presets();
 // By name, ignoring case; the error lists the presets.
 Result<SynthPreset> find_synth_preset(std::string_view name);

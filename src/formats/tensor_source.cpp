@@ -59,6 +59,10 @@ std::vector<Expected> expected_tensors(const ModelConfig& c) {
       e.push_back({p + "attn_k.bias", {kv}});
       e.push_back({p + "attn_v.bias", {kv}});
     }
+    if (c.qk_norm) {
+      e.push_back({p + "attn_q_norm.weight", {c.head_dim}});
+      e.push_back({p + "attn_k_norm.weight", {c.head_dim}});
+    }
     e.push_back({p + "attn_output.weight", {d, q}});
     e.push_back({p + "ffn_norm.weight", {d}});
     e.push_back({p + "ffn_gate.weight", {h, d}});

@@ -84,11 +84,25 @@ Result<Graph> build_decoder_graph(const ModelConfig& c) {
     b.node(OpCode::kMatMul, {hn}, {q}, wq, l);
     b.node(OpCode::kMatMul, {hn}, {k}, wk, l);
     b.node(OpCode::kMatMul, {hn}, {vv}, wv, l);
+    int qn = q, kn = k;
+    if (c.qk_norm) {
+      // Qwen3: every head of q and k RMS-normalised by a weight of head_dim, before RoPE.
+      auto head_norm = [&](int in, const std::string& name, const std::string& weight, int heads, int64_t width) {
+        const int out = V(name, width);
+        Node& n = b.node(OpCode::kHeadRmsNorm, {in}, {out}, {W(weight, {c.head_dim})}, l);
+        n.n_heads = heads;
+        n.head_dim = c.head_dim;
+        n.eps = c.rms_eps;
+        return out;
+      };
+      qn = head_norm(q, "q_norm", "attn_q_norm.weight", c.n_heads, qd);
+      kn = head_norm(k, "k_norm", "attn_k_norm.weight", c.n_kv_heads, kvd);
+    }
     const int qr = V("q_rope", qd), kr = V("k_rope", kvd);
-    Node& rq = b.node(OpCode::kRope, {q}, {qr}, {}, l);
+    Node& rq = b.node(OpCode::kRope, {qn}, {qr}, {}, l);
     rq.n_heads = c.n_heads;
     rq.head_dim = c.head_dim;
-    Node& rk = b.node(OpCode::kRope, {k}, {kr}, {}, l);
+    Node& rk = b.node(OpCode::kRope, {kn}, {kr}, {}, l);
     rk.n_heads = c.n_kv_heads;
     rk.head_dim = c.head_dim;
     Node& st = b.node(OpCode::kKvStore, {kr, vv}, {}, {}, l);

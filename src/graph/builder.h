@@ -1,4 +1,4 @@
-// Builds the decoder graph of a Llama-family model (Llama, Qwen2, Mistral) from its config.
+// Builds the decoder graph of a Llama-family model (Llama, Qwen2, Qwen3, Mistral) from its config.
 #pragma once
 
 #include <vector>

@@ -6,7 +6,7 @@
 namespace kiln {
 
 namespace {
-constexpr std::array<std::pair<OpCode, std::string_view>, 14> kNames = {{
+constexpr std::array<std::pair<OpCode, std::string_view>, 15> kNames = {{
     {OpCode::kEmbed, "embed"},
     {OpCode::kRmsNorm, "rms_norm"},
     {OpCode::kMatMul, "matmul"},
@@ -15,6 +15,7 @@ constexpr std::array<std::pair<OpCode, std::string_view>, 14> kNames = {{
     {OpCode::kAttention, "attention"},
     {OpCode::kSwiGLU, "swiglu"},
     {OpCode::kAdd, "add"},
+    {OpCode::kHeadRmsNorm, "head_rms_norm"},
     {OpCode::kMatMulQKV, "matmul_qkv"},
     {OpCode::kGateUpSwiGLU, "gate_up_swiglu"},
     {OpCode::kRopeKvStore, "rope_kv_store"},
@@ -41,6 +42,7 @@ OpRules op_rules(OpCode op) {
     case OpCode::kAttention: return {1, 1, 0, 0, false};
     case OpCode::kSwiGLU: return {2, 1, 0, 0, true};
     case OpCode::kAdd: return {2, 1, 0, 0, true};
+    case OpCode::kHeadRmsNorm: return {1, 1, 1, 1, true};
     case OpCode::kMatMulQKV: return {1, 3, 3, 6, true};
     case OpCode::kGateUpSwiGLU: return {1, 1, 2, 2, true};
     case OpCode::kRopeKvStore: return {3, 1, 0, 0, false};
@@ -103,9 +105,13 @@ Status verify_graph(const Graph& g) {
       if (s.size() != 2 || s[1] != width(n.inputs[0]) || s[0] != width(n.outputs[0]))
         return corrupt(where + ": weight shape does not match the widths it maps");
     }
-    if ((n.op == OpCode::kRope || n.op == OpCode::kAttention) &&
+    if ((n.op == OpCode::kRope || n.op == OpCode::kAttention || n.op == OpCode::kHeadRmsNorm) &&
         width(n.inputs[0]) != static_cast<int64_t>(n.n_heads) * n.head_dim)
       return corrupt(where + ": width is not n_heads * head_dim");
+    if (n.op == OpCode::kHeadRmsNorm &&
+        (n.head_dim < 1 || width(n.outputs[0]) != width(n.inputs[0]) ||
+         rows_of(0) != std::vector<int64_t>{n.head_dim}))
+      return corrupt(where + ": the norm weight must be [head_dim] and the output as wide as the input");
   }
   if (!written[static_cast<size_t>(g.logits_output)]) return corrupt("graph: the logits are never written");
   const std::vector<bool> tail = tail_values(g);

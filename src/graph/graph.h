@@ -21,6 +21,7 @@ enum class OpCode : uint16_t {
   kAttention,  // q -> o, over the layer's KV cache
   kSwiGLU,     // gate, up -> silu(gate) * up
   kAdd,        // a, b -> a + b
+  kHeadRmsNorm,  // x -> each of n_heads heads of head_dim RMS-normalised   weights: norm [head_dim]
   // Fused ops, as the compiler's passes make them.
   kMatMulQKV,         // x -> q, k, v with one weight pass            weights: Wq, Wk, Wv [, bq, bk, bv]
   kGateUpSwiGLU,      // x -> silu(Wg x) * (Wu x)                      weights: Wg, Wu

@@ -163,6 +163,7 @@ std::string config_to_json(const ModelConfig& c) {
               {"original_max_position", c.rope_scaling.original_max_position}}},
             {"tie_embeddings", c.tie_embeddings},
             {"qkv_bias", c.qkv_bias},
+            {"qk_norm", c.qk_norm},
             {"sliding_window", c.sliding_window},
             {"bos_id", c.bos_id},
             {"eos_id", c.eos_id},
@@ -178,6 +179,7 @@ Result<ModelConfig> config_from_json(std::string_view text, const std::string& w
   if (arch == "llama") c.arch = Arch::kLlama;
   else if (arch == "qwen2") c.arch = Arch::kQwen2;
   else if (arch == "mistral") c.arch = Arch::kMistral;
+  else if (arch == "qwen3") c.arch = Arch::kQwen3;
   else return corrupt(where + ": unknown arch '" + arch + "'");
   KILN_ASSIGN_OR_RETURN(c.dim, json_dim(j, "dim", 0, where));
   KILN_ASSIGN_OR_RETURN(c.hidden_dim, json_dim(j, "hidden_dim", 0, where));
@@ -209,6 +211,7 @@ Result<ModelConfig> config_from_json(std::string_view text, const std::string& w
   }
   KILN_ASSIGN_OR_RETURN(c.tie_embeddings, json_bool(j, "tie_embeddings", false, where));
   KILN_ASSIGN_OR_RETURN(c.qkv_bias, json_bool(j, "qkv_bias", false, where));
+  KILN_ASSIGN_OR_RETURN(c.qk_norm, json_bool(j, "qk_norm", false, where));
   KILN_ASSIGN_OR_RETURN(c.sliding_window, json_dim(j, "sliding_window", 0, where));
   KILN_ASSIGN_OR_RETURN(c.bos_id, json_dim(j, "bos_id", -1, where));
   KILN_ASSIGN_OR_RETURN(c.eos_id, json_dim(j, "eos_id", -1, where));

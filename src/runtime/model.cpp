@@ -54,6 +54,10 @@ Result<std::shared_ptr<const Model>> Model::create(ImportedModel m) {
     KILN_ASSIGN_OR_RETURN(w.bq, get_opt(p + "attn_q.bias"));
     KILN_ASSIGN_OR_RETURN(w.bk, get_opt(p + "attn_k.bias"));
     KILN_ASSIGN_OR_RETURN(w.bv, get_opt(p + "attn_v.bias"));
+    if (c.qk_norm) {
+      KILN_ASSIGN_OR_RETURN(w.q_norm, get(p + "attn_q_norm.weight"));
+      KILN_ASSIGN_OR_RETURN(w.k_norm, get(p + "attn_k_norm.weight"));
+    }
     KILN_ASSIGN_OR_RETURN(w.wo, get(p + "attn_output.weight"));
     KILN_ASSIGN_OR_RETURN(w.ffn_norm, get(p + "ffn_norm.weight"));
     KILN_ASSIGN_OR_RETURN(w.w_gate, get(p + "ffn_gate.weight"));

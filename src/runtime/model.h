@@ -16,6 +16,8 @@ struct LayerWeights {
   const float* bq = nullptr;  // biases are null unless the architecture has them (Qwen2)
   const float* bk = nullptr;
   const float* bv = nullptr;
+  const float* q_norm = nullptr;  // per-head norms [head_dim], null unless the architecture has them (Qwen3)
+  const float* k_norm = nullptr;
   const float* wo = nullptr;
   const float* ffn_norm = nullptr;
   const float* w_gate = nullptr;

@@ -59,6 +59,10 @@ Result<std::span<const float>> Session::forward(int token) {
     ref::matvec(q_.data(), w.wq, xb_.data(), w.bq, c.q_dim(), d);
     ref::matvec(k_.data(), w.wk, xb_.data(), w.bk, kv_dim, d);
     ref::matvec(v_.data(), w.wv, xb_.data(), w.bv, kv_dim, d);
+    if (w.q_norm != nullptr) {  // Qwen3: each head normalised before RoPE
+      ref::head_rmsnorm(q_.data(), q_.data(), w.q_norm, c.n_heads, hd, c.rms_eps);
+      ref::head_rmsnorm(k_.data(), k_.data(), w.k_norm, c.n_kv_heads, hd, c.rms_eps);
+    }
     ref::rope(q_.data(), c.n_heads, hd, pos, m.inv_freq().data(), half_split);
     ref::rope(k_.data(), c.n_kv_heads, hd, pos, m.inv_freq().data(), half_split);
     std::memcpy(kc + static_cast<size_t>(pos) * kv_dim, k_.data(), sizeof(float) * static_cast<size_t>(kv_dim));

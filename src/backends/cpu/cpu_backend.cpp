@@ -204,6 +204,11 @@ class CpuKernel final : public Kernel {
       if (!matrix && node_.op != OpCode::kEmbed && d.scheme != "f32")
         return corrupt("cpu back end: weight '" + d.name + "' must be f32");
     }
+    if (node_.op == OpCode::kHeadRmsNorm &&
+        (weights.size() != 1 || node_.head_dim < 1 || weights[0].bytes.size() != sizeof(float) * static_cast<size_t>(node_.head_dim) ||
+         in_width_[0] != static_cast<int64_t>(node_.n_heads) * node_.head_dim))
+      return corrupt("cpu back end: head norm '" + (weights.empty() ? std::string("?") : weights[0].desc->name) +
+                     "' must be f32 [head_dim] over n_heads * head_dim values");
     return Status::ok();
   }
 
@@ -218,6 +223,14 @@ class CpuKernel final : public Kernel {
     switch (node_.op) {
       case OpCode::kEmbed: return embed(ctx, out(0));
       case OpCode::kRmsNorm: norm_rows(pool, in(0), out(0), rows, 0); return Status::ok();
+      case OpCode::kHeadRmsNorm: {
+        const int64_t w = in_width_[0];
+        const auto* nw = reinterpret_cast<const float*>(weights_[0].bytes.data());
+        for_each_index(pool, rows, [&](int64_t t) {
+          k_.head_rmsnorm(out(0) + t * w, in(0) + t * w, nw, node_.n_heads, node_.head_dim, node_.eps);
+        });
+        return Status::ok();
+      }
       case OpCode::kMatMul: matmul(ctx, 0, in(0), out(0), nullptr, rows); return Status::ok();
       case OpCode::kMatMulAdd: matmul(ctx, 0, in(0), out(0), in(1), rows); return Status::ok();
       case OpCode::kMatMulQKV: qkv(ctx, in(0), out(0), out(1), out(2), rows); return Status::ok();

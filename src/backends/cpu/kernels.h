@@ -168,6 +168,8 @@ struct KernelTable {
   void (*make_digits)(const float* x, int64_t cols, int8_t* digits, float* scales, int32_t* sums,
                       int32_t* plane_sums) = nullptr;
   void (*rmsnorm)(float* y, const float* x, const float* w, int64_t n, float eps) = nullptr;
+  // rmsnorm over each of n_heads consecutive heads of head_dim, with one weight[head_dim] (Qwen3's q/k norms).
+  void (*head_rmsnorm)(float* y, const float* x, const float* w, int n_heads, int64_t head_dim, float eps) = nullptr;
   void (*swiglu)(float* y, const float* gate, const float* up, int64_t n) = nullptr;
   void (*add)(float* y, const float* a, const float* b, int64_t n) = nullptr;
   // Rotates n_heads heads of x by the angles whose cos/sin are given per pair.

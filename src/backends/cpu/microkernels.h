@@ -1074,6 +1074,11 @@ void rmsnorm(float* y, const float* x, const float* w, int64_t n, float eps) {
   for (int64_t j = 0; j < n; ++j) y[j] = w[j] * (x[j] * inv);
 }
 
+template <class S>
+void head_rmsnorm(float* y, const float* x, const float* w, int n_heads, int64_t head_dim, float eps) {
+  for (int h = 0; h < n_heads; ++h) rmsnorm<S>(y + h * head_dim, x + h * head_dim, w, head_dim, eps);
+}
+
 inline void swiglu(float* y, const float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
@@ -1434,6 +1439,7 @@ void fill_table(KernelTable& t) {
     t.a16_words_min_rows = S::kA16WordsMinRows;
   }
   t.rmsnorm = &rmsnorm<S>;
+  t.head_rmsnorm = &head_rmsnorm<S>;
   t.swiglu = &swiglu;
   t.add = &add;
   t.rope = &rope;

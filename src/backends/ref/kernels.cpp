@@ -22,6 +22,13 @@ void rmsnorm(float* y, const float* x, const float* weight, int n, float eps) {
   for (int i = 0; i < n; ++i) y[i] = weight[i] * (x[i] * inv);
 }
 
+void head_rmsnorm(float* y, const float* x, const float* weight, int n_heads, int head_dim, float eps) {
+  for (int h = 0; h < n_heads; ++h) {
+    const int64_t at = static_cast<int64_t>(h) * head_dim;
+    rmsnorm(y + at, x + at, weight, head_dim, eps);
+  }
+}
+
 void softmax(float* x, int n) {
   float mx = x[0];
   for (int i = 1; i < n; ++i) mx = x[i] > mx ? x[i] : mx;

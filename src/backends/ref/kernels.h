@@ -11,6 +11,10 @@ void matvec(float* y, const float* w, const float* x, const float* bias, int row
 // y = x / rms(x) * weight
 void rmsnorm(float* y, const float* x, const float* weight, int n, float eps);
 
+// rmsnorm over each of n_heads consecutive heads of head_dim, all with the same weight[head_dim]
+// (Qwen3's q_norm and k_norm). y may be x.
+void head_rmsnorm(float* y, const float* x, const float* weight, int n_heads, int head_dim, float eps);
+
 // In-place softmax over x[n].
 void softmax(float* x, int n);
 

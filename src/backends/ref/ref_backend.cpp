@@ -61,6 +61,11 @@ class RefKernel final : public Kernel {
                        node_.eps);
         return Status::ok();
       case OpCode::kMatMul: return matmul(0, in(0), out(0), rows, ms);
+      case OpCode::kHeadRmsNorm:
+        for (int t = 0; t < rows; ++t)
+          ref::head_rmsnorm(out(0) + t * out_width_[0], in(0) + t * in_width_[0], weight_f32(0), node_.n_heads,
+                            node_.head_dim, node_.eps);
+        return Status::ok();
       case OpCode::kRope:
         std::memcpy(out(0), in(0), sizeof(float) * static_cast<size_t>(rows * in_width_[0]));
         rope(ctx, out(0), node_.n_heads, rows);
@@ -226,6 +231,12 @@ Result<std::unique_ptr<Kernel>> RefBackend::prepare(const Node& node, const Grap
   for (const BoundWeight& w : weights) {
     KILN_ASSIGN_OR_RETURN(QuantParams p, weight_params(*w.desc));
     params.push_back(p);
+  }
+  // The norms read their weight as f32 values, one per element of the (head) row.
+  if ((node.op == OpCode::kRmsNorm || node.op == OpCode::kHeadRmsNorm) && !weights.empty()) {
+    const WeightDesc& d = *weights[0].desc;
+    if (params[0].scheme != Scheme::kF32 || weights[0].bytes.size() != sizeof(float) * static_cast<size_t>(d.shape.back()))
+      return corrupt("ref back end: norm weight '" + d.name + "' must be f32 [" + std::to_string(d.shape.back()) + "]");
   }
   return std::unique_ptr<Kernel>(new RefKernel(node, graph, {weights.begin(), weights.end()}, std::move(params), value_offsets));
 }
