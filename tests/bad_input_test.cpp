@@ -294,7 +294,7 @@ void expect_tokenizer_named(const std::string& model, const std::string& tokeniz
   EXPECT_EQ(msg.find(": tokenizer:"), std::string::npos) << msg;
 }
 
-// The same for `kiln run`, which opens the model through its own helper (tools/model_open.cpp).
+// The same for `kiln run`, which opens the model through the front door (src/engine/open_model.cpp).
 void expect_cli_tokenizer_named(const std::string& model, const std::string& tokenizer_path,
                                 const std::string& tokenizer_file, const std::string& problem) {
   std::string args = "run " + test::shell_quote(model) + " -n 1";

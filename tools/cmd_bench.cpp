@@ -31,7 +31,7 @@
 #include "runtime/compute_probe.h"
 #include "runtime/program_session.h"
 #include "tools/cli_common.h"
-#include "tools/model_open.h"
+#include "engine/open_model.h"
 
 extern char** environ;
 

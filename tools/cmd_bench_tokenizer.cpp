@@ -8,7 +8,7 @@
 
 #include "core/mapped_file.h"
 #include "tools/cli_common.h"
-#include "tools/tokenizer_arg.h"
+#include "engine/open_tokenizer.h"
 
 namespace kiln::cli {
 
@@ -23,7 +23,7 @@ struct BenchTokenizerCmd {
 
 int bench(const BenchTokenizerCmd& c) {
   const auto t_load = std::chrono::steady_clock::now();
-  auto tok = open_tokenizer_arg(c.tokenizer, c.vocab_size);
+  auto tok = open_tokenizer(c.tokenizer, c.vocab_size);
   if (!tok) return fail(tok.status());
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
   auto text = read_text_file(c.file);

@@ -14,7 +14,6 @@
 #include "runtime/program_session.h"
 #include "tools/cli_common.h"
 #include "tools/generation_flags.h"
-#include "tools/model_open.h"
 #include "tools/template_vars.h"
 
 namespace kiln::cli {
@@ -68,7 +67,7 @@ int run_chat(ChatCmd c) {
   }
   auto opened = open_for_generation(g);
   if (!opened) return fail(opened.status());
-  auto tpl = chat_template_for(*opened, g.model, c.chat_template);
+  auto tpl = chat_template_for(*opened, c.chat_template);
   if (!tpl) return fail(tpl.status());
   auto session = ProgramSession::create(opened->model, g.n_ctx, g.threads, kv_dtype(g.kv_type));
   if (!session) return fail(session.status());

@@ -5,8 +5,7 @@
 #include <chrono>
 #include <cstdio>
 
-#include "compiler/kiln_writer.h"
-#include "core/mapped_file.h"
+#include "engine/compile_file.h"
 #include "tools/cli_common.h"
 
 namespace kiln::cli {
@@ -44,37 +43,29 @@ std::function<void(double)> progress_bar(const char* what) {
 }
 
 int compile(const CompileCmd& c) {
-  const auto t0 = std::chrono::steady_clock::now();
-  auto imp = import_model(c.model);
-  if (!imp) return fail(imp.status());
-  auto base = overrides_from_flags(c.scheme, c.group, !c.asymmetric, /*auto_fallback=*/!c.strict);
-  if (!base) return fail(base.status());
-  CompileOptions o;
-  o.quant = *base;
-  o.tokenizer_path = c.tokenizer;
-  o.max_tokens = c.max_tokens;
-  o.fuse = !c.no_fuse;
-  o.guard_classifier = !c.quantize_classifier;
-  if (!c.overrides.empty()) {
-    auto text = read_text_file(c.overrides);
-    if (!text) return fail(text.status());
-    auto ov = parse_overrides(*text, c.overrides, *base);
-    if (!ov) return fail(ov.status());
-    o.quant = *ov;
-    o.overrides_path = c.overrides;
-  }
-  auto target = resolve_target(c.target);
-  if (!target) return fail(target.status());
-  o.progress = progress_bar("quantizing");
-  CompileReport r;
-  auto img = compile_model(*imp, o, &r);
-  if (!img) return fail(img.status());
-  Status st = write_kiln(*img, *target, r, c.out, progress_bar("writing"));
-  if (!st) return fail(st);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CompileRequest rq;
+  rq.model = c.model;
+  rq.output = c.out;
+  rq.scheme = c.scheme;
+  rq.group = c.group;
+  rq.symmetric = !c.asymmetric;
+  rq.strict = c.strict;
+  rq.overrides = c.overrides;
+  rq.target = c.target;
+  rq.tokenizer = c.tokenizer;
+  rq.max_tokens = c.max_tokens;
+  rq.fuse = !c.no_fuse;
+  rq.quantize_classifier = c.quantize_classifier;
+  rq.quantize_progress = progress_bar("quantizing");
+  rq.write_progress = progress_bar("writing");
+  auto summary = compile_to_file(rq);
+  if (!summary) return fail(summary.status());
+  const CompileReport& r = summary->report;
+  const double secs = summary->seconds;
 
-  const MemoryPlan& plan = img->program.plan;
+  const MemoryPlan& plan = summary->plan;
   std::fprintf(stderr, "kiln: wrote %s in %.2f s\n", c.out.c_str(), secs);
+  std::fprintf(stderr, "  target: %s\n", summary->target.c_str());
   std::fprintf(stderr, "  weights: %s -> %s (%.2fx smaller), %lld parameters\n", mib(r.source_bytes).c_str(),
                mib(r.compiled_bytes).c_str(),
                r.compiled_bytes ? static_cast<double>(r.source_bytes) / static_cast<double>(r.compiled_bytes) : 0.0,

@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "tools/cli_common.h"
-#include "tools/tokenizer_arg.h"
+#include "engine/open_tokenizer.h"
 
 namespace kiln::cli {
 
@@ -38,7 +38,7 @@ Result<std::vector<int>> parse_ids(const std::string& s, int vocab) {
 }
 
 int detokenize(const DetokenizeCmd& c) {
-  auto tok = open_tokenizer_arg(c.tokenizer, c.vocab_size);
+  auto tok = open_tokenizer(c.tokenizer, c.vocab_size);
   if (!tok) return fail(tok.status());
   auto ids = parse_ids(c.ids, (*tok)->vocab_size());
   if (!ids) return fail(ids.status());

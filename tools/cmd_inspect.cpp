@@ -4,7 +4,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "runtime/kiln_image.h"
+#include "engine/describe.h"
 #include "tools/cli_common.h"
 
 namespace kiln::cli {
@@ -16,59 +16,6 @@ struct InspectCmd {
   bool json = false;
   bool verify = false;
 };
-
-nlohmann::json describe(const KilnImage& k) {
-  const KilnFile& f = *k.file;
-  const ProgramImage& img = k.image;
-  const Graph& g = img.program.graph;
-  const MemoryPlan& plan = img.program.plan;
-  const ModelConfig& c = img.config;
-  nlohmann::json j;
-  j["header"] = {{"format_version", f.format_version()}, {"writer", f.writer_version()},
-                 {"target", {{"backend", f.target().backend}, {"cpu_features", f.target().cpu_feature_names}}},
-                 {"file_bytes", f.file_size()}};
-  nlohmann::json sections = nlohmann::json::array();
-  for (const auto& s : f.sections())
-    sections.push_back({{"kind", kiln_section_name(s.kind)}, {"offset", s.offset}, {"bytes", s.size}});
-  j["sections"] = sections;
-  j["model"] = {{"arch", std::string(arch_name(c.arch))}, {"layers", c.n_layers}, {"dim", c.dim},
-                {"heads", c.n_heads}, {"kv_heads", c.n_kv_heads}, {"head_dim", c.head_dim},
-                {"vocab", c.vocab_size}, {"max_seq_len", c.max_seq_len}, {"tokenizer", img.tokenizer.kind}};
-  std::map<std::string, int> ops;
-  std::map<std::string, int> backend_nodes;
-  std::map<std::string, uint64_t> backend_bytes;
-  for (const Node& n : g.nodes) {
-    ops[std::string(op_name(n.op))]++;
-    backend_nodes[n.backend]++;
-    for (int w : n.weights) backend_bytes[n.backend] += img.weights[static_cast<size_t>(w)].size();
-  }
-  j["ops"] = ops;
-  nlohmann::json be = nlohmann::json::object();
-  for (const auto& [b, n] : backend_nodes)
-    be[b] = {{"ops", n}, {"op_share", static_cast<double>(n) / static_cast<double>(g.nodes.size())},
-             {"weight_bytes", backend_bytes[b]}};
-  j["backends"] = be;
-  j["memory_plan"] = {{"max_tokens", plan.max_tokens}, {"logit_rows", plan.logit_rows}, {"peak_bytes", plan.arena_bytes},
-                      {"sum_of_activations_bytes", plan.total_bytes},
-                      {"reuse_factor", plan.arena_bytes ? static_cast<double>(plan.total_bytes) / static_cast<double>(plan.arena_bytes) : 0.0}};
-  j["io"] = {
-      {"inputs", {{{"name", "tokens"}, {"dtype", "int32"}, {"shape", {"T", 1}}, {"T", "1.." + std::to_string(plan.max_tokens) + " per step"}}}},
-      {"outputs", {{{"name", "logits"}, {"dtype", "float32"}, {"shape", {"1 (or T <= " + std::to_string(plan.logit_rows) + ")", c.vocab_size}}}}},
-      {"state", {{{"name", "kv_cache"}, {"dtype", "float32"}, {"shape", {2, c.n_layers, "n_ctx", c.kv_dim()}},
-                  {"bytes_per_position", 2 * 4 * c.n_layers * c.kv_dim()}}}}};
-  nlohmann::json tensors = nlohmann::json::array();
-  std::map<std::string, uint64_t> scheme_bytes;
-  for (size_t i = 0; i < g.weights.size(); ++i) {
-    const WeightDesc& w = g.weights[i];
-    std::string scheme = w.scheme;
-    if (w.group_size) scheme += " g" + std::to_string(w.group_size) + (w.symmetric ? " sym" : " asym");
-    tensors.push_back({{"name", w.name}, {"shape", w.shape}, {"scheme", scheme}, {"bytes", img.weights[i].size()}});
-    scheme_bytes[w.scheme] += img.weights[i].size();
-  }
-  j["tensors"] = tensors;
-  j["sizes"] = {{"by_scheme", scheme_bytes}};
-  return j;
-}
 
 int inspect(const InspectCmd& c) {
   auto k = open_kiln_image(c.file, c.verify);

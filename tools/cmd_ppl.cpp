@@ -1,12 +1,10 @@
 // kiln ppl: perplexity of a model on a text file, so that the cost of each scheme is a number.
 #include <CLI/CLI.hpp>
-#include <cmath>
 #include <cstdio>
 
 #include "core/mapped_file.h"
-#include "runtime/program_session.h"
+#include "engine/perplexity.h"
 #include "tools/cli_common.h"
-#include "tools/model_open.h"
 
 namespace kiln::cli {
 
@@ -30,42 +28,14 @@ int ppl(const PplCmd& c) {
   if (!m) return fail(m.status());
   auto text = read_text_file(c.file);
   if (!text) return fail(text.status());
-  auto ids = m->tokenizer->encode(*text, /*add_bos=*/m->tokenizer->bos_id() >= 0);
-  if (!ids) return fail(ids.status());
-  const ModelConfig& cfg = m->model->config();
-  const int ctx = c.n_ctx > 0 ? std::min(c.n_ctx, cfg.max_seq_len) : std::min(cfg.max_seq_len, 512);
-  auto session = ProgramSession::create(m->model, ctx, c.threads, kv_dtype(c.kv_type));
-  if (!session) return fail(session.status());
-  ProgramSession& s = **session;
-  // Windows of ctx tokens; in each, every token after the first is scored against the logits
-  // of the token before it.
-  double nll = 0;
-  int64_t scored = 0;
-  const auto& tokens = *ids;
-  const auto vocab = static_cast<size_t>(cfg.vocab_size);
-  for (size_t start = 0; start + 1 < tokens.size(); start += static_cast<size_t>(ctx)) {
-    const size_t end = std::min(tokens.size(), start + static_cast<size_t>(ctx));
-    s.reset();
-    for (size_t i = start; i < end; i += static_cast<size_t>(s.max_logit_rows())) {
-      const size_t n = std::min(end - i, static_cast<size_t>(s.max_logit_rows()));
-      auto logits = s.decode_all(std::span<const int>(tokens).subspan(i, n));
-      if (!logits) return fail(logits.status());
-      for (size_t t = 0; t < n && i + t + 1 < end; ++t) {
-        const float* l = logits->data() + t * vocab;
-        double mx = l[0];
-        for (size_t v = 1; v < vocab; ++v) mx = std::max(mx, static_cast<double>(l[v]));
-        double sum = 0;
-        for (size_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(l[v]) - mx);
-        const int target = tokens[i + t + 1];
-        nll += -(static_cast<double>(l[target]) - mx - std::log(sum));
-        ++scored;
-      }
-    }
-  }
-  if (scored == 0) return fail(invalid_argument(c.file + ": too short to score (needs at least two tokens)"));
-  const double p = std::exp(nll / static_cast<double>(scored));
-  if (c.json) std::printf("{\"ppl\": %.6f, \"tokens\": %lld}\n", p, static_cast<long long>(scored));
-  else std::printf("perplexity %.4f over %lld tokens (context %d)\n", p, static_cast<long long>(scored), ctx);
+  PerplexityOptions po;
+  po.n_ctx = c.n_ctx;
+  po.threads = c.threads;
+  po.kv_dtype = kv_dtype(c.kv_type);
+  auto r = perplexity(*m, *text, po);
+  if (!r) return fail(r.status().with_context(c.file));
+  if (c.json) std::printf("{\"ppl\": %.6f, \"tokens\": %lld}\n", r->ppl, static_cast<long long>(r->scored));
+  else std::printf("perplexity %.4f over %lld tokens (context %d)\n", r->ppl, static_cast<long long>(r->scored), r->n_ctx);
   return 0;
 }
 

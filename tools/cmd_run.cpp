@@ -7,8 +7,8 @@
 #include "runtime/generate.h"
 #include "runtime/program_session.h"
 #include "tools/cli_common.h"
+#include "engine/defaults.h"
 #include "tools/generation_flags.h"
-#include "tools/model_open.h"
 
 namespace kiln::cli {
 
@@ -56,7 +56,7 @@ int run(RunOptions o) {
 
   if (o.chat) {
     // One user turn through the model's chat template, as `kiln chat` would send it.
-    auto tpl = chat_template_for(*opened, g.model, o.chat_template);
+    auto tpl = chat_template_for(*opened, o.chat_template);
     if (!tpl) return fail(tpl.status());
     ChatOptions co;
     co.system = o.system;
@@ -72,7 +72,7 @@ int run(RunOptions o) {
   }
   if (!o.system.empty() || !o.chat_template.empty())
     return fail(invalid_argument("--system and --chat-template need --chat"));
-  auto prompt = tok.encode(o.prompt, /*add_bos=*/tok.bos_id() >= 0);
+  auto prompt = tok.encode(o.prompt, add_bos_by_default(tok));
   if (!prompt) return fail(prompt.status());
   Sampler sampler(sp, cfg.vocab_size);
   if (o.echo) emit_stdout(o.prompt);

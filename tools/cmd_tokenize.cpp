@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tools/cli_common.h"
-#include "tools/tokenizer_arg.h"
+#include "engine/open_tokenizer.h"
 
 namespace kiln::cli {
 
@@ -31,7 +31,7 @@ std::string ids_json(const std::vector<int>& ids) {
 int tokenize(const TokenizeCmd& c) {
   if (c.text_given == !c.jsonl.empty())
     return fail(invalid_argument("kiln tokenize needs exactly one of --text and --jsonl"));
-  auto tok = open_tokenizer_arg(c.tokenizer, c.vocab_size);
+  auto tok = open_tokenizer(c.tokenizer, c.vocab_size);
   if (!tok) return fail(tok.status());
   EncodeOptions o;
   o.add_special = c.add_special;

@@ -1,8 +1,8 @@
 #include "tools/generation_flags.h"
 
 #include <CLI/CLI.hpp>
-#include <random>
 
+#include "engine/defaults.h"
 #include "tools/cli_common.h"
 
 namespace kiln::cli {
@@ -21,7 +21,7 @@ void add_generation_flags(CLI::App* cmd, GenerationFlags& f) {
   cmd->add_option("--repeat-last-n", f.sampler.repeat_last_n, "how many recent tokens are penalised; -1 is all");
   cmd->add_option("--seed", f.seed, "random seed (default: random, printed on stderr)")
       ->each([p = &f](const std::string&) { p->seed_given = true; });
-  cmd->add_option("--ctx", f.n_ctx, "context length (default: the model's)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--ctx", f.n_ctx, "context length (default: the model's maximum, at most 4096)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--threads", f.threads, "worker threads")->check(CLI::PositiveNumber);
   add_kv_type_flag(cmd, f.kv_type);
   cmd->add_option("--tokenizer", f.tokenizer, "tokenizer file (llama2.c .bin, tokenizer.json, .gguf)");
@@ -32,13 +32,12 @@ Result<OpenedModel> open_for_generation(GenerationFlags& f) {
   if (f.model.empty()) f.model = default_model_path();
   OpenOptions oo;
   oo.tokenizer_path = f.tokenizer;
-  oo.quant = f32_overrides();
   oo.verify = f.verify;
   return open_model(f.model, oo);
 }
 
 SamplerParams sampler_with_seed(GenerationFlags& f) {
-  if (!f.seed_given) f.seed = std::random_device{}();
+  f.seed = resolve_seed(f.seed_given ? std::optional<uint64_t>(f.seed) : std::nullopt);
   SamplerParams p = f.sampler;
   p.seed = f.seed;
   return p;

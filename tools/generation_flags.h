@@ -5,7 +5,7 @@
 #include <string>
 
 #include "runtime/sampler.h"
-#include "tools/model_open.h"
+#include "engine/open_model.h"
 
 namespace CLI {
 class App;

@@ -17,6 +17,11 @@ enum class StatusCode {
   kUnsupported,      // well-formed, but not something kiln handles (yet)
   kIoError,          // the operating system refused
   kInternal,
+  kOutOfMemory,      // an allocation failed
+  kCancelled,        // the caller asked to stop (a session's cancel, a load's progress callback)
+  kContextFull,      // a session's KV cache has no room for the tokens asked
+  kBudget,           // the runtime's memory budget cannot hold what was asked
+  kReentrant,        // a session was called from inside its own callback
 };
 
 class Status {
@@ -46,6 +51,11 @@ inline Status unsupported(std::string m) { return {StatusCode::kUnsupported, std
 inline Status not_found(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
 inline Status invalid_argument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
 inline Status io_error(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
+inline Status out_of_memory(std::string m) { return {StatusCode::kOutOfMemory, std::move(m)}; }
+inline Status cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
+inline Status context_full(std::string m) { return {StatusCode::kContextFull, std::move(m)}; }
+inline Status over_budget(std::string m) { return {StatusCode::kBudget, std::move(m)}; }
+inline Status reentrant(std::string m) { return {StatusCode::kReentrant, std::move(m)}; }
 
 template <typename T>
 class Result {

@@ -68,40 +68,38 @@ void ChatSession::clear() {
 Result<ChatTurn> ChatSession::say(std::string_view user_text, const std::function<void(std::string_view)>& emit) {
   OJson next = messages_;
   next.push_back({{"role", "user"}, {"content", std::string(user_text)}});
-  KILN_ASSIGN_OR_RETURN(std::string prompt_text, render(next));
+  return respond(std::move(next), [&emit](std::string_view piece, std::span<const int>) {
+    emit(piece);
+    return true;
+  });
+}
+
+Result<ChatTurn> ChatSession::respond(OJson conversation, const PieceSink& sink) {
+  if (!conversation.is_array()) return invalid_argument("chat: the conversation must be a list of messages");
+  KILN_ASSIGN_OR_RETURN(std::string prompt_text, render(conversation));
   // As apply_chat_template(tokenize=True): the template writes BOS itself, nothing is added.
   KILN_ASSIGN_OR_RETURN(std::vector<int> prompt, tokenizer_->encode(prompt_text, EncodeOptions{}));
   if (prompt.empty()) return invalid_argument("chat: the template rendered an empty prompt");
   if (static_cast<int64_t>(prompt.size()) >= decoder_->n_ctx())
-    return invalid_argument("chat: the conversation is " + std::to_string(prompt.size()) +
-                            " tokens, more than the context of " + std::to_string(decoder_->n_ctx()) +
-                            " holds; clear it or give a longer context");
-
-  // The longest prefix the cache already holds; at least one token is decoded for fresh logits.
-  size_t reuse = 0;
-  const size_t cached = std::min(cached_.size(), static_cast<size_t>(decoder_->position()));
-  while (reuse < cached && reuse < prompt.size() && cached_[reuse] == prompt[reuse]) ++reuse;
-  reuse = std::min(reuse, prompt.size() - 1);
-  decoder_->rewind(static_cast<int>(reuse));
+    return context_full("chat: the conversation is " + std::to_string(prompt.size()) +
+                        " tokens, more than the context of " + std::to_string(decoder_->n_ctx()) +
+                        " holds; clear it or give a longer context");
 
   GenerateOptions go;
-  go.reused = static_cast<int>(reuse);
   go.extra_stop_ids = end_of_turn_;
+  go.stop_strings = options_.stop_strings;
+  go.cancel = options_.cancel;
   ChatTurn turn;
   turn.prompt_tokens = static_cast<int>(prompt.size());
-  turn.reused_tokens = static_cast<int>(reuse);
-  KILN_ASSIGN_OR_RETURN(turn.stats,
-                        generate(*decoder_, sampler_, *tokenizer_, prompt, options_.n_predict,
-                                 [&](std::string_view piece) {
-                                   turn.reply += piece;
-                                   emit(piece);
-                                 },
-                                 go));
-  cached_ = std::move(prompt);
-  cached_.insert(cached_.end(), turn.stats.generated.begin(), turn.stats.generated.end());
-  cached_.resize(std::min(cached_.size(), static_cast<size_t>(decoder_->position())));
-  next.push_back({{"role", "assistant"}, {"content", turn.reply}});
-  messages_ = std::move(next);
+  KILN_ASSIGN_OR_RETURN(turn.stats, generate_reusing(*decoder_, cached_, sampler_, *tokenizer_, prompt, options_.n_predict,
+                                                     [&](std::string_view piece, std::span<const int> ids) {
+                                                       turn.reply += piece;
+                                                       return sink(piece, ids);
+                                                     },
+                                                     go));
+  turn.reused_tokens = turn.stats.reused_tokens;
+  conversation.push_back({{"role", "assistant"}, {"content", turn.reply}});
+  messages_ = std::move(conversation);
   return turn;
 }
 

@@ -24,6 +24,8 @@ struct ChatOptions {
   nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
   int n_predict = 256;  // most tokens per reply
   SamplerParams sampler;
+  std::vector<std::string> stop_strings;     // see GenerateOptions
+  const std::atomic<bool>* cancel = nullptr;  // see GenerateOptions
 };
 
 struct ChatTurn {
@@ -41,6 +43,16 @@ class ChatSession {
 
   // Adds the user's message, streams the reply to `emit` (whole UTF-8 characters) and adds it.
   Result<ChatTurn> say(std::string_view user_text, const std::function<void(std::string_view)>& emit);
+
+  // Replies to a whole conversation (a list of {"role", "content"} messages, the system prompt
+  // included when wanted), as an OpenAI-style request sends it: the part the cache holds from
+  // earlier turns is reused. The conversation plus the reply becomes messages().
+  Result<ChatTurn> respond(nlohmann::ordered_json conversation, const PieceSink& sink);
+
+  // Options of the next turns (n_predict, stop strings, cancel flag; the sampler stays).
+  ChatOptions& options() { return options_; }
+  // The sampler, e.g. reseeded between turns.
+  void set_sampler(const SamplerParams& p) { sampler_ = Sampler(p, decoder_->config().vocab_size); }
 
   // Forgets the conversation (the system prompt stays); the cache is reused where it still fits.
   void clear();

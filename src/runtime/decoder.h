@@ -13,6 +13,9 @@ class Decoder {
   // Runs `tokens` at the next positions; returns the logits after the last of them.
   virtual Result<std::span<const float>> decode(std::span<const int> tokens) = 0;
   virtual int position() const = 0;
+  // The most tokens one decode() runs as a single step (a longer call is several steps, and a
+  // cancel is checked between them).
+  virtual int max_step() const { return 1 << 30; }
   virtual int n_ctx() const = 0;
   virtual const ModelConfig& config() const = 0;
   virtual void reset() = 0;

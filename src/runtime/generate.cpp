@@ -11,17 +11,73 @@ namespace {
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+
+bool raised(const std::atomic<bool>* flag) { return flag != nullptr && flag->load(std::memory_order_relaxed); }
+
+// Holds back text that may be the start of a stop string, and finds one when it is complete.
+class StopStringFilter {
+ public:
+  explicit StopStringFilter(const std::vector<std::string>& stops) : stops_(stops) {}
+
+  // Adds `text`; moves what can be emitted to `out`. True when a stop string was reached (then
+  // `out` ends just before it and the rest is dropped).
+  bool push(std::string_view text, std::string& out) {
+    held_ += text;
+    size_t first = std::string::npos;
+    for (const std::string& s : stops_)
+      if (!s.empty()) first = std::min(first, held_.find(s));
+    if (first != std::string::npos) {
+      out.append(held_, 0, first);
+      held_.clear();
+      return true;
+    }
+    // The longest suffix of held_ that starts some stop string stays held.
+    size_t keep = 0;
+    for (const std::string& s : stops_)
+      for (size_t n = std::min(s.size() - (s.empty() ? 0 : 1), held_.size()); n > keep; --n)
+        if (held_.compare(held_.size() - n, n, s, 0, n) == 0) {
+          keep = n;
+          break;
+        }
+    out.append(held_, 0, held_.size() - keep);
+    held_.erase(0, held_.size() - keep);
+    return false;
+  }
+  // What is still held when generation ends for another reason: it was no stop string.
+  std::string flush() { return std::exchange(held_, {}); }
+
+ private:
+  const std::vector<std::string>& stops_;
+  std::string held_;
+};
 }  // namespace
 
-Result<GenerationStats> generate(Decoder& session, Sampler& sampler, const Tokenizer& tokenizer,
-                                 std::span<const int> prompt, int n_predict,
-                                 const std::function<void(std::string_view)>& emit) {
-  return generate(session, sampler, tokenizer, prompt, n_predict, emit, GenerateOptions{});
+std::string_view stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::kLength: return "length";
+    case StopReason::kStopToken: return "stop_token";
+    case StopReason::kContextFull: return "context_full";
+    case StopReason::kStopString: return "stop_string";
+    case StopReason::kCancelled: return "cancelled";
+    case StopReason::kCallback: return "callback";
+  }
+  return "unknown";
 }
 
 Result<GenerationStats> generate(Decoder& session, Sampler& sampler, const Tokenizer& tokenizer,
                                  std::span<const int> prompt, int n_predict,
                                  const std::function<void(std::string_view)>& emit, const GenerateOptions& options) {
+  return generate(session, sampler, tokenizer, prompt, n_predict,
+                  [&emit](std::string_view text, std::span<const int>) {
+                    emit(text);
+                    return true;
+                  },
+                  options);
+}
+
+Result<GenerationStats> generate(Decoder& session, Sampler& sampler, const Tokenizer& tokenizer,
+                                 std::span<const int> prompt, int n_predict, const PieceSink& sink,
+                                 const GenerateOptions& options) {
   if (prompt.empty()) return invalid_argument("the prompt has no tokens (and the model has no BOS to start from)");
   const size_t reused = static_cast<size_t>(std::max(options.reused, 0));
   if (reused >= prompt.size() || static_cast<int>(reused) != session.position())
@@ -29,10 +85,14 @@ Result<GenerationStats> generate(Decoder& session, Sampler& sampler, const Token
                             " tokens; a prompt of " + std::to_string(prompt.size()) + " cannot reuse " +
                             std::to_string(reused) + " of them");
   const ModelConfig& c = session.config();
+  for (int id : prompt)
+    if (id < 0 || id >= c.vocab_size)
+      return invalid_argument("token id " + std::to_string(id) + " is outside the vocabulary of " +
+                              std::to_string(c.vocab_size));
   const std::span<const int> fresh = prompt.subspan(reused);
   if (static_cast<int64_t>(fresh.size()) > session.n_ctx() - session.position())
-    return invalid_argument("the prompt of " + std::to_string(prompt.size()) + " tokens does not fit the context of " +
-                            std::to_string(session.n_ctx()));
+    return context_full("the prompt of " + std::to_string(prompt.size()) + " tokens does not fit the context of " +
+                        std::to_string(session.n_ctx()));
   auto is_stop = [&](int id) {
     return std::find(c.stop_ids.begin(), c.stop_ids.end(), id) != c.stop_ids.end() ||
            std::find(options.extra_stop_ids.begin(), options.extra_stop_ids.end(), id) != options.extra_stop_ids.end();
@@ -43,15 +103,36 @@ Result<GenerationStats> generate(Decoder& session, Sampler& sampler, const Token
   history.reserve(prompt.size() + static_cast<size_t>(std::max(n_predict, 0)));
   st.generated.reserve(static_cast<size_t>(std::max(n_predict, 0)));
 
-  auto t0 = std::chrono::steady_clock::now();
-  KILN_ASSIGN_OR_RETURN(std::span<const float> logits, session.decode(fresh));
-  st.prompt_seconds = seconds_since(t0);
+  // The prefill in steps the session takes whole, so that a cancel is seen between them.
+  const auto t_call = std::chrono::steady_clock::now();
+  std::span<const float> logits;
+  const size_t chunk = static_cast<size_t>(std::max(session.max_step(), 1));
+  for (size_t i = 0; i < fresh.size(); i += chunk) {
+    if (raised(options.cancel)) {
+      session.rewind(static_cast<int>(reused));
+      st.stop = StopReason::kCancelled;
+      st.prompt_seconds = seconds_since(t_call);
+      return st;
+    }
+    KILN_ASSIGN_OR_RETURN(logits, session.decode(fresh.subspan(i, std::min(chunk, fresh.size() - i))));
+  }
+  st.prompt_seconds = seconds_since(t_call);
 
   Utf8Stream stream;
-  t0 = std::chrono::steady_clock::now();
+  StopStringFilter stops(options.stop_strings);
+  std::string text, out;
+  std::vector<int> ids;  // sampled since the last piece the sink received
+  auto deliver = [&](std::string_view piece) {
+    if (piece.empty()) return true;
+    const bool go_on = sink(piece, ids);
+    ids.clear();
+    return go_on;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
   int prev = prompt.back();
   while (st.generated_tokens < n_predict) {
     const int next = sampler.sample(logits, history);
+    if (st.generated_tokens == 0) st.first_token_seconds = seconds_since(t_call);
     if (is_stop(next)) {
       st.stop = StopReason::kStopToken;
       break;
@@ -59,19 +140,57 @@ Result<GenerationStats> generate(Decoder& session, Sampler& sampler, const Token
     ++st.generated_tokens;
     history.push_back(next);
     st.generated.push_back(next);
-    const std::string text = stream.push(tokenizer.decode_piece(prev, next));
-    if (!text.empty()) emit(text);
+    ids.push_back(next);
+    text.clear();
+    stream.push(tokenizer.decode_piece(prev, next), text);
+    out.clear();
+    const bool at_stop_string = stops.push(text, out);
+    if (!deliver(out)) {
+      st.stop = StopReason::kCallback;
+      break;
+    }
+    if (at_stop_string) {
+      st.stop = StopReason::kStopString;
+      break;
+    }
     prev = next;
     if (st.generated_tokens == n_predict) break;
     if (session.position() >= session.n_ctx()) {
       st.stop = StopReason::kContextFull;
       break;
     }
+    if (raised(options.cancel)) {
+      st.stop = StopReason::kCancelled;
+      break;
+    }
     KILN_ASSIGN_OR_RETURN(logits, session.decode(std::span<const int>(&next, 1)));
   }
-  const std::string rest = stream.finish();
-  if (!rest.empty()) emit(rest);
+  if (st.stop != StopReason::kStopString && st.stop != StopReason::kCallback) {
+    out.clear();
+    if (stops.push(stream.finish(), out)) st.stop = StopReason::kStopString;
+    out += stops.flush();
+    if (!out.empty() || !ids.empty()) sink(out, ids);
+  }
   st.generate_seconds = seconds_since(t0);
+  return st;
+}
+
+Result<GenerationStats> generate_reusing(Decoder& session, std::vector<int>& cached, Sampler& sampler,
+                                         const Tokenizer& tokenizer, std::span<const int> prompt, int n_predict,
+                                         const PieceSink& sink, GenerateOptions options) {
+  if (prompt.empty()) return invalid_argument("the prompt has no tokens (and the model has no BOS to start from)");
+  size_t reuse = 0;
+  const size_t held = std::min(cached.size(), static_cast<size_t>(session.position()));
+  while (reuse < held && reuse < prompt.size() && cached[reuse] == prompt[reuse]) ++reuse;
+  reuse = std::min(reuse, prompt.size() - 1);
+  session.rewind(static_cast<int>(reuse));
+  cached.resize(reuse);
+  options.reused = static_cast<int>(reuse);
+  KILN_ASSIGN_OR_RETURN(GenerationStats st, generate(session, sampler, tokenizer, prompt, n_predict, sink, options));
+  st.reused_tokens = static_cast<int>(reuse);
+  cached.assign(prompt.begin(), prompt.end());
+  cached.insert(cached.end(), st.generated.begin(), st.generated.end());
+  cached.resize(std::min(cached.size(), static_cast<size_t>(session.position())));
   return st;
 }
 

@@ -1,6 +1,7 @@
 #include "runtime/program_session.h"
 
 #include <algorithm>
+#include <new>
 
 namespace kiln {
 
@@ -8,30 +9,43 @@ Result<std::unique_ptr<ProgramSession>> ProgramSession::create(std::shared_ptr<c
                                                               int n_threads, DType kv_dtype) {
   if (n_threads < 1 || n_threads > 256)
     return invalid_argument("thread count " + std::to_string(n_threads) + " is outside 1..256");
+  return create(std::move(model), n_ctx, std::make_shared<StepExecutor>(n_threads), kv_dtype);
+}
+
+Result<std::unique_ptr<ProgramSession>> ProgramSession::create(std::shared_ptr<const CompiledModel> model, int n_ctx,
+                                                              std::shared_ptr<StepExecutor> executor, DType kv_dtype) {
+  if (!model || !executor) return invalid_argument("a session needs a model and an executor");
   if (kv_dtype != DType::kF32 && kv_dtype != DType::kF16)
     return invalid_argument("a KV cache holds f32 or f16, not " + std::string(dtype_name(kv_dtype)));
   const ModelConfig& c = model->config();
-  if (n_ctx <= 0) n_ctx = c.max_seq_len;
+  if (n_ctx <= 0) n_ctx = default_context(c);
   if (n_ctx > c.max_seq_len)
     return invalid_argument("context of " + std::to_string(n_ctx) + " exceeds the model's maximum of " +
                             std::to_string(c.max_seq_len));
   std::unique_ptr<ProgramSession> s(new ProgramSession());
   const Program& p = model->program();
-  // Arena offsets are 64-byte aligned; allocate with slack so that the base can be too.
-  s->arena_.assign(static_cast<size_t>(p.plan.arena_bytes) + 64, 0);
   size_t scratch = 0;
   for (const Backend* b : model->backends()) scratch = std::max(scratch, b->scratch_bytes(p.graph, p.plan.max_tokens, n_ctx));
-  s->scratch_.assign(scratch + 64, 0);
   const size_t kv = static_cast<size_t>(c.n_layers) * static_cast<size_t>(n_ctx) * static_cast<size_t>(c.kv_dim()) *
                    static_cast<size_t>(dtype_info(kv_dtype).block_bytes);
-  s->keys_.assign(kv, 0);
-  s->values_.assign(kv, 0);
+  // Arena offsets are 64-byte aligned; allocate with slack so that the base can be too. A
+  // failed allocation (a huge n_ctx) is a status naming the bytes, not an exception.
+  try {
+    s->arena_.assign(static_cast<size_t>(p.plan.arena_bytes) + 64, 0);
+    s->scratch_.assign(scratch + 64, 0);
+    s->keys_.assign(kv, 0);
+    s->values_.assign(kv, 0);
+  } catch (const std::bad_alloc&) {
+    return out_of_memory("a session of " + std::to_string(n_ctx) + " positions needs " +
+                         std::to_string((static_cast<size_t>(p.plan.arena_bytes) + scratch + 2 * kv) >> 20) +
+                         " MiB (KV cache " + std::to_string((2 * kv) >> 20) + " MiB), which could not be allocated");
+  }
   s->kv_dtype_ = kv_dtype;
   s->tokens_.assign(static_cast<size_t>(p.plan.max_tokens), 0);
   s->logits_from_tail_ = tail_values(p.graph)[static_cast<size_t>(p.graph.logits_output)];
   s->n_ctx_ = n_ctx;
   s->model_ = std::move(model);
-  s->pool_ = std::make_unique<ThreadPool>(n_threads);
+  s->executor_ = std::move(executor);
   return s;
 }
 
@@ -48,7 +62,7 @@ Result<std::span<const float>> ProgramSession::step(std::span<const int> tokens,
   if (n == 0 || n > max_tokens()) return invalid_argument("a step takes 1 to " + std::to_string(max_tokens()) + " tokens");
   if (all_logits && n > max_logit_rows())
     return invalid_argument("a step that returns every token's logits takes 1 to " + std::to_string(max_logit_rows()) + " tokens");
-  if (pos_ + n > n_ctx_) return invalid_argument("the context of " + std::to_string(n_ctx_) + " tokens is full");
+  if (pos_ + n > n_ctx_) return context_full("the context of " + std::to_string(n_ctx_) + " tokens is full");
   for (int i = 0; i < n; ++i) {
     if (tokens[static_cast<size_t>(i)] < 0 || tokens[static_cast<size_t>(i)] >= c.vocab_size)
       return invalid_argument("token id " + std::to_string(tokens[static_cast<size_t>(i)]) + " is outside the vocabulary");
@@ -66,8 +80,11 @@ Result<std::span<const float>> ProgramSession::step(std::span<const int> tokens,
   ctx.kv_dtype = kv_dtype_;
   ctx.model = &model_->constants();
   ctx.scratch = aligned64(scratch_);
-  ctx.pool = pool_->size() > 1 ? pool_.get() : nullptr;
-  for (const auto& k : model_->kernels()) KILN_RETURN_IF_ERROR(k->run(ctx));
+  {
+    std::lock_guard<std::mutex> hold(executor_->mutex());
+    ctx.pool = executor_->pool();
+    for (const auto& k : model_->kernels()) KILN_RETURN_IF_ERROR(k->run(ctx));
+  }
   pos_ += n;
   const Program& p = model_->program();
   const auto* logits = reinterpret_cast<const float*>(ctx.arena + p.plan.offsets[static_cast<size_t>(p.graph.logits_output)]);

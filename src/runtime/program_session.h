@@ -6,19 +6,28 @@
 #include <span>
 #include <vector>
 
-#include "core/thread_pool.h"
 #include "runtime/compiled_model.h"
 #include "runtime/decoder.h"
+#include "runtime/step_executor.h"
 
 namespace kiln {
 
+// A session's context when none is asked for: the model's maximum, but no more than
+// kDefaultContext, so that a model trained for 128 k positions does not reserve a 128 k KV cache
+// unless asked to.
+inline constexpr int kDefaultContext = 4096;
+inline int default_context(const ModelConfig& c) { return c.max_seq_len < kDefaultContext ? c.max_seq_len : kDefaultContext; }
+
 class ProgramSession final : public Decoder {
  public:
-  // n_ctx <= 0 takes the model's max_seq_len. n_threads: the session's worker threads, the
+  // n_ctx <= 0 takes default_context(). n_threads: the session's worker threads, the
   // caller's included (1: everything runs on the calling thread); created once, here. kv_dtype:
   // the KV cache's elements, f32 or f16.
   static Result<std::unique_ptr<ProgramSession>> create(std::shared_ptr<const CompiledModel> model, int n_ctx,
                                                         int n_threads = 1, DType kv_dtype = DType::kF32);
+  // The same on a runtime's executor, shared with other sessions.
+  static Result<std::unique_ptr<ProgramSession>> create(std::shared_ptr<const CompiledModel> model, int n_ctx,
+                                                        std::shared_ptr<StepExecutor> executor, DType kv_dtype);
 
   Result<std::span<const float>> decode(std::span<const int> tokens) override;
   // Runs `tokens` and returns the logits of every one of them, [tokens.size()][vocab] (for
@@ -28,9 +37,11 @@ class ProgramSession final : public Decoder {
   int position() const override { return pos_; }
   int n_ctx() const override { return n_ctx_; }
   int max_tokens() const { return model_->program().plan.max_tokens; }
+  int max_step() const override { return max_tokens(); }
   int max_logit_rows() const { return model_->program().plan.logit_rows; }
-  int n_threads() const { return pool_->size(); }
+  int n_threads() const { return executor_->n_threads(); }
   const ModelConfig& config() const override { return model_->config(); }
+  const std::shared_ptr<const CompiledModel>& model() const { return model_; }
   void reset() override { pos_ = 0; }
   void rewind(int position) override { pos_ = position < 0 ? 0 : position < pos_ ? position : pos_; }
   DType kv_dtype() const { return kv_dtype_; }
@@ -50,7 +61,7 @@ class ProgramSession final : public Decoder {
   std::vector<uint8_t> keys_, values_;  // [layer][n_ctx][kv_dim] of kv_dtype_
   std::vector<int32_t> tokens_;
   bool logits_from_tail_ = false;  // the logits are a tail value: the last token's are in row 0
-  std::unique_ptr<ThreadPool> pool_;
+  std::shared_ptr<StepExecutor> executor_;
 };
 
 }  // namespace kiln

@@ -1,4 +1,4 @@
-// The TOKENIZER argument of kiln tokenize / detokenize / bench-tokenizer.
+// Opens a tokenizer on its own, as `kiln tokenize` and the C API's tokenizer calls name one.
 #pragma once
 
 #include <memory>
@@ -6,10 +6,10 @@
 
 #include "tokenizer/tokenizer.h"
 
-namespace kiln::cli {
+namespace kiln {
 
 // A tokenizer.json, an HF folder, a .gguf, a llama2.c tokenizer .bin (vocab_size > 0 gives its
 // size, else its records are counted) or a .kiln (its tokenizer section).
-Result<std::unique_ptr<Tokenizer>> open_tokenizer_arg(const std::string& path, int vocab_size);
+Result<std::unique_ptr<Tokenizer>> open_tokenizer(const std::string& path, int vocab_size);
 
-}  // namespace kiln::cli
+}  // namespace kiln

@@ -1,4 +1,4 @@
-#include "tools/model_open.h"
+#include "engine/open_model.h"
 
 #include <cstring>
 #include <filesystem>
@@ -9,7 +9,9 @@
 #include "runtime/kiln_image.h"
 #include "tokenizer/tokenizer_source.h"
 
-namespace kiln::cli {
+namespace kiln {
+
+OpenOptions::OpenOptions() : quant(f32_overrides()) {}
 
 bool is_kiln_file(const std::string& path) {
   std::error_code ec;
@@ -28,9 +30,11 @@ OverridesFile f32_overrides() {
 
 Result<OpenedModel> open_model(const std::string& path, const OpenOptions& o) {
   OpenedModel out;
+  out.path = path;
   ProgramImage image;
   if (is_kiln_file(path)) {
     KILN_ASSIGN_OR_RETURN(KilnImage k, open_kiln_image(path, o.verify));
+    out.file_bytes = k.file->file_size();
     image = std::move(k.image);
     out.kind = "kiln";
   } else {
@@ -53,7 +57,7 @@ Result<OpenedModel> open_model(const std::string& path, const OpenOptions& o) {
   return out;
 }
 
-Result<ModelChatTemplate> chat_template_for(const OpenedModel& m, const std::string& path, const std::string& template_file) {
+Result<ModelChatTemplate> chat_template_for(const OpenedModel& m, const std::string& template_file) {
   if (!template_file.empty()) {
     ModelChatTemplate t;
     KILN_ASSIGN_OR_RETURN(t.source, read_text_file(template_file));
@@ -61,8 +65,8 @@ Result<ModelChatTemplate> chat_template_for(const OpenedModel& m, const std::str
     return t;
   }
   if (m.chat) return *m.chat;
-  return not_found(path + ": the model has no chat template (tokenizer_config.json chat_template, "
+  return not_found(m.path + ": the model has no chat template (tokenizer_config.json chat_template, "
                    "chat_template.jinja or GGUF tokenizer.chat_template); give one with --chat-template FILE");
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln

@@ -1,4 +1,6 @@
-// Opens whatever the user names as a model: a .kiln (mapped), or a source model compiled in memory.
+// The front door: opens whatever a user names as a model — a .kiln (mapped and checked) or a
+// source model (llama2.c, GGUF, HF folder) compiled in memory — with its tokenizer and chat
+// template. The CLI, the C API and everything above them open models here and nowhere else.
 #pragma once
 
 #include <memory>
@@ -11,28 +13,31 @@
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
-namespace kiln::cli {
+namespace kiln {
 
 struct OpenOptions {
-  std::string tokenizer_path;  // source models only
-  OverridesFile quant;         // source models only; default f32
+  std::string tokenizer_path;  // source models only ("" : the model's own)
+  OverridesFile quant;         // source models only; the default is f32 (f32_overrides())
   bool verify = false;         // .kiln: check every section's checksum
   int max_tokens = kDefaultMaxTokens;
+  OpenOptions();
 };
 
 struct OpenedModel {
   std::shared_ptr<const CompiledModel> model;
   std::shared_ptr<const Tokenizer> tokenizer;
+  std::string path;
   std::string kind;  // "kiln", "llama2c", "gguf", "hf"
   std::optional<ModelChatTemplate> chat;  // the model's chat template, when it has one
+  uint64_t file_bytes = 0;                // a .kiln's size on disk; 0 for a source model
 };
 
 bool is_kiln_file(const std::string& path);
 Result<OpenedModel> open_model(const std::string& path, const OpenOptions& options);
 // The template a chat uses: the Jinja file `template_file` when given (with the model's special
 // tokens), else the model's own; an error saying what to do when there is none.
-Result<ModelChatTemplate> chat_template_for(const OpenedModel& m, const std::string& path, const std::string& template_file);
+Result<ModelChatTemplate> chat_template_for(const OpenedModel& m, const std::string& template_file);
 // The f32 default for running a source model as published.
 OverridesFile f32_overrides();
 
-}  // namespace kiln::cli
+}  // namespace kiln

@@ -1,12 +1,12 @@
-#include "tools/tokenizer_arg.h"
+#include "engine/open_tokenizer.h"
 
+#include "engine/open_model.h"
 #include "runtime/kiln_image.h"
 #include "tokenizer/tokenizer_source.h"
-#include "tools/model_open.h"
 
-namespace kiln::cli {
+namespace kiln {
 
-Result<std::unique_ptr<Tokenizer>> open_tokenizer_arg(const std::string& path, int vocab_size) {
+Result<std::unique_ptr<Tokenizer>> open_tokenizer(const std::string& path, int vocab_size) {
   if (is_kiln_file(path)) {
     KILN_ASSIGN_OR_RETURN(auto file, open_kiln(path));
     if (!file->has_section(KilnSection::kTokenizer)) return corrupt(path + ": no tokenizer section");
@@ -16,4 +16,4 @@ Result<std::unique_ptr<Tokenizer>> open_tokenizer_arg(const std::string& path, i
   return load_tokenizer(path, vocab_size);
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln

@@ -1,0 +1,37 @@
+#include "engine/compile_file.h"
+
+#include <chrono>
+
+#include "compiler/kiln_writer.h"
+#include "core/mapped_file.h"
+#include "quant/overrides.h"
+
+namespace kiln {
+
+Result<CompileSummary> compile_to_file(const CompileRequest& c) {
+  const auto t0 = std::chrono::steady_clock::now();
+  KILN_ASSIGN_OR_RETURN(Import imp, import_model(c.model));
+  KILN_ASSIGN_OR_RETURN(OverridesFile base, overrides_from_flags(c.scheme, c.group, c.symmetric, /*auto_fallback=*/!c.strict));
+  CompileOptions o;
+  o.quant = base;
+  o.tokenizer_path = c.tokenizer;
+  o.max_tokens = c.max_tokens;
+  o.fuse = c.fuse;
+  o.guard_classifier = !c.quantize_classifier;
+  if (!c.overrides.empty()) {
+    KILN_ASSIGN_OR_RETURN(std::string text, read_text_file(c.overrides));
+    KILN_ASSIGN_OR_RETURN(o.quant, parse_overrides(text, c.overrides, base));
+    o.overrides_path = c.overrides;
+  }
+  KILN_ASSIGN_OR_RETURN(KilnTarget target, resolve_target(c.target));
+  o.progress = c.quantize_progress;
+  CompileSummary s;
+  KILN_ASSIGN_OR_RETURN(ProgramImage img, compile_model(imp, o, &s.report));
+  KILN_RETURN_IF_ERROR(write_kiln(img, target, s.report, c.output, c.write_progress));
+  s.plan = img.program.plan;
+  s.target = target.backend + (target.cpu_feature_names.empty() ? "" : " (" + target.cpu_feature_names + ")");
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return s;
+}
+
+}  // namespace kiln

@@ -1,0 +1,39 @@
+// Compiles a source model to a .kiln file: import, the scheme from flags or an overrides file,
+// the target, the passes, the atomic write. `kiln compile` and the C API call this.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "compiler/driver.h"
+#include "graph/program.h"
+
+namespace kiln {
+
+struct CompileRequest {
+  std::string model;   // llama2.c .bin, .gguf or HF folder
+  std::string output;  // the .kiln to write
+  std::string scheme = "w4a16";
+  int group = 32;
+  bool symmetric = true;
+  bool strict = false;              // a 4-bit tensor the group does not divide fails (else 8-bit, noted)
+  std::string overrides;            // JSON rules file; "" : none
+  std::string target = "native";
+  std::string tokenizer;            // "" : the model's own
+  int max_tokens = kDefaultMaxTokens;
+  bool fuse = true;
+  bool quantize_classifier = false;  // false: the classifier one step above the default scheme
+  std::function<void(double)> quantize_progress;  // 0..1
+  std::function<void(double)> write_progress;     // 0..1
+};
+
+struct CompileSummary {
+  CompileReport report;
+  MemoryPlan plan;
+  std::string target;  // the target written, resolved: "cpu (avx2,avx512f,...)"
+  double seconds = 0;
+};
+
+Result<CompileSummary> compile_to_file(const CompileRequest& request);
+
+}  // namespace kiln

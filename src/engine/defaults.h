@@ -1,0 +1,33 @@
+// The defaults every front end shares (CLI, C API, Java, server), as data: one place decides the
+// context a session gets, whether a prompt starts with BOS, how a seed is chosen.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "formats/model_config.h"
+#include "runtime/program_session.h"
+#include "runtime/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kiln {
+
+// New tokens per reply when none is asked for (llama.cpp's -n default in its server is larger;
+// a phone app wants a bound).
+inline constexpr int kDefaultMaxNewTokens = 256;
+
+// A session's context when none is asked for: default_context() (runtime/program_session.h).
+
+// A plain prompt (no chat template) starts with BOS when the tokenizer has one, as llama.cpp
+// and HF tokenizers' add_special_tokens do for Llama-family vocabularies.
+inline bool add_bos_by_default(const Tokenizer& t) { return t.bos_id() >= 0; }
+
+// The sampler's defaults: SamplerParams' initialisers (temperature 0.8, top-k 40, top-p 0.95,
+// min-p 0.05, no repetition penalty), llama.cpp's.
+inline SamplerParams default_sampler() { return SamplerParams{}; }
+
+// The seed a generation uses: the one given, else a fresh random one (the caller reports it, so
+// that a run can be repeated).
+uint64_t resolve_seed(std::optional<uint64_t> given);
+
+}  // namespace kiln
