@@ -1,5 +1,9 @@
 #include "core/thread_pool.h"
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #include <algorithm>
 #include <chrono>
 
@@ -15,13 +19,10 @@ inline void cpu_relax() {
 #endif
 }
 
-// How long an idle worker spins before it sleeps: long enough to bridge the gap between two
-// kernels of one step, short enough that an idle session costs nothing.
-constexpr auto kSpin = std::chrono::microseconds(100);
-
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)), shares_(new Share[static_cast<size_t>(std::max(1, n_threads))]) {
+ThreadPool::ThreadPool(int n_threads, PoolOptions options)
+    : n_threads_(std::max(1, n_threads)), options_(std::move(options)), shares_(new Share[static_cast<size_t>(std::max(1, n_threads))]) {
   threads_.reserve(static_cast<size_t>(n_threads_ - 1));
   for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
 }
@@ -88,11 +89,20 @@ void ThreadPool::run(int64_t n, int64_t grain, Fn fn, void* f) {
 }
 
 void ThreadPool::worker(int index) {
+#if defined(__linux__)
+  if (!options_.cpus.empty()) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int c : options_.cpus)
+      if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
+    (void)sched_setaffinity(0, sizeof set, &set);  // best effort: a refused set leaves the default
+  }
+#endif
   uint32_t seen = 0;
   for (;;) {
     uint32_t g = generation_.load(std::memory_order_acquire);
     if (g == seen) {
-      const auto until = std::chrono::steady_clock::now() + kSpin;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(options_.spin_us);
       for (int i = 0; (g = generation_.load(std::memory_order_acquire)) == seen; ++i) {
         cpu_relax();
         if ((i & 15) == 15 && std::chrono::steady_clock::now() > until) break;

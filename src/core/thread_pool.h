@@ -21,10 +21,20 @@
 
 namespace kiln {
 
+// How the workers wait and where they run (a runtime's performance mode chooses).
+struct PoolOptions {
+  // How long an idle worker spins before it sleeps: long enough to bridge the gap between two
+  // kernels of one step, short enough that an idle session costs nothing. Longer spins answer the
+  // next step sooner at the cost of power.
+  int spin_us = 100;
+  // The CPUs the workers may run on (sched_setaffinity); empty: wherever the process may.
+  std::vector<int> cpus;
+};
+
 class ThreadPool {
  public:
   // n_threads counts the caller: 1 runs everything inline and starts no thread.
-  explicit ThreadPool(int n_threads);
+  explicit ThreadPool(int n_threads, PoolOptions options = {});
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -88,6 +98,7 @@ class ThreadPool {
   };
 
   int n_threads_ = 1;
+  PoolOptions options_;
   std::vector<std::thread> threads_;
   // The current loop, published by bumping generation_ (release) after these are written.
   Fn fn_ = nullptr;

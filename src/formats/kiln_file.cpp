@@ -1,5 +1,7 @@
 #include "formats/kiln_file.h"
 
+#include "core/temp_file.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -80,97 +82,16 @@ Result<std::vector<std::string>> split_feature_names(std::string_view names, uin
 // ---------------------------------------------------------------------------------------------
 // Writing
 
-class TempFile {
- public:
-  ~TempFile() { discard(); }
-
-  Status create(const std::string& target) {
-    static std::atomic<uint64_t> counter{0};
-    for (int attempt = 0; attempt < 100; ++attempt) {
-      std::string name = target + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-      int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-      if (fd >= 0) {
-        fd_ = fd;
-        path_ = std::move(name);
-        return Status::ok();
-      }
-      if (errno != EEXIST) return io_error("cannot create the temporary file " + name + ": " + std::strerror(errno));
-    }
-    return io_error("cannot create a temporary file beside it (all names taken)");
+// Zeros up to `offset`, hashed into `hash` when given.
+Status pad_to(TempFile& f, uint64_t offset, XXH3_state_t* hash) {
+  static const uint8_t zeros[4096] = {};
+  while (f.pos() < offset) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(offset - f.pos(), sizeof zeros));
+    if (hash != nullptr) XXH3_64bits_update(hash, zeros, n);
+    KILN_RETURN_IF_ERROR(f.write(zeros, n));
   }
-
-  Status write(const uint8_t* p, size_t n) {
-    while (n > 0) {
-      ssize_t w = ::write(fd_, p, std::min<size_t>(n, size_t{1} << 30));
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        return io_error(path_ + ": write failed: " + std::strerror(errno));
-      }
-      p += w;
-      n -= static_cast<size_t>(w);
-      pos_ += static_cast<uint64_t>(w);
-    }
-    return Status::ok();
-  }
-
-  Status pad_to(uint64_t offset, XXH3_state_t* hash) {
-    static const uint8_t zeros[4096] = {};
-    while (pos_ < offset) {
-      size_t n = static_cast<size_t>(std::min<uint64_t>(offset - pos_, sizeof zeros));
-      if (hash != nullptr) XXH3_64bits_update(hash, zeros, n);
-      KILN_RETURN_IF_ERROR(write(zeros, n));
-    }
-    return Status::ok();
-  }
-
-  Status pwrite_at(uint64_t offset, std::span<const uint8_t> bytes) {
-    size_t done = 0;
-    while (done < bytes.size()) {
-      ssize_t w = ::pwrite(fd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        return io_error(path_ + ": write failed: " + std::strerror(errno));
-      }
-      done += static_cast<size_t>(w);
-    }
-    return Status::ok();
-  }
-
-  // fsync, close and rename onto `target`; the temp file is gone afterwards either way.
-  Status commit(const std::string& target) {
-    if (::fsync(fd_) != 0) return io_error(path_ + ": fsync failed: " + std::strerror(errno));
-    int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) return io_error(path_ + ": close failed: " + std::strerror(errno));
-    if (::rename(path_.c_str(), target.c_str()) != 0)
-      return io_error("cannot rename " + path_ + " into place: " + std::strerror(errno));
-    path_.clear();
-    // Make the rename itself durable; the file is complete at `target` already, so this is
-    // best effort (some file systems refuse fsync on a folder).
-    const size_t slash = target.rfind('/');
-    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : target.substr(0, slash);
-    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      (void)::fsync(dfd);
-      ::close(dfd);
-    }
-    return Status::ok();
-  }
-
-  void discard() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-    if (!path_.empty()) ::unlink(path_.c_str());
-    path_.clear();
-  }
-
-  uint64_t pos() const { return pos_; }
-
- private:
-  int fd_ = -1;
-  std::string path_;
-  uint64_t pos_ = 0;
-};
+  return Status::ok();
+}
 
 struct Xxh3Deleter {
   void operator()(XXH3_state_t* s) const { XXH3_freeState(s); }
@@ -378,7 +299,7 @@ Status KilnWriter::write(const std::string& path, const std::function<void(doubl
   std::unique_ptr<XXH3_state_t, Xxh3Deleter> hash(XXH3_createState());
   if (!hash) return fail(io_error("out of memory for the checksum state"));
   for (Planned& p : plan) {
-    KILN_RETURN_IF_ERROR(fail(tmp.pad_to(p.offset, nullptr)));
+    KILN_RETURN_IF_ERROR(fail(pad_to(tmp, p.offset, nullptr)));
     if (p.bytes != nullptr) {
       p.checksum = kiln_checksum(*p.bytes);
       KILN_RETURN_IF_ERROR(fail(tmp.write(p.bytes->data(), p.bytes->size())));
@@ -390,7 +311,7 @@ Status KilnWriter::write(const std::string& path, const std::function<void(doubl
     std::vector<uint8_t> filled;  // reused from tensor to tensor
     for (size_t i = 0; i < tensors_.size(); ++i) {
       const PendingTensor& t = tensors_[i];
-      KILN_RETURN_IF_ERROR(fail(tmp.pad_to(p.offset + tensor_offsets[i], hash.get())));
+      KILN_RETURN_IF_ERROR(fail(pad_to(tmp, p.offset + tensor_offsets[i], hash.get())));
       std::span<const uint8_t> bytes = t.bytes;
       if (t.fill) {
         const std::string no_memory = "tensor '" + t.name + "': no memory for its " + std::to_string(t.size) + " bytes";

@@ -13,6 +13,7 @@
 #include "runtime/decoder.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
+#include "runtime/chat_format.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -60,24 +61,20 @@ class ChatSession {
   // The conversation so far, as the template receives it.
   const nlohmann::ordered_json& messages() const { return messages_; }
   // Tokens that end a reply besides the model's own stop tokens: the template's end-of-turn token.
-  const std::vector<int>& end_of_turn_ids() const { return end_of_turn_; }
+  const std::vector<int>& end_of_turn_ids() const { return format_.end_of_turn_ids(); }
   // The prompt text the next turn would decode from, for `messages` (add_generation_prompt).
-  Result<std::string> render(const nlohmann::ordered_json& messages) const;
+  Result<std::string> render(const nlohmann::ordered_json& messages) const { return format_.render(messages); }
 
  private:
-  ChatSession(Decoder& d, const Tokenizer& t, ChatTemplate tpl,
-              std::vector<std::pair<std::string, std::string>> special_tokens, ChatOptions o);
-  Result<std::vector<int>> find_end_of_turn() const;
+  ChatSession(Decoder& d, ChatFormat format, ChatOptions o);
 
   Decoder* decoder_;
-  const Tokenizer* tokenizer_;
-  ChatTemplate template_;
-  std::vector<std::pair<std::string, std::string>> special_tokens_;  // bos_token, eos_token, ...
+  const Tokenizer* tokenizer_ = nullptr;
+  ChatFormat format_;
   ChatOptions options_;
   Sampler sampler_;
   nlohmann::ordered_json messages_ = nlohmann::ordered_json::array();
   std::vector<int> cached_;  // the tokens at the cache's positions 0 .. decoder.position()
-  std::vector<int> end_of_turn_;
 };
 
 }  // namespace kiln

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backends/registry.h"
+#include "formats/kiln_file.h"
 #include "quant/weight_params.h"
 
 namespace kiln {
@@ -73,6 +74,22 @@ Result<std::shared_ptr<const CompiledModel>> CompiledModel::create(ProgramImage 
     m->kernels_.push_back(std::move(k));
   }
   return std::shared_ptr<const CompiledModel>(std::move(m));
+}
+
+uint64_t CompiledModel::identity() const {
+  std::call_once(identity_once_, [this] {
+    const std::string program = config_to_json(image_.config) + program_to_json(image_.program);
+    uint64_t h = kiln_checksum({reinterpret_cast<const uint8_t*>(program.data()), program.size()});
+    for (const auto& w : image_.weights) h = h * 0x9E3779B97F4A7C15ull ^ kiln_checksum(w);
+    identity_ = h;
+  });
+  return identity_;
+}
+
+uint64_t CompiledModel::weight_bytes() const {
+  uint64_t n = 0;
+  for (const auto& w : image_.weights) n += w.size();
+  return n;
 }
 
 }  // namespace kiln

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -24,6 +25,11 @@ class CompiledModel {
   const ModelConstants& constants() const { return constants_; }
   std::span<const std::unique_ptr<Kernel>> kernels() const { return kernels_; }
   std::span<const Backend* const> backends() const { return backends_; }  // those the program uses
+  // A fingerprint of the program and every weight byte (a session snapshot is bound to it);
+  // computed on first use, as it reads every page of the weights.
+  uint64_t identity() const;
+  // The weights' bytes as stored (mapped or in memory).
+  uint64_t weight_bytes() const;
 
  private:
   CompiledModel() = default;
@@ -31,6 +37,8 @@ class CompiledModel {
   ModelConstants constants_;
   std::vector<std::unique_ptr<Kernel>> kernels_;
   std::vector<const Backend*> backends_;
+  mutable std::once_flag identity_once_;
+  mutable uint64_t identity_ = 0;
 };
 
 }  // namespace kiln

@@ -1,6 +1,7 @@
 #include "runtime/program_session.h"
 
 #include <algorithm>
+#include <cstring>
 #include <new>
 
 namespace kiln {
@@ -47,6 +48,50 @@ Result<std::unique_ptr<ProgramSession>> ProgramSession::create(std::shared_ptr<c
   s->model_ = std::move(model);
   s->executor_ = std::move(executor);
   return s;
+}
+
+size_t ProgramSession::bytes_needed(const CompiledModel& model, int n_ctx, DType kv_dtype) {
+  const ModelConfig& c = model.config();
+  if (n_ctx <= 0) n_ctx = default_context(c);
+  const Program& p = model.program();
+  size_t scratch = 0;
+  for (const Backend* b : model.backends()) scratch = std::max(scratch, b->scratch_bytes(p.graph, p.plan.max_tokens, n_ctx));
+  const size_t kv = static_cast<size_t>(c.n_layers) * static_cast<size_t>(n_ctx) * static_cast<size_t>(c.kv_dim()) *
+                   static_cast<size_t>(dtype_info(kv_dtype).block_bytes);
+  return static_cast<size_t>(p.plan.arena_bytes) + 64 + scratch + 64 + 2 * kv;
+}
+
+size_t ProgramSession::kv_state_bytes(int n) const {
+  const ModelConfig& c = model_->config();
+  return 2 * static_cast<size_t>(c.n_layers) * static_cast<size_t>(n) * static_cast<size_t>(c.kv_dim()) *
+         static_cast<size_t>(dtype_info(kv_dtype_).block_bytes);
+}
+
+void ProgramSession::copy_kv_out(int n, uint8_t* out) const {
+  const ModelConfig& c = model_->config();
+  const size_t row = static_cast<size_t>(c.kv_dim()) * static_cast<size_t>(dtype_info(kv_dtype_).block_bytes);
+  const size_t layer = static_cast<size_t>(n_ctx_) * row;
+  for (const auto* cache : {&keys_, &values_})
+    for (int l = 0; l < c.n_layers; ++l) {
+      std::memcpy(out, cache->data() + static_cast<size_t>(l) * layer, static_cast<size_t>(n) * row);
+      out += static_cast<size_t>(n) * row;
+    }
+}
+
+Status ProgramSession::copy_kv_in(int n, std::span<const uint8_t> bytes) {
+  if (n < 0 || n > n_ctx_) return invalid_argument("a snapshot of " + std::to_string(n) + " positions does not fit a context of " + std::to_string(n_ctx_));
+  if (bytes.size() != kv_state_bytes(n)) return corrupt("the snapshot's KV cache has " + std::to_string(bytes.size()) + " bytes, " + std::to_string(kv_state_bytes(n)) + " expected");
+  const ModelConfig& c = model_->config();
+  const size_t row = static_cast<size_t>(c.kv_dim()) * static_cast<size_t>(dtype_info(kv_dtype_).block_bytes);
+  const size_t layer = static_cast<size_t>(n_ctx_) * row;
+  const uint8_t* in = bytes.data();
+  for (auto* cache : {&keys_, &values_})
+    for (int l = 0; l < c.n_layers; ++l) {
+      std::memcpy(cache->data() + static_cast<size_t>(l) * layer, in, static_cast<size_t>(n) * row);
+      in += static_cast<size_t>(n) * row;
+    }
+  pos_ = n;
+  return Status::ok();
 }
 
 namespace {

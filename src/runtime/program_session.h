@@ -47,6 +47,15 @@ class ProgramSession final : public Decoder {
   DType kv_dtype() const { return kv_dtype_; }
   size_t kv_cache_bytes() const { return keys_.size() + values_.size(); }
   size_t reserved_bytes() const { return arena_.size() + scratch_.size() + kv_cache_bytes(); }
+  // What create() would reserve for these arguments, without reserving it (for a budget).
+  static size_t bytes_needed(const CompiledModel& model, int n_ctx, DType kv_dtype);
+
+  // The cache's rows for positions [0, n): keys then values, each [layer][n][kv_dim], as
+  // kv_state_bytes(n) bytes (a session snapshot).
+  size_t kv_state_bytes(int n) const;
+  void copy_kv_out(int n, uint8_t* out) const;
+  // The reverse: the cache holds those n positions and the session continues at n.
+  Status copy_kv_in(int n, std::span<const uint8_t> bytes);
 
  private:
   ProgramSession() = default;

@@ -11,7 +11,7 @@ namespace kiln {
 
 class StepExecutor {
  public:
-  explicit StepExecutor(int n_threads) : pool_(n_threads) {}
+  explicit StepExecutor(int n_threads, PoolOptions options = {}) : pool_(n_threads, std::move(options)) {}
   int n_threads() const { return pool_.size(); }
   // Held for the length of one step.
   std::mutex& mutex() { return mutex_; }

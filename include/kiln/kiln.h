@@ -1,0 +1,284 @@
+/* kiln.h: the C API of kiln, the one public ABI (C11).
+ *
+ * A runtime owns the worker threads and the memory budget; a model is a mapped .kiln (or a source
+ * model compiled in memory), immutable and shared by its sessions; a session is one conversation:
+ * its KV cache, its sampler, its position.
+ *
+ * Errors: every call that can fail returns a kiln_status; KILN_OK is 0. The calling thread's
+ * kiln_last_error() then says what failed, where and why (the file, the place, the problem).
+ * Nothing aborts and no C++ exception crosses this edge.
+ *
+ * Parameter structs: fill them with the matching *_default_params() and change what you need;
+ * each carries its own size in `size`, so that a library built later can tell which fields a
+ * caller knows. Pass NULL for the defaults.
+ *
+ * Threads: a runtime, a model and their info calls may be used from any thread. A session is used
+ * by one thread at a time; kiln_session_cancel() and kiln_session_stats() may be called from any
+ * thread, at any time. Calling a session's generating function from inside its own callback is
+ * KILN_E_REENTRANT, not a deadlock. Handles are checked: a freed or unknown handle is
+ * KILN_E_INVALID_ARGUMENT, never a crash (free functions ignore them).
+ */
+#ifndef KILN_H
+#define KILN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define KILN_API __attribute__((visibility("default")))
+#else
+#define KILN_API
+#endif
+
+#define KILN_VERSION_MAJOR 0
+#define KILN_VERSION_MINOR 2
+#define KILN_VERSION_PATCH 0
+
+typedef enum kiln_status {
+  KILN_OK = 0,
+  KILN_E_INVALID_ARGUMENT, /* a NULL or freed handle, a value out of range, invalid UTF-8, ... */
+  KILN_E_IO,               /* the operating system refused: missing file, unwritable folder */
+  KILN_E_FORMAT,           /* the bytes of a file are malformed: a corrupt .kiln or session file */
+  KILN_E_UNSUPPORTED,      /* well-formed, but not something this build handles */
+  KILN_E_OUT_OF_MEMORY,    /* an allocation failed */
+  KILN_E_BUDGET,           /* the runtime's memory budget cannot hold it (the message: needed, held) */
+  KILN_E_CANCELLED,        /* kiln_session_cancel(), or a progress callback that returned non-zero */
+  KILN_E_CONTEXT_FULL,     /* the prompt does not fit the session's context */
+  KILN_E_REENTRANT,        /* a session called from inside its own callback */
+  KILN_E_NOT_FOUND,        /* a file, tensor or chat template is missing */
+  KILN_E_INTERNAL
+} kiln_status;
+
+/* This thread's last failure, never NULL ("" before any). Valid until this thread's next call. */
+KILN_API const char* kiln_last_error(void);
+/* "kiln_status" as text: "KILN_E_BUDGET". Never NULL. */
+KILN_API const char* kiln_status_name(kiln_status status);
+/* "0.2.0". */
+KILN_API const char* kiln_version(void);
+
+typedef struct kiln_runtime kiln_runtime;
+typedef struct kiln_model kiln_model;
+typedef struct kiln_session kiln_session;
+typedef struct kiln_job kiln_job;
+
+/* ---- runtime ---------------------------------------------------------------------------- */
+
+typedef enum kiln_perf_mode {
+  KILN_PERF_BALANCED = 0, /* threads: the cores of the fastest class, at most 4; waits sleep soon */
+  KILN_PERF_BURST,        /* every fast core, workers spin between steps: lowest latency */
+  KILN_PERF_SUSTAINED,    /* half the fast cores: what a phone holds without throttling */
+  KILN_PERF_POWER_SAVER   /* one thread */
+} kiln_perf_mode;
+
+typedef enum kiln_log_level { KILN_LOG_ERROR = 0, KILN_LOG_WARN, KILN_LOG_INFO, KILN_LOG_DEBUG } kiln_log_level;
+/* Called from the thread that logs; `message` is valid during the call only. */
+typedef void (*kiln_log_fn)(void* user_data, kiln_log_level level, const char* message);
+
+typedef struct kiln_runtime_params {
+  size_t size;                  /* sizeof(kiln_runtime_params) */
+  int32_t n_threads;            /* worker threads, the caller's included; 0: chosen by perf_mode */
+  uint64_t memory_budget_bytes; /* models + sessions held at once; 0: no budget */
+  kiln_perf_mode perf_mode;
+  kiln_log_fn log;              /* NULL: no log */
+  void* log_user_data;
+} kiln_runtime_params;
+
+KILN_API kiln_runtime_params kiln_runtime_default_params(void);
+KILN_API kiln_status kiln_runtime_create(const kiln_runtime_params* params, kiln_runtime** out);
+/* Frees the runtime once its models are freed (they keep it alive until then). */
+KILN_API void kiln_runtime_free(kiln_runtime* runtime);
+/* Releases what can be released now (the app's onTrimMemory): idle models are unmapped and idle
+ * sessions' KV caches moved to snapshot files; both come back when used. `released` may be NULL. */
+KILN_API kiln_status kiln_runtime_trim(kiln_runtime* runtime, uint64_t* released);
+
+typedef struct kiln_runtime_stats {
+  size_t size;                /* sizeof(kiln_runtime_stats) */
+  uint64_t memory_budget_bytes;
+  uint64_t held_bytes;        /* what the runtime counts as held now: mapped weights, KV, arenas, scratch */
+  uint64_t peak_held_bytes;
+  int32_t n_threads;
+  int32_t n_models;           /* loaded, evicted ones included */
+  int32_t n_sessions;
+  int32_t n_evictions;        /* models unmapped and sessions snapshotted to make room, so far */
+} kiln_runtime_stats;
+KILN_API kiln_status kiln_runtime_stats_get(kiln_runtime* runtime, kiln_runtime_stats* out);
+
+/* ---- model ------------------------------------------------------------------------------ */
+
+/* Loading progress, 0..1; return non-zero to cancel the load (KILN_E_CANCELLED). */
+typedef int (*kiln_progress_fn)(void* user_data, float fraction);
+
+typedef struct kiln_model_params {
+  size_t size;                /* sizeof(kiln_model_params) */
+  int32_t priority;           /* under the budget, lower priorities are evicted first; default 0 */
+  int32_t verify;             /* non-zero: check the weights' checksum too (reads every page) */
+  const char* scheme;         /* a source model (GGUF, HF folder, llama2.c): compiled in memory in this
+                                 scheme ("f32", "w4a16", ...); NULL: f32. Refused for a .kiln */
+  const char* tokenizer_path; /* a source model: another tokenizer; NULL: the model's own */
+  kiln_progress_fn progress;  /* NULL: none */
+  void* progress_user_data;
+} kiln_model_params;
+
+KILN_API kiln_model_params kiln_model_default_params(void);
+/* Maps a .kiln (a map and a check) or compiles a source model in memory. */
+KILN_API kiln_status kiln_model_load(kiln_runtime* runtime, const char* path, const kiln_model_params* params,
+                                     kiln_model** out);
+/* Called once, on the loading thread (never the caller's); `model` is NULL on failure, and then
+ * `error` says why (valid during the call only). The model belongs to the caller. */
+typedef void (*kiln_load_done_fn)(void* user_data, kiln_status status, kiln_model* model, const char* error);
+/* Loads on a thread of its own; the progress callback runs there too. `out` (may be NULL) gets a
+ * job to cancel or wait on; free it with kiln_job_free. */
+KILN_API kiln_status kiln_model_load_async(kiln_runtime* runtime, const char* path, const kiln_model_params* params,
+                                           kiln_load_done_fn done, void* user_data, kiln_job** out);
+/* Asks the job to stop at its next progress point. Any thread. */
+KILN_API kiln_status kiln_job_cancel(kiln_job* job);
+/* Waits until the job's `done` callback has returned; returns the job's status. */
+KILN_API kiln_status kiln_job_wait(kiln_job* job);
+/* Waits for the job, then frees it. */
+KILN_API void kiln_job_free(kiln_job* job);
+/* The weights go when the last session of the model is freed. */
+KILN_API void kiln_model_free(kiln_model* model);
+
+typedef struct kiln_model_info_t {
+  size_t size;                 /* sizeof(kiln_model_info_t) */
+  char arch[32];               /* "llama", "qwen2", "qwen3", ... */
+  char kind[16];               /* "kiln", "gguf", "hf", "llama2c" */
+  char scheme[32];             /* the scheme most weight bytes are in: "w4a16", "f32", ... */
+  int64_t n_params;
+  int32_t vocab_size;
+  int32_t n_layers;
+  int32_t dim;
+  int32_t n_heads;
+  int32_t n_kv_heads;
+  int32_t head_dim;
+  int32_t n_ctx_max;           /* the model's maximum context */
+  int32_t bos_id;              /* -1: none */
+  int32_t eos_id;              /* -1: none */
+  int32_t has_chat_template;
+  uint64_t weight_bytes;       /* the weights as stored */
+  uint64_t file_bytes;         /* a .kiln's size; 0 for a source model */
+} kiln_model_info_t;
+KILN_API kiln_status kiln_model_info(const kiln_model* model, kiln_model_info_t* out);
+
+/* Token ids of `text` (len bytes, valid UTF-8). flags: KILN_TOKENIZE_ADD_BOS adds BOS where the
+ * vocabulary has one; KILN_TOKENIZE_PARSE_SPECIAL reads special tokens' text as those tokens.
+ * `n_ids` gets the count; when it is more than `capacity` nothing is written past `capacity` and
+ * the call returns KILN_E_INVALID_ARGUMENT (ask again with a larger buffer). */
+#define KILN_TOKENIZE_ADD_BOS 1
+#define KILN_TOKENIZE_PARSE_SPECIAL 2
+KILN_API kiln_status kiln_tokenize(const kiln_model* model, const char* text, size_t len, int flags, int32_t* ids,
+                                   size_t capacity, size_t* n_ids);
+/* The text of `ids`, UTF-8 (an incomplete trailing character becomes U+FFFD), not NUL-terminated
+ * unless there is room for one; `len` gets the bytes needed, as for kiln_tokenize. */
+KILN_API kiln_status kiln_detokenize(const kiln_model* model, const int32_t* ids, size_t n_ids, char* buf,
+                                     size_t capacity, size_t* len);
+
+/* ---- session ---------------------------------------------------------------------------- */
+
+typedef enum kiln_kv_type { KILN_KV_F32 = 0, KILN_KV_F16 } kiln_kv_type;
+#define KILN_SEED_RANDOM UINT64_MAX
+
+typedef struct kiln_session_params {
+  size_t size;            /* sizeof(kiln_session_params) */
+  int32_t n_ctx;          /* positions the KV cache holds; 0: the model's maximum, at most 4096 */
+  kiln_kv_type kv_type;
+  uint64_t seed;          /* KILN_SEED_RANDOM (default): a fresh one per session */
+  float temperature;      /* 0: greedy; default 0.8 */
+  int32_t top_k;          /* 0: off; default 40 */
+  float top_p;            /* 1: off; default 0.95 */
+  float min_p;            /* 0: off; default 0.05 */
+  float repeat_penalty;   /* 1: off (default) */
+  int32_t repeat_last_n;  /* tokens the penalty looks back on; default 64 */
+  int32_t priority;       /* under the budget, lower priorities are snapshotted first; default 0 */
+} kiln_session_params;
+
+KILN_API kiln_session_params kiln_session_default_params(void);
+KILN_API kiln_status kiln_session_create(kiln_model* model, const kiln_session_params* params, kiln_session** out);
+KILN_API void kiln_session_free(kiln_session* session);
+
+typedef struct kiln_generate_params {
+  size_t size;               /* sizeof(kiln_generate_params) */
+  int32_t max_tokens;        /* new tokens at most; default 256 */
+  const char* const* stop;   /* stop strings (not emitted); NULL: none */
+  size_t n_stop;
+  int32_t add_bos;           /* kiln_session_generate: -1 the model's rule (default), 0 no, 1 yes */
+  int32_t parse_special;     /* kiln_session_generate: non-zero reads special tokens' text as tokens */
+} kiln_generate_params;
+
+KILN_API kiln_generate_params kiln_generate_default_params(void);
+
+typedef enum kiln_stop_reason {
+  KILN_STOP_LENGTH = 0,   /* max_tokens generated */
+  KILN_STOP_EOS,          /* the model ended its reply */
+  KILN_STOP_STRING,       /* a stop string */
+  KILN_STOP_CONTEXT_FULL, /* the session's context is full */
+  KILN_STOP_CANCELLED,    /* kiln_session_cancel() */
+  KILN_STOP_CALLBACK      /* the token callback returned non-zero */
+} kiln_stop_reason;
+
+typedef struct kiln_generate_result {
+  size_t size;                /* sizeof(kiln_generate_result) */
+  kiln_stop_reason stop_reason;
+  int32_t prompt_tokens;      /* the whole prompt */
+  int32_t reused_tokens;      /* of them, already in the KV cache from the previous call */
+  int32_t generated_tokens;
+  double time_to_first_token_ms;
+  double prefill_tokens_per_second;
+  double decode_tokens_per_second;
+} kiln_generate_result;
+
+/* Receives the reply as it is produced: `text` holds whole UTF-8 characters only (never a split
+ * sequence; not NUL-terminated), `ids` the tokens sampled since the previous call. Runs on the
+ * generating thread. Return non-zero to stop (KILN_STOP_CALLBACK). */
+typedef int (*kiln_token_fn)(void* user_data, const char* text, size_t len, const int32_t* ids, size_t n_ids);
+
+/* Continues the session with `prompt` (UTF-8, NUL-terminated). Each call takes the whole text the
+ * model should see: what the KV cache holds from the previous call is reused where the new prompt
+ * starts with it, so a growing transcript decodes only what is new. `on_token` and `out` may be
+ * NULL. Returns KILN_E_CANCELLED when cancelled (out is still filled and the session usable). */
+KILN_API kiln_status kiln_session_generate(kiln_session* session, const char* prompt, const kiln_generate_params* params,
+                                           kiln_token_fn on_token, void* user_data, kiln_generate_result* out);
+
+typedef struct kiln_message {
+  const char* role;    /* "system", "user", "assistant" */
+  const char* content; /* UTF-8; encoded as plain text: a special token's text typed here is text */
+} kiln_message;
+
+/* The reply to a whole conversation, through the model's chat template (as an OpenAI-style request
+ * sends it); the part the cache holds from earlier calls is reused. KILN_E_NOT_FOUND when the
+ * model has no chat template. */
+KILN_API kiln_status kiln_session_chat(kiln_session* session, const kiln_message* messages, size_t n_messages,
+                                       const kiln_generate_params* params, kiln_token_fn on_token, void* user_data,
+                                       kiln_generate_result* out);
+
+/* Stops the session's generation before its next step (a prefill chunk or a token). Any thread,
+ * any time; a session that is not generating ignores it. */
+KILN_API kiln_status kiln_session_cancel(kiln_session* session);
+/* Forgets the conversation: the next call starts at position 0. */
+KILN_API kiln_status kiln_session_reset(kiln_session* session);
+/* The tokens and KV cache to `path` (written to a temporary file and renamed; checksummed; bound to
+ * the model, n_ctx and kv_type). */
+KILN_API kiln_status kiln_session_save(kiln_session* session, const char* path);
+/* Reads a file kiln_session_save wrote for this model, n_ctx and kv_type; anything else, or a
+ * truncated or damaged file, is refused and the session is unchanged. */
+KILN_API kiln_status kiln_session_restore(kiln_session* session, const char* path);
+
+typedef struct kiln_session_stats {
+  size_t size;              /* sizeof(kiln_session_stats) */
+  int32_t n_ctx;
+  int32_t position;         /* tokens the KV cache holds */
+  uint64_t reserved_bytes;  /* KV cache, arena and scratch; 0 while snapshotted */
+  int32_t generating;       /* non-zero during a generate or chat call */
+  int32_t evicted;          /* non-zero while the KV cache is in a snapshot file */
+} kiln_session_stats;
+KILN_API kiln_status kiln_session_stats_get(kiln_session* session, kiln_session_stats* out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_H */

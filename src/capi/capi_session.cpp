@@ -1,0 +1,240 @@
+// kiln.h: sessions: create, generate, chat, cancel, reset, save and restore, stats.
+#include <cstring>
+#include <string>
+
+#include "capi/guard.h"
+#include "core/byte_reader.h"
+#include "engine/defaults.h"
+
+using namespace kiln;
+using namespace kiln::capi;
+
+namespace {
+
+TurnOptions turn_options(const kiln_generate_params& p) {
+  TurnOptions t;
+  t.max_tokens = p.max_tokens;
+  for (size_t i = 0; i < p.n_stop; ++i)
+    if (p.stop[i] != nullptr && p.stop[i][0] != '\0') t.stop.emplace_back(p.stop[i]);
+  t.add_bos = p.add_bos < 0 ? -1 : p.add_bos > 0 ? 1 : 0;
+  t.parse_special = p.parse_special != 0;
+  return t;
+}
+
+kiln_stop_reason stop_reason(StopReason r) {
+  switch (r) {
+    case StopReason::kLength: return KILN_STOP_LENGTH;
+    case StopReason::kStopToken: return KILN_STOP_EOS;
+    case StopReason::kContextFull: return KILN_STOP_CONTEXT_FULL;
+    case StopReason::kStopString: return KILN_STOP_STRING;
+    case StopReason::kCancelled: return KILN_STOP_CANCELLED;
+    case StopReason::kCallback: return KILN_STOP_CALLBACK;
+  }
+  return KILN_STOP_LENGTH;
+}
+
+void fill_result(const GenerationStats& s, kiln_generate_result* out) {
+  if (out == nullptr) return;
+  kiln_generate_result r;
+  std::memset(&r, 0, sizeof r);
+  r.size = sizeof r;
+  r.stop_reason = stop_reason(s.stop);
+  r.prompt_tokens = s.prompt_tokens + s.reused_tokens;
+  r.reused_tokens = s.reused_tokens;
+  r.generated_tokens = s.generated_tokens;
+  r.time_to_first_token_ms = s.first_token_seconds * 1e3;
+  r.prefill_tokens_per_second = s.prompt_seconds > 0 ? s.prompt_tokens / s.prompt_seconds : 0.0;
+  r.decode_tokens_per_second =
+      s.generate_seconds > 0 && s.generated_tokens > 1 ? (s.generated_tokens - 1) / s.generate_seconds : 0.0;
+  const size_t n = out->size >= sizeof(size_t) && out->size < sizeof r ? out->size : sizeof r;
+  std::memcpy(static_cast<void*>(out), &r, n);
+}
+
+// Checks the common arguments of generate and chat and reads the params.
+bool turn_args(kiln_session* session, const kiln_generate_params* params, kiln_generate_params& p, const char* what) {
+  if (!check_handle(session, HandleKind::kSession, what)) return false;
+  p = kiln_generate_default_params();
+  if (!read_params(params, p, what)) return false;
+  if (p.max_tokens < 0) {
+    fail(KILN_E_INVALID_ARGUMENT, std::string(what) + ": max_tokens " + std::to_string(p.max_tokens) + " is negative");
+    return false;
+  }
+  if (p.n_stop > 0 && p.stop == nullptr) {
+    fail(KILN_E_INVALID_ARGUMENT, std::string(what) + ": n_stop is " + std::to_string(p.n_stop) + " but stop is NULL");
+    return false;
+  }
+  return true;
+}
+
+PieceSink sink_for(kiln_token_fn fn, void* user) {
+  if (fn == nullptr) return [](std::string_view, std::span<const int>) { return true; };
+  return [fn, user](std::string_view text, std::span<const int> ids) {
+    static_assert(sizeof(int) == sizeof(int32_t));
+    return fn(user, text.data(), text.size(), reinterpret_cast<const int32_t*>(ids.data()), ids.size()) == 0;
+  };
+}
+
+kiln_status finish(const Result<GenerationStats>& r, kiln_generate_result* out, const char* what) {
+  if (!r) return fail(r.status().with_context(what));
+  fill_result(*r, out);
+  if (r->stop == StopReason::kCancelled) return fail(KILN_E_CANCELLED, std::string(what) + ": cancelled");
+  return KILN_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+KILN_API kiln_session_params kiln_session_default_params(void) {
+  kiln_session_params p;
+  std::memset(&p, 0, sizeof p);
+  p.size = sizeof p;
+  const SamplerParams d;
+  p.n_ctx = 0;
+  p.kv_type = KILN_KV_F32;
+  p.seed = KILN_SEED_RANDOM;
+  p.temperature = d.temperature;
+  p.top_k = d.top_k;
+  p.top_p = d.top_p;
+  p.min_p = d.min_p;
+  p.repeat_penalty = d.repeat_penalty;
+  p.repeat_last_n = d.repeat_last_n;
+  return p;
+}
+
+KILN_API kiln_generate_params kiln_generate_default_params(void) {
+  kiln_generate_params p;
+  std::memset(&p, 0, sizeof p);
+  p.size = sizeof p;
+  p.max_tokens = 256;
+  p.add_bos = -1;
+  p.parse_special = 1;
+  return p;
+}
+
+KILN_API kiln_status kiln_session_create(kiln_model* model, const kiln_session_params* params, kiln_session** out) {
+  return guarded("kiln_session_create", [&] {
+    if (out == nullptr) return fail(KILN_E_INVALID_ARGUMENT, "kiln_session_create: out is NULL");
+    *out = nullptr;
+    if (!check_handle(model, HandleKind::kModel, "kiln_session_create")) return KILN_E_INVALID_ARGUMENT;
+    kiln_session_params p = kiln_session_default_params();
+    if (!read_params(params, p, "kiln_session_create")) return KILN_E_INVALID_ARGUMENT;
+    auto bad = [](const std::string& m) { return fail(KILN_E_INVALID_ARGUMENT, "kiln_session_create: " + m); };
+    if (p.n_ctx < 0) return bad("n_ctx " + std::to_string(p.n_ctx) + " is negative (0 takes the default)");
+    if (p.kv_type != KILN_KV_F32 && p.kv_type != KILN_KV_F16) return bad("kv_type must be KILN_KV_F32 or KILN_KV_F16");
+    if (!(p.temperature >= 0)) return bad("temperature must be 0 (greedy) or more");
+    if (!(p.top_p >= 0 && p.top_p <= 1)) return bad("top_p must be in 0..1");
+    if (!(p.min_p >= 0 && p.min_p <= 1)) return bad("min_p must be in 0..1");
+    if (!(p.repeat_penalty > 0)) return bad("repeat_penalty must be more than 0 (1 is off)");
+    SessionOptions o;
+    o.n_ctx = p.n_ctx;
+    o.kv_dtype = p.kv_type == KILN_KV_F16 ? DType::kF16 : DType::kF32;
+    o.sampler.temperature = p.temperature;
+    o.sampler.top_k = p.top_k;
+    o.sampler.top_p = p.top_p;
+    o.sampler.min_p = p.min_p;
+    o.sampler.repeat_penalty = p.repeat_penalty;
+    o.sampler.repeat_last_n = p.repeat_last_n;
+    o.sampler.seed = resolve_seed(p.seed == KILN_SEED_RANDOM ? std::nullopt : std::optional<uint64_t>(p.seed));
+    o.priority = p.priority;
+    auto s = model->model->new_session(o);
+    if (!s) return fail(s.status().with_context("kiln_session_create"));
+    auto* h = new kiln_session{std::move(*s)};
+    register_handle(h, HandleKind::kSession);
+    *out = h;
+    return ok();
+  });
+}
+
+KILN_API void kiln_session_free(kiln_session* session) {
+  if (!unregister_handle(session, HandleKind::kSession)) return;
+  delete session;
+}
+
+KILN_API kiln_status kiln_session_generate(kiln_session* session, const char* prompt, const kiln_generate_params* params,
+                                           kiln_token_fn on_token, void* user_data, kiln_generate_result* out) {
+  return guarded("kiln_session_generate", [&] {
+    kiln_generate_params p;
+    if (!turn_args(session, params, p, "kiln_session_generate")) return KILN_E_INVALID_ARGUMENT;
+    if (prompt == nullptr) return fail(KILN_E_INVALID_ARGUMENT, "kiln_session_generate: prompt is NULL");
+    auto r = session->session->generate(prompt, turn_options(p), sink_for(on_token, user_data));
+    return finish(r, out, "kiln_session_generate");
+  });
+}
+
+KILN_API kiln_status kiln_session_chat(kiln_session* session, const kiln_message* messages, size_t n_messages,
+                                       const kiln_generate_params* params, kiln_token_fn on_token, void* user_data,
+                                       kiln_generate_result* out) {
+  return guarded("kiln_session_chat", [&] {
+    kiln_generate_params p;
+    if (!turn_args(session, params, p, "kiln_session_chat")) return KILN_E_INVALID_ARGUMENT;
+    if (messages == nullptr || n_messages == 0)
+      return fail(KILN_E_INVALID_ARGUMENT, "kiln_session_chat: no messages");
+    nlohmann::ordered_json conv = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < n_messages; ++i) {
+      const kiln_message& m = messages[i];
+      const std::string at = "kiln_session_chat: message " + std::to_string(i);
+      if (m.role == nullptr || m.content == nullptr) return fail(KILN_E_INVALID_ARGUMENT, at + ": role or content is NULL");
+      if (!is_valid_utf8(m.role) || !is_valid_utf8(m.content))
+        return fail(KILN_E_INVALID_ARGUMENT, at + ": not valid UTF-8");
+      conv.push_back({{"role", m.role}, {"content", m.content}});
+    }
+    auto r = session->session->chat(conv, turn_options(p), sink_for(on_token, user_data));
+    return finish(r, out, "kiln_session_chat");
+  });
+}
+
+KILN_API kiln_status kiln_session_cancel(kiln_session* session) {
+  return guarded("kiln_session_cancel", [&] {
+    if (!check_handle(session, HandleKind::kSession, "kiln_session_cancel")) return KILN_E_INVALID_ARGUMENT;
+    session->session->cancel();
+    return ok();
+  });
+}
+
+KILN_API kiln_status kiln_session_reset(kiln_session* session) {
+  return guarded("kiln_session_reset", [&] {
+    if (!check_handle(session, HandleKind::kSession, "kiln_session_reset")) return KILN_E_INVALID_ARGUMENT;
+    const Status st = session->session->reset();
+    return st ? ok() : fail(st.with_context("kiln_session_reset"));
+  });
+}
+
+KILN_API kiln_status kiln_session_save(kiln_session* session, const char* path) {
+  return guarded("kiln_session_save", [&] {
+    if (!check_handle(session, HandleKind::kSession, "kiln_session_save")) return KILN_E_INVALID_ARGUMENT;
+    if (path == nullptr || *path == '\0') return fail(KILN_E_INVALID_ARGUMENT, "kiln_session_save: path is NULL or empty");
+    const Status st = session->session->save(path);
+    return st ? ok() : fail(st.with_context("kiln_session_save"));
+  });
+}
+
+KILN_API kiln_status kiln_session_restore(kiln_session* session, const char* path) {
+  return guarded("kiln_session_restore", [&] {
+    if (!check_handle(session, HandleKind::kSession, "kiln_session_restore")) return KILN_E_INVALID_ARGUMENT;
+    if (path == nullptr || *path == '\0')
+      return fail(KILN_E_INVALID_ARGUMENT, "kiln_session_restore: path is NULL or empty");
+    const Status st = session->session->restore(path);
+    return st ? ok() : fail(st.with_context("kiln_session_restore"));
+  });
+}
+
+KILN_API kiln_status kiln_session_stats_get(kiln_session* session, kiln_session_stats* out) {
+  return guarded("kiln_session_stats_get", [&] {
+    if (!check_handle(session, HandleKind::kSession, "kiln_session_stats_get")) return KILN_E_INVALID_ARGUMENT;
+    if (out == nullptr) return fail(KILN_E_INVALID_ARGUMENT, "kiln_session_stats_get: out is NULL");
+    const SessionState s = session->session->state();
+    kiln_session_stats r;
+    std::memset(&r, 0, sizeof r);
+    r.size = sizeof r;
+    r.n_ctx = s.n_ctx;
+    r.position = s.position;
+    r.reserved_bytes = s.reserved_bytes;
+    r.generating = s.generating ? 1 : 0;
+    r.evicted = s.evicted ? 1 : 0;
+    *out = r;
+    return ok();
+  });
+}
+
+}  // extern "C"

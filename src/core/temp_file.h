@@ -1,0 +1,41 @@
+// Writing a file so that a crash never leaves half of it: the bytes go to
+// `<path>.tmp.<pid>.<n>` in the same folder, are fsync'ed and renamed onto `path`; a TempFile
+// destroyed before commit() removes its temporary file.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "core/status.h"
+
+namespace kiln {
+
+class TempFile {
+ public:
+  TempFile() = default;
+  ~TempFile();
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  // Creates the temporary file beside `target`.
+  Status create(const std::string& target);
+  Status write(const uint8_t* p, size_t n);
+  Status pwrite_at(uint64_t offset, std::span<const uint8_t> bytes);
+  // fsync, close and rename onto `target`; the temp file is gone afterwards either way.
+  Status commit(const std::string& target);
+  // Closes and removes the temporary file (nothing when committed).
+  void discard();
+  uint64_t pos() const { return pos_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  int fd_ = -1;
+  std::string path_;
+  uint64_t pos_ = 0;
+};
+
+// The whole file in one call.
+Status write_file_atomically(const std::string& path, std::span<const uint8_t> bytes);
+
+}  // namespace kiln

@@ -1,0 +1,43 @@
+// How a model's chat template turns a conversation into prompt tokens, and which token ends a
+// reply: stateless, shared by ChatSession and every front end that sends whole conversations.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kiln {
+
+class ChatFormat {
+ public:
+  // `tokenizer` must outlive the format. `kwargs`: extra template variables
+  // (apply_chat_template(**kwargs), e.g. {"enable_thinking": false}).
+  static Result<ChatFormat> create(const Tokenizer& tokenizer, const ModelChatTemplate& tpl,
+                                   nlohmann::ordered_json kwargs = nlohmann::ordered_json::object());
+
+  // The prompt text for `messages`, ending with the assistant's turn opened
+  // (add_generation_prompt), as Hugging Face's apply_chat_template renders it.
+  Result<std::string> render(const nlohmann::ordered_json& messages) const;
+  // The same, encoded as apply_chat_template(tokenize=True) does: the template writes BOS itself.
+  Result<std::vector<int>> encode(const nlohmann::ordered_json& messages) const;
+  // Tokens that end a reply besides the model's own stop tokens: the template's end-of-turn token
+  // and the tokenizer's EOS.
+  const std::vector<int>& end_of_turn_ids() const { return end_of_turn_; }
+
+ private:
+  ChatFormat(const Tokenizer& t, ChatTemplate tpl, std::vector<std::pair<std::string, std::string>> special,
+             nlohmann::ordered_json kwargs);
+  Result<std::vector<int>> find_end_of_turn() const;
+
+  const Tokenizer* tokenizer_;
+  ChatTemplate template_;
+  std::vector<std::pair<std::string, std::string>> special_tokens_;  // bos_token, eos_token, ...
+  nlohmann::ordered_json kwargs_;
+  std::vector<int> end_of_turn_;
+};
+
+}  // namespace kiln
