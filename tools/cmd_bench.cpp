@@ -32,6 +32,9 @@
 #include "runtime/program_session.h"
 #include "tools/cli_common.h"
 #include "engine/open_model.h"
+#include "runtime/perf_mode.h"
+#include "tools/bench_sessions.h"
+#include "tools/generation_flags.h"
 
 extern char** environ;
 
@@ -61,6 +64,8 @@ struct BenchCmd {
   std::string prompt = "Once upon a time";
   bool drop_all = false;
   bool first_token = false;  // internal: the child process of --cold-start
+  std::string perf;               // --perf MODE
+  std::vector<int> sessions;      // --sessions N,...: concurrent sessions instead of the usual tests
 };
 
 double now_s() {
@@ -267,6 +272,15 @@ Result<OpenedModel> open_for_bench(const BenchCmd& c) {
 
 int bench(BenchCmd c) {
   if (c.model.empty()) c.model = default_model_path();
+  PoolOptions pool;
+  if (!c.perf.empty()) {
+    auto mode = parse_perf_mode(c.perf);
+    if (!mode) return fail(mode.status());
+    const ThreadPlan plan = plan_threads(*mode, c.threads);
+    c.threads = plan.n_threads;
+    pool = plan.pool;
+    std::fprintf(stderr, "kiln: %s\n", plan.summary.c_str());
+  }
   if (c.threads <= 0) c.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (c.repeats < 1) return fail(invalid_argument("-r must be at least 1"));
   for (int p : c.n_prompt)
@@ -287,7 +301,8 @@ int bench(BenchCmd c) {
   if (n_ctx > cfg.max_seq_len)
     return fail(invalid_argument("a context of " + std::to_string(n_ctx) + " tokens exceeds the model's maximum of " +
                                  std::to_string(cfg.max_seq_len)));
-  auto session_r = ProgramSession::create(opened->model, n_ctx, c.threads, kv_dtype(c.kv_type));
+  auto session_r =
+      ProgramSession::create(opened->model, n_ctx, std::make_shared<StepExecutor>(c.threads, pool), kv_dtype(c.kv_type));
   if (!session_r) return fail(session_r.status());
   ProgramSession& s = **session_r;
 
@@ -731,7 +746,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   auto c = std::make_shared<BenchCmd>();
   CLI::App* cmd = app.add_subcommand("bench", "Prefill/decode speed against the compute and memory-bandwidth rooflines; cold start");
   cmd->add_option("model", c->model, ".kiln file or source model (default: the shipped stories260K)");
-  cmd->add_option("-p,--n-prompt", c->n_prompt, "prompt sizes for the prefill tests, comma-separated (0: none)")
+  CLI::Option* n_prompt = cmd->add_option("-p,--n-prompt", c->n_prompt, "prompt sizes for the prefill tests, comma-separated (0: none)")
       ->delimiter(',');
   cmd->add_option("-n,--n-gen", c->n_gen, "tokens for the decode test (0: none)")->check(CLI::NonNegativeNumber);
   cmd->add_option("-d,--depth", c->depth, "tokens already in the KV cache when each test starts")
@@ -755,7 +770,28 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--drop-caches", c->drop_all,
                 "--cold-start: also drop the whole page cache (root only; default: only the model's files)");
   cmd->add_flag("--first-token", c->first_token)->group("");  // the child of --cold-start
-  cmd->callback([c, &exit_code] {
+  add_perf_flag(cmd, c->perf);
+  cmd->add_option("--sessions", c->sessions,
+                  "N[,N...]: N sessions generating at once on N threads (aggregate decode tok/s, time to first "
+                  "token); -p gives the prompt size (default 32), -n the tokens per session")
+      ->delimiter(',');
+  cmd->callback([c, n_prompt, &exit_code] {
+    if (!c->sessions.empty()) {
+      BenchSessionsArgs a;
+      a.model = c->model.empty() ? default_model_path() : c->model;
+      a.scheme = c->scheme;
+      a.tokenizer = c->tokenizer;
+      a.kv_type = c->kv_type;
+      a.perf = c->perf;
+      a.sessions = c->sessions;
+      a.n_prompt = n_prompt->count() > 0 && !c->n_prompt.empty() ? c->n_prompt.front() : 32;
+      a.n_gen = c->n_gen;
+      a.threads = c->threads;
+      a.group = c->group;
+      a.json = c->json;
+      exit_code = bench_sessions(a);
+      return;
+    }
     if (c->first_token) exit_code = first_token(*c);
     else if (c->cold_start) exit_code = cold_start(*c);
     else exit_code = bench(*c);

@@ -69,7 +69,9 @@ int run_chat(ChatCmd c) {
   if (!opened) return fail(opened.status());
   auto tpl = chat_template_for(*opened, c.chat_template);
   if (!tpl) return fail(tpl.status());
-  auto session = ProgramSession::create(opened->model, g.n_ctx, g.threads, kv_dtype(g.kv_type));
+  auto executor = executor_for(g);
+  if (!executor) return fail(executor.status());
+  auto session = ProgramSession::create(opened->model, g.n_ctx, *executor, kv_dtype(g.kv_type));
   if (!session) return fail(session.status());
   co.sampler = sampler_with_seed(g);
   auto chat = ChatSession::create(**session, *opened->tokenizer, *tpl, co);

@@ -47,7 +47,9 @@ int run(RunOptions o) {
   const ModelConfig& cfg = opened->model->config();
   const Tokenizer& tok = *opened->tokenizer;
   // Before the "loaded" line, so that a --ctx or --threads the model refuses is the only line.
-  auto session = ProgramSession::create(opened->model, g.n_ctx, g.threads, kv_dtype(g.kv_type));
+  auto executor = executor_for(g);
+  if (!executor) return fail(executor.status());
+  auto session = ProgramSession::create(opened->model, g.n_ctx, *executor, kv_dtype(g.kv_type));
   if (!session) return fail(session.status().with_context(g.model));
   std::fprintf(stderr, "kiln: loaded %s (%s, %s, %d layers, dim %d, vocab %d) in %.1f ms\n", g.model.c_str(),
                opened->kind.c_str(), std::string(arch_name(cfg.arch)).c_str(), cfg.n_layers, cfg.dim, cfg.vocab_size,

@@ -1,8 +1,10 @@
 #include "tools/generation_flags.h"
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 
 #include "engine/defaults.h"
+#include "runtime/perf_mode.h"
 #include "tools/cli_common.h"
 
 namespace kiln::cli {
@@ -22,7 +24,10 @@ void add_generation_flags(CLI::App* cmd, GenerationFlags& f) {
   cmd->add_option("--seed", f.seed, "random seed (default: random, printed on stderr)")
       ->each([p = &f](const std::string&) { p->seed_given = true; });
   cmd->add_option("--ctx", f.n_ctx, "context length (default: the model's maximum, at most 4096)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--threads", f.threads, "worker threads")->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", f.threads, "worker threads")
+      ->check(CLI::PositiveNumber)
+      ->each([p = &f](const std::string&) { p->threads_given = true; });
+  add_perf_flag(cmd, f.perf);
   add_kv_type_flag(cmd, f.kv_type);
   cmd->add_option("--tokenizer", f.tokenizer, "tokenizer file (llama2.c .bin, tokenizer.json, .gguf)");
   cmd->add_flag("--verify", f.verify, "check every section checksum of a .kiln (exit 2 on a mismatch)");
@@ -34,6 +39,20 @@ Result<OpenedModel> open_for_generation(GenerationFlags& f) {
   oo.tokenizer_path = f.tokenizer;
   oo.verify = f.verify;
   return open_model(f.model, oo);
+}
+
+void add_perf_flag(CLI::App* cmd, std::string& perf) {
+  cmd->add_option("--perf", perf,
+                  "performance mode: burst, balanced, sustained or power_saver (threads, cores, spinning; see README)")
+      ->check(CLI::IsMember({"burst", "balanced", "sustained", "sustained_high", "power_saver"}));
+}
+
+Result<std::shared_ptr<StepExecutor>> executor_for(const GenerationFlags& f) {
+  if (f.perf.empty()) return std::make_shared<StepExecutor>(f.threads);
+  KILN_ASSIGN_OR_RETURN(PerfMode mode, parse_perf_mode(f.perf));
+  const ThreadPlan plan = plan_threads(mode, f.threads_given ? f.threads : 0);
+  std::fprintf(stderr, "kiln: %s\n", plan.summary.c_str());
+  return std::make_shared<StepExecutor>(plan.n_threads, plan.pool);
 }
 
 SamplerParams sampler_with_seed(GenerationFlags& f) {

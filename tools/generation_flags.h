@@ -6,6 +6,7 @@
 
 #include "runtime/sampler.h"
 #include "engine/open_model.h"
+#include "runtime/step_executor.h"
 
 namespace CLI {
 class App;
@@ -24,6 +25,8 @@ struct GenerationFlags {
   bool seed_given = false;
   uint64_t seed = 0;
   SamplerParams sampler;
+  std::string perf;            // --perf MODE; "" : --threads alone decides
+  bool threads_given = false;
 };
 
 void add_generation_flags(CLI::App* cmd, GenerationFlags& f);
@@ -32,5 +35,10 @@ void add_generation_flags(CLI::App* cmd, GenerationFlags& f);
 Result<OpenedModel> open_for_generation(GenerationFlags& f);
 // The sampler's parameters with the seed filled in: --seed, or a random one (print it).
 SamplerParams sampler_with_seed(GenerationFlags& f);
+// The thread pool a session runs on: --threads workers, or what --perf MODE chooses (--threads,
+// when given too, fixes the count); the choice is printed on stderr.
+Result<std::shared_ptr<StepExecutor>> executor_for(const GenerationFlags& f);
+// --perf MODE on any command.
+void add_perf_flag(CLI::App* cmd, std::string& perf);
 
 }  // namespace kiln::cli

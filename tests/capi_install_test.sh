@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The C API as an application gets it: `cmake --install` into a fresh prefix, examples/c/stream.c
+# compiled as strict C11 with nothing but the installed header and `pkg-config --cflags --libs
+# kiln`, run on the shipped model: its greedy text byte-identical to `kiln run --temp 0 -n 200`
+# (the golden). Also: libkiln.so exports kiln_* and nothing else.
+# Usage: capi_install_test.sh BUILD_DIR SOURCE_DIR
+set -euo pipefail
+build=$1
+src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cmake --install "$build" --prefix "$work/prefix" >/dev/null
+export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"
+cc -std=c11 -Wall -Wextra -Werror -pedantic "$src/examples/c/stream.c" $(pkg-config --cflags --libs kiln) \
+  -Wl,-rpath,"$work/prefix/lib" -o "$work/stream"
+"$work/stream" "$src/models/stories260K/stories260K.bin" "" 200 0 2>/dev/null >"$work/out.txt"
+cmp "$work/out.txt" "$src/tests/data/golden/stories260K_greedy200.txt"
+others=$(nm -D --defined-only "$work/prefix/lib/libkiln.so" | awk '{print $3}' | grep -v '^kiln_' || true)
+if [ -n "$others" ]; then
+  echo "libkiln.so exports symbols besides kiln_*:"
+  echo "$others" | head
+  exit 1
+fi
+# The static library and the CMake package are there too.
+test -f "$work/prefix/lib/libkiln.a"
+test -f "$work/prefix/lib/cmake/kiln/kilnConfig.cmake"
+echo "capi install test: the installed C API streams the golden text; libkiln.so exports only kiln_*"

@@ -1,0 +1,129 @@
+#include "tools/bench_sessions.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "engine/runtime.h"
+#include "quant/overrides.h"
+#include "tools/cli_common.h"
+
+namespace kiln::cli {
+
+namespace {
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+struct Run {
+  int sessions = 0;
+  double aggregate_tps = 0;     // every session's decoded tokens over the span they decoded in
+  double mean_ttft_ms = 0;      // time to first token, averaged over the sessions
+  double max_ttft_ms = 0;
+  double per_session_tps = 0;   // mean of each session's own decode rate
+  int generated = 0;
+};
+}  // namespace
+
+int bench_sessions(const BenchSessionsArgs& a) {
+  RuntimeOptions ro;
+  ro.n_threads = a.threads;
+  if (!a.perf.empty()) {
+    auto mode = parse_perf_mode(a.perf);
+    if (!mode) return fail(mode.status());
+    ro.perf_mode = *mode;
+  } else if (a.threads <= 0) {
+    ro.n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
+  auto rt = Runtime::create(ro);
+  ModelLoadOptions lo;
+  lo.open.tokenizer_path = a.tokenizer;
+  auto q = overrides_from_flags(a.scheme, a.group, true, /*auto_fallback=*/true);
+  if (!q) return fail(q.status());
+  lo.open.quant = *q;
+  auto model = rt->load_model(a.model, lo);
+  if (!model) return fail(model.status());
+  // A prompt of about n_prompt tokens, different for each session so that none shares a prefix.
+  auto prompt_for = [&](int i) {
+    std::string p = "Session " + std::to_string(i) + ":";
+    while (true) {
+      auto ids = (*model)->tokenizer().encode(p + " once upon a time", false);
+      if (!ids || static_cast<int>(ids->size()) >= a.n_prompt) break;
+      p += " once upon a time";
+    }
+    return p;
+  };
+  std::vector<Run> runs;
+  for (int n : a.sessions) {
+    if (n < 1 || n > 64) return fail(invalid_argument("--sessions takes counts from 1 to 64"));
+    SessionOptions so;
+    so.n_ctx = a.n_prompt + a.n_gen + 16;
+    so.kv_dtype = kv_dtype(a.kv_type);
+    so.sampler.temperature = 0;
+    std::vector<std::shared_ptr<RuntimeSession>> ss;
+    for (int i = 0; i < n; ++i) {
+      auto s = (*model)->new_session(so);
+      if (!s) return fail(s.status());
+      ss.push_back(*s);
+    }
+    std::vector<GenerationStats> st(static_cast<size_t>(n));
+    std::vector<double> start(static_cast<size_t>(n)), end(static_cast<size_t>(n));
+    std::vector<Status> errs(static_cast<size_t>(n));
+    std::vector<std::thread> threads;
+    TurnOptions turn;
+    turn.max_tokens = a.n_gen;
+    for (int i = 0; i < n; ++i)
+      threads.emplace_back([&, i] {
+        const std::string p = prompt_for(i);
+        const auto k = static_cast<size_t>(i);
+        start[k] = now_s();
+        auto r = ss[k]->generate(p, turn, [](std::string_view, std::span<const int>) { return true; });
+        end[k] = now_s();
+        if (r) st[k] = *r;
+        else errs[k] = r.status();
+      });
+    for (auto& t : threads) t.join();
+    for (const Status& e : errs)
+      if (!e) return fail(e);
+    Run r;
+    r.sessions = n;
+    double first = 1e300, last = 0, sum_rate = 0;
+    for (int i = 0; i < n; ++i) {
+      const auto k = static_cast<size_t>(i);
+      const double ttft = st[k].first_token_seconds;
+      first = std::min(first, start[k] + ttft);
+      last = std::max(last, end[k]);
+      r.generated += st[k].generated_tokens;
+      r.mean_ttft_ms += ttft * 1e3 / n;
+      r.max_ttft_ms = std::max(r.max_ttft_ms, ttft * 1e3);
+      sum_rate += st[k].generate_seconds > 0 ? st[k].generated_tokens / st[k].generate_seconds : 0;
+    }
+    r.per_session_tps = sum_rate / n;
+    r.aggregate_tps = last > first ? (r.generated - n) / (last - first) : 0;  // the first tokens came with the prefill
+    runs.push_back(r);
+  }
+  if (a.json) {
+    nlohmann::json j;
+    j["model"] = a.model;
+    j["threads"] = rt->thread_plan().n_threads;
+    j["n_prompt"] = a.n_prompt;
+    j["n_gen"] = a.n_gen;
+    j["batched"] = false;
+    for (const Run& r : runs)
+      j["runs"].push_back({{"sessions", r.sessions}, {"aggregate_decode_tps", r.aggregate_tps},
+                           {"per_session_decode_tps", r.per_session_tps}, {"mean_ttft_ms", r.mean_ttft_ms},
+                           {"max_ttft_ms", r.max_ttft_ms}, {"generated", r.generated}});
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("model    %s\nthreads  %s; prompt %d tokens, %d generated per session\n", a.model.c_str(),
+              rt->thread_plan().summary.c_str(), a.n_prompt, a.n_gen);
+  std::printf("sessions  aggregate decode tok/s  per session tok/s  TTFT mean / max ms\n");
+  for (const Run& r : runs)
+    std::printf("%8d  %22.1f  %17.1f  %8.1f / %.1f\n", r.sessions, r.aggregate_tps, r.per_session_tps, r.mean_ttft_ms,
+                r.max_ttft_ms);
+  std::printf("(sessions take turns on one thread pool step by step; their decode steps are not batched yet)\n");
+  return 0;
+}
+
+}  // namespace kiln::cli
