@@ -69,7 +69,8 @@ TEST(BenchCli, TextReportAndBadArguments) {
   auto too_long = test::run_kiln("bench " + test::shell_quote(test::shipped_model()) + " -p 100000 -n 1 -r 1");
   EXPECT_EQ(too_long.exit_code, 2);
   EXPECT_NE(too_long.err.find("exceeds"), std::string::npos) << too_long.err;
-  EXPECT_EQ(test::run_kiln("bench " + test::shell_quote(test::shipped_model()) + " -q w5a3 -r 1").exit_code, 2);
+  // An unknown scheme is a usage error (issue 23, row 12).
+  EXPECT_EQ(test::run_kiln("bench " + test::shell_quote(test::shipped_model()) + " -q w5a3 -r 1").exit_code, 1);
 }
 
 // --kv-type f16: the cache and the bytes a decoded token reads from it are half the f32 ones.

@@ -781,12 +781,19 @@ TEST(TokenizeCli, BadInputExits2WithOneLine) {
   for (const std::string& args : std::vector<std::string>{
            "tokenize /nonexistent/tokenizer.json --text hi", "tokenize " + q + " --jsonl " + test::shell_quote(bad_jsonl),
         "tokenize " + q + " --jsonl /nonexistent.jsonl", "tokenize " + q + " --text \"$(printf '\\377')\"",
-        "tokenize " + q, "tokenize " + q + " --text a --jsonl " + test::shell_quote(bad_utf8),
         "tokenize " + test::shell_quote(bad_json) + " --text hi", "detokenize " + q + " --ids 1,x",
         "detokenize " + q + " --ids 99999999", "detokenize " + q + " --ids ' -5'",
         "bench-tokenizer " + q + " --file /nonexistent.txt"}) {
     auto r = test::run_kiln(args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\n" << r.err;
+    EXPECT_EQ(r.err.rfind("kiln: error: ", 0), 0u) << args << "\n" << r.err;
+  }
+  // Neither or both of --text and --jsonl: a usage error, exit 1 (issue 23, row 12).
+  for (const std::string& args :
+       std::vector<std::string>{"tokenize " + q, "tokenize " + q + " --text a --jsonl " + test::shell_quote(bad_utf8)}) {
+    auto r = test::run_kiln(args);
+    EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\n" << r.err;
     EXPECT_EQ(r.err.rfind("kiln: error: ", 0), 0u) << args << "\n" << r.err;
   }

@@ -277,7 +277,7 @@ TEST(ChatTemplate, CliPrintsExactlyThePrompt) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   r = test::run_kiln("template " + test::shell_quote(dir) + " --messages " + test::shell_quote(bad) +
                      " --set enable_thinking=nope");
-  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.exit_code, 1);  // a usage error (issue 23, row 12)
   EXPECT_NE(r.err.find("is not JSON"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }

@@ -186,7 +186,7 @@ TEST(ChatCli, NoTemplateIsAClearError) {
   EXPECT_NE(r.err.find("no chat template"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("--chat-template"), std::string::npos) << r.err;
   auto bad = test::run_kiln("run " + test::shell_quote(test::shipped_model()) + " --system hi -p x");
-  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.exit_code, 1);  // a usage error (issue 23, row 12)
   EXPECT_NE(bad.err.find("--chat"), std::string::npos) << bad.err;
 }
 

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include <CLI/CLI.hpp>
@@ -19,6 +21,22 @@ void add_kv_type_flag(CLI::App* cmd, std::string& kv_type) {
 int fail(const Status& s) {
   std::fprintf(stderr, "kiln: error: %s\n", s.message().c_str());
   return kExitBadInput;
+}
+
+int usage_error(const std::string& message) {
+  std::fprintf(stderr, "kiln: error: %s\n", message.c_str());
+  return kExitUsage;
+}
+
+int finish_stdout(int exit_code) {
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  const int err = errno;
+  // ferror: an earlier write (each streamed token is flushed) may have failed already.
+  if (flushed && !std::ferror(stdout)) return exit_code;
+  std::fprintf(stderr, "kiln: error: writing the output to stdout failed: %s\n",
+               err ? std::strerror(err) : "a write error");
+  return exit_code ? exit_code : kExitBadInput;
 }
 
 std::string default_model_path() {

@@ -1,22 +1,74 @@
 // What the subcommands share: how errors end the process, and where the shipped model is.
 #pragma once
 
+#include <CLI/CLI.hpp>
+#include <sstream>
 #include <string>
 
 #include "core/dtype.h"
 #include "core/status.h"
 
-namespace CLI {
-class App;
-}
-
 namespace kiln::cli {
 
-// Exit status for a model, file or input that kiln rejects.
+// Exit status for a command line kiln cannot use: an unknown flag, a bad value, a missing or
+// contradictory option.
+constexpr int kExitUsage = 1;
+// Exit status for a model, file or input that kiln rejects (or output it cannot write).
 constexpr int kExitBadInput = 2;
 
 // Prints "kiln: error: <message>" on stderr and returns kExitBadInput.
 int fail(const Status& s);
+// Prints "kiln: error: <message>" on stderr and returns kExitUsage.
+int usage_error(const std::string& message);
+
+// Validators whose message names the flag plainly: CLI11 prints "--threads: must be at least 1",
+// which main() turns into "--threads must be at least 1" (CLI11's own range text prints
+// DBL_MAX in full).
+template <typename T>
+std::string as_number(const std::string& s, T& v) {
+  if (CLI::detail::lexical_cast(s, v)) return {};
+  return std::is_integral_v<T> ? "must be a whole number, not '" + s + "'" : "must be a number, not '" + s + "'";
+}
+template <typename T>
+std::string show(T v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+template <typename T>
+CLI::Validator at_least(T min) {
+  return CLI::Validator(
+      [min](std::string& s) {
+        T v{};
+        if (std::string e = as_number(s, v); !e.empty()) return e;
+        return v < min ? "must be at least " + show(min) : std::string();
+      },
+      ">=" + show(min));
+}
+template <typename T>
+CLI::Validator between(T lo, T hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& s) {
+        T v{};
+        if (std::string e = as_number(s, v); !e.empty()) return e;
+        return v < lo || v > hi ? "must be from " + show(lo) + " to " + show(hi) : std::string();
+      },
+      show(lo) + ".." + show(hi));
+}
+template <typename T>
+CLI::Validator greater_than(T min) {
+  return CLI::Validator(
+      [min](std::string& s) {
+        T v{};
+        if (std::string e = as_number(s, v); !e.empty()) return e;
+        return v <= min ? "must be greater than " + show(min) : std::string();
+      },
+      ">" + show(min));
+}
+
+// Flushes stdout at the end of a command: a write that failed (a full disk, a closed pipe) is an
+// error, exit kExitBadInput, not a silent success. Returns `exit_code` when all was written.
+int finish_stdout(int exit_code);
 
 // The stories260K checkpoint shipped with kiln: installed beside the binary or in the source tree.
 std::string default_model_path();

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "quant/weight_params.h"
 #include "runtime/bandwidth.h"
@@ -282,9 +283,9 @@ int bench(BenchCmd c) {
     std::fprintf(stderr, "kiln: %s\n", plan.summary.c_str());
   }
   if (c.threads <= 0) c.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (c.repeats < 1) return fail(invalid_argument("-r must be at least 1"));
+  if (c.repeats < 1) return usage_error("-r must be at least 1");
   for (int p : c.n_prompt)
-    if (p < 0) return fail(invalid_argument("-p sizes must be non-negative"));
+    if (p < 0) return usage_error("-p sizes must be at least 0");
   c.n_prompt.erase(std::remove(c.n_prompt.begin(), c.n_prompt.end(), 0), c.n_prompt.end());
 
   std::unique_ptr<ProbeProcess> probe = ProbeProcess::start(static_cast<uint64_t>(c.bw_mib) << 20, c.threads);
@@ -676,9 +677,9 @@ Result<OJ> spawn_first_token(const BenchCmd& c) {
 }
 
 int cold_start(const BenchCmd& c) {
-  if (c.model.empty()) return fail(invalid_argument("--cold-start needs a model"));
+  if (c.model.empty()) return usage_error("--cold-start needs a model");
   if (c.cache != "warm" && c.cache != "cold" && c.cache != "both")
-    return fail(invalid_argument("--cache must be warm, cold or both"));
+    return usage_error("--cache must be warm, cold or both");
   const std::vector<std::string> files = model_files(c.model);
   uint64_t file_bytes = 0;
   for (const auto& f : files) file_bytes += fs::file_size(f);
@@ -745,24 +746,24 @@ int cold_start(const BenchCmd& c) {
 void add_bench_command(CLI::App& app, int& exit_code) {
   auto c = std::make_shared<BenchCmd>();
   CLI::App* cmd = app.add_subcommand("bench", "Prefill/decode speed against the compute and memory-bandwidth rooflines; cold start");
-  cmd->add_option("model", c->model, ".kiln file or source model (default: the shipped stories260K)");
+  cmd->add_option("model,-m,--model", c->model, ".kiln file or source model (default: the shipped stories260K)");
   CLI::Option* n_prompt = cmd->add_option("-p,--n-prompt", c->n_prompt, "prompt sizes for the prefill tests, comma-separated (0: none)")
       ->delimiter(',');
-  cmd->add_option("-n,--n-gen", c->n_gen, "tokens for the decode test (0: none)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-n,--n-gen", c->n_gen, "tokens for the decode test (0: none)")->check(at_least(0));
   cmd->add_option("-d,--depth", c->depth, "tokens already in the KV cache when each test starts")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   cmd->add_option("-r,--repetitions", c->repeats, "repeats of each test (median and spread reported)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--threads", c->threads, "threads (default: all CPUs)")->check(CLI::NonNegativeNumber);
+      ->check(at_least(1));
+  cmd->add_option("-t,--threads", c->threads, "threads (default: all CPUs)")->check(at_least(0));
   add_kv_type_flag(cmd, c->kv_type);
-  cmd->add_option("-q,--quant", c->scheme, "scheme for a source model compiled in memory (default w4a16)");
-  cmd->add_option("--group", c->group, "group size of a 4-bit scheme (default 32)");
+  CLI::Option* quant = cmd->add_option("-q,--quant", c->scheme, "scheme for a source model compiled in memory (default w4a16)");
+  CLI::Option* group = cmd->add_option("--group", c->group, "group size of a 4-bit scheme (default 32)");
   cmd->add_option("--tokenizer", c->tokenizer, "tokenizer file, if not the model's own");
   cmd->add_flag("--json", c->json, "print one JSON object");
   cmd->add_flag("--no-warmup", c->no_warmup, "skip the untimed warm-up run");
   cmd->add_option("--bw-mib", c->bw_mib, "bandwidth probe buffer in MiB (default: max(1 GiB, 4 x LLC))")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--bw-passes", c->bw_passes, "timed passes of the bandwidth probe")->check(CLI::PositiveNumber);
+      ->check(at_least<int64_t>(0));
+  cmd->add_option("--bw-passes", c->bw_passes, "timed passes of the bandwidth probe")->check(at_least(1));
   cmd->add_flag("--cold-start", c->cold_start,
                 "time from process start to the first token (each repeat a new process), page cache warm and cold");
   cmd->add_option("--cache", c->cache, "--cold-start: warm, cold or both (default)");
@@ -775,7 +776,22 @@ void add_bench_command(CLI::App& app, int& exit_code) {
                   "N[,N...]: N sessions generating at once on N threads (aggregate decode tok/s, time to first "
                   "token); -p gives the prompt size (default 32), -n the tokens per session")
       ->delimiter(',');
-  cmd->callback([c, n_prompt, &exit_code] {
+  cmd->callback([c, n_prompt, quant, group, &exit_code] {
+    // Usage errors before any work: an unknown scheme, and flags a .kiln cannot use.
+    if (auto q = overrides_from_flags(c->scheme, c->group, true, /*auto_fallback=*/true); !q) {
+      exit_code = usage_error(q.status().message());
+      return;
+    }
+    // (The --cold-start child gets -q and --group whatever the model.)
+    for (const auto& [opt, flag, what] : {std::tuple{quant->count() > 0, "-q", "quantization"},
+                                          std::tuple{group->count() > 0, "--group", "quantization"},
+                                          std::tuple{!c->tokenizer.empty(), "--tokenizer", "tokenizer"}}) {
+      if (!opt || c->first_token) continue;
+      if (std::string e = kiln_file_fixes(c->model, flag, what); !e.empty()) {
+        exit_code = usage_error(e);
+        return;
+      }
+    }
     if (!c->sessions.empty()) {
       BenchSessionsArgs a;
       a.model = c->model.empty() ? default_model_path() : c->model;

@@ -57,12 +57,14 @@ bool read_message(std::string& out, bool interactive) {
 
 int run_chat(ChatCmd c) {
   GenerationFlags& g = c.g;
+  if (!g.tokenizer.empty())
+    if (std::string e = kiln_file_fixes(g.model, "--tokenizer", "tokenizer"); !e.empty()) return usage_error(e);
   ChatOptions co;
   co.system = c.system;
   co.n_predict = g.n_predict;
   for (const std::string& s : c.sets) {
     auto var = parse_template_var(s);
-    if (!var) return fail(var.status());
+    if (!var) return usage_error(var.status().message());
     co.kwargs[var->first] = std::move(var->second);
   }
   auto opened = open_for_generation(g);

@@ -102,7 +102,7 @@ void add_compile_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--target", c->target,
                   "native, generic, x86-avx2, x86-avx512, x86-amx, arm64-dotprod or arm64-i8mm");
   cmd->add_option("--tokenizer", c->tokenizer, "tokenizer file, if not the model's own");
-  cmd->add_option("--max-tokens", c->max_tokens, "tokens per step the memory plan is made for")->check(CLI::Range(1, 4096));
+  cmd->add_option("--max-tokens", c->max_tokens, "tokens per step the memory plan is made for")->check(between(1, 4096));
   cmd->add_flag("--no-fuse", c->no_fuse, "skip the fusion passes");
   cmd->add_flag("--quantize-classifier", c->quantize_classifier,
                 "store the classifier in the default scheme too (default: one step above it)");

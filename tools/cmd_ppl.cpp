@@ -4,6 +4,7 @@
 
 #include "core/mapped_file.h"
 #include "engine/perplexity.h"
+#include "tools/generation_flags.h"
 #include "tools/cli_common.h"
 
 namespace kiln::cli {
@@ -16,13 +17,18 @@ struct PplCmd {
   int threads = 1;
   std::string kv_type = "f32";
   bool json = false;
+  bool scheme_given = false;
 };
 
 int ppl(const PplCmd& c) {
   OpenOptions oo;
   oo.tokenizer_path = c.tokenizer;
   auto q = overrides_from_flags(c.scheme);
-  if (!q) return fail(q.status());
+  if (!q) return usage_error(q.status().message());
+  if (c.scheme_given)
+    if (std::string e = kiln_file_fixes(c.model, "-q", "quantization"); !e.empty()) return usage_error(e);
+  if (!c.tokenizer.empty())
+    if (std::string e = kiln_file_fixes(c.model, "--tokenizer", "tokenizer"); !e.empty()) return usage_error(e);
   oo.quant = *q;
   auto m = open_model(c.model, oo);
   if (!m) return fail(m.status());
@@ -44,12 +50,13 @@ int ppl(const PplCmd& c) {
 void add_ppl_command(CLI::App& app, int& exit_code) {
   auto c = std::make_shared<PplCmd>();
   CLI::App* cmd = app.add_subcommand("ppl", "Perplexity of a model on a text file");
-  cmd->add_option("model", c->model, ".kiln file or source model")->required();
-  cmd->add_option("--file", c->file, "text to score")->required();
-  cmd->add_option("--ctx", c->n_ctx, "window length (default: min(model maximum, 512))");
-  cmd->add_option("-q,--quant", c->scheme, "scheme for a source model compiled in memory (default f32)");
+  cmd->add_option("model,-m,--model", c->model, ".kiln file or source model")->required();
+  cmd->add_option("-f,--file", c->file, "text to score")->required();
+  cmd->add_option("-c,--ctx,--ctx-size", c->n_ctx, "window length (default: min(model maximum, 512))");
+  cmd->add_option("-q,--quant", c->scheme, "scheme for a source model compiled in memory (default f32)")
+      ->each([p = c.get()](const std::string&) { p->scheme_given = true; });
   cmd->add_option("--tokenizer", c->tokenizer, "tokenizer file, if not the model's own");
-  cmd->add_option("--threads", c->threads, "worker threads")->check(CLI::Range(1, 256));
+  cmd->add_option("-t,--threads", c->threads, "worker threads")->check(between(1, 256));
   add_kv_type_flag(cmd, c->kv_type);
   cmd->add_flag("--json", c->json, "print {\"ppl\": ..., \"tokens\": ...}");
   cmd->callback([c, &exit_code] { exit_code = ppl(*c); });

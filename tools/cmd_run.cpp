@@ -2,7 +2,10 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <iostream>
+#include <iterator>
 
+#include "core/mapped_file.h"
 #include "runtime/chat_session.h"
 #include "runtime/generate.h"
 #include "runtime/program_session.h"
@@ -17,6 +20,8 @@ namespace {
 struct RunOptions {
   GenerationFlags g;
   std::string prompt;
+  bool prompt_given = false;
+  std::string prompt_file;  // -f/--file
   bool echo = false;
   bool chat = false;
   std::string system;
@@ -40,6 +45,21 @@ void report(const GenerationStats& s, uint64_t seed) {
 
 int run(RunOptions o) {
   GenerationFlags& g = o.g;
+  // Usage errors first, before any work.
+  if (!o.chat && (!o.system.empty() || !o.chat_template.empty()))
+    return usage_error("--system and --chat-template need --chat");
+  if (o.prompt_given && !o.prompt_file.empty()) return usage_error("give the prompt once: -p TEXT or -f FILE");
+  if (!g.tokenizer.empty())
+    if (std::string e = kiln_file_fixes(g.model, "--tokenizer", "tokenizer"); !e.empty()) return usage_error(e);
+  if (!o.prompt_file.empty()) {
+    auto text = read_text_file(o.prompt_file);
+    if (!text) return fail(text.status());
+    o.prompt = std::move(*text);
+  } else if (o.prompt_given && o.prompt == "-") {
+    // -p -: the prompt is stdin, as llama.cpp reads it.
+    o.prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    if (std::cin.bad()) return fail(io_error("-p -: cannot read the prompt from stdin"));
+  }
   const auto t0 = std::chrono::steady_clock::now();
   auto opened = open_for_generation(g);
   if (!opened) return fail(opened.status());
@@ -72,8 +92,6 @@ int run(RunOptions o) {
     report(turn->stats, g.seed);
     return 0;
   }
-  if (!o.system.empty() || !o.chat_template.empty())
-    return fail(invalid_argument("--system and --chat-template need --chat"));
   auto prompt = tok.encode(o.prompt, add_bos_by_default(tok));
   if (!prompt) return fail(prompt.status());
   Sampler sampler(sp, cfg.vocab_size);
@@ -90,7 +108,9 @@ void add_run_command(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "Generate text; stdout carries exactly the generated text");
   add_generation_flags(cmd, opts->g);
-  cmd->add_option("-p,--prompt", opts->prompt, "prompt text");
+  cmd->add_option("-p,--prompt", opts->prompt, "prompt text; - reads it from stdin")
+      ->each([p = opts.get()](const std::string&) { p->prompt_given = true; });
+  cmd->add_option("-f,--file", opts->prompt_file, "read the prompt from a file");
   cmd->add_flag("--echo", opts->echo, "print the prompt before the generated text");
   cmd->add_flag("--chat", opts->chat, "send the prompt as a user message through the model's chat template");
   cmd->add_option("--system", opts->system, "with --chat: the system prompt");

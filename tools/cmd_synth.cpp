@@ -28,10 +28,10 @@ int synth(const SynthCmd& c) {
       std::printf("%-16s %6d %6d %7d %6d %4d %9d %8d %6s  %s\n", p.name.c_str(), p.hidden_size, p.intermediate_size,
                   p.num_layers, p.num_heads, p.num_kv_heads, p.head_dim(), p.vocab_size, p.tie_embeddings ? "yes" : "no",
                   p.model.c_str());
-    if (!c.list) return fail(invalid_argument("synth: --preset is required"));
+    if (!c.list) return usage_error("synth: --preset is required");
     return 0;
   }
-  if (c.out.empty()) return fail(invalid_argument("synth: -o DIR is required"));
+  if (c.out.empty()) return usage_error("synth: -o DIR is required");
   SynthOptions o;
   o.preset = c.preset;
   o.out_dir = c.out;
@@ -40,7 +40,7 @@ int synth(const SynthCmd& c) {
   o.force = c.force;
   if (c.dtype == "f16") o.dtype = DType::kF16;
   else if (c.dtype == "bf16") o.dtype = DType::kBF16;
-  else return fail(invalid_argument("--dtype must be f16 or bf16, not '" + c.dtype + "'"));
+  else return usage_error("--dtype must be f16 or bf16, not '" + c.dtype + "'");
   if (isatty(STDERR_FILENO)) {
     o.progress = [last = -1](double f) mutable {
       const int pct = static_cast<int>(f * 100.0);
@@ -73,7 +73,7 @@ void add_synth_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--preset", c->preset,
                   "tinyllama-1.1b, llama-3.2-1b, qwen2.5-0.5b, qwen2.5-1.5b, qwen3-0.6b, qwen3-1.7b, llama-2-7b (--list for all)");
   cmd->add_option("-o,--output", c->out, "the folder to write (made under a temporary name, then renamed)");
-  cmd->add_option("--layers", c->layers, "keep only the first N layers (default: all)")->check(CLI::PositiveNumber);
+  cmd->add_option("--layers", c->layers, "keep only the first N layers (default: all)")->check(at_least(1));
   cmd->add_option("--dtype", c->dtype, "f16 (default) or bf16");
   cmd->add_option("--seed", c->seed, "weights are a function of the seed (default 0)");
   cmd->add_flag("--force", c->force, "replace the output folder if it exists");

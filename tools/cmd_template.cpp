@@ -43,7 +43,10 @@ int run_template(const TemplateCmd& c) {
   }
   for (const std::string& s : c.sets) {
     auto var = parse_template_var(s);
-    if (!var) return fail_one_line(var.status());
+    if (!var) {
+      fail_one_line(var.status());
+      return kExitUsage;  // the command line, not the model, is wrong
+    }
     auto& [name, v] = *var;
     if (name == "tools")
       req.tools = std::move(v);

@@ -30,7 +30,7 @@ std::string ids_json(const std::vector<int>& ids) {
 
 int tokenize(const TokenizeCmd& c) {
   if (c.text_given == !c.jsonl.empty())
-    return fail(invalid_argument("kiln tokenize needs exactly one of --text and --jsonl"));
+    return usage_error("kiln tokenize needs exactly one of --text and --jsonl");
   auto tok = open_tokenizer(c.tokenizer, c.vocab_size);
   if (!tok) return fail(tok.status());
   EncodeOptions o;

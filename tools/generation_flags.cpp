@@ -10,27 +10,44 @@
 namespace kiln::cli {
 
 void add_generation_flags(CLI::App* cmd, GenerationFlags& f) {
-  cmd->add_option("model", f.model,
+  // -m/--model as llama.cpp spells it, or the positional MODEL.
+  cmd->add_option("model,-m,--model", f.model,
                   ".kiln file, llama2.c .bin, .gguf file or Hugging Face folder (default: the shipped stories260K)");
-  cmd->add_option("-n,--n-predict", f.n_predict, "number of new tokens")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-n,--n-predict", f.n_predict, "number of new tokens")->check(at_least(0));
   cmd->add_option("--temp", f.sampler.temperature, "temperature; 0 is greedy");
   cmd->add_option("--top-k", f.sampler.top_k, "keep the k most likely tokens; 0 is off");
-  cmd->add_option("--top-p", f.sampler.top_p, "nucleus sampling threshold; 1 is off")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--top-p", f.sampler.top_p, "nucleus sampling threshold; 1 is off")->check(between(0.0, 1.0));
   cmd->add_option("--min-p", f.sampler.min_p, "drop tokens below min-p times the top probability; 0 is off")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(between(0.0, 1.0));
   cmd->add_option("--repeat-penalty", f.sampler.repeat_penalty, "penalty for recent tokens; 1 is off")
-      ->check(CLI::PositiveNumber);
+      ->check(greater_than(0.0f));
   cmd->add_option("--repeat-last-n", f.sampler.repeat_last_n, "how many recent tokens are penalised; -1 is all");
-  cmd->add_option("--seed", f.seed, "random seed (default: random, printed on stderr)")
-      ->each([p = &f](const std::string&) { p->seed_given = true; });
-  cmd->add_option("--ctx", f.n_ctx, "context length (default: the model's maximum, at most 4096)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--threads", f.threads, "worker threads")
-      ->check(CLI::PositiveNumber)
+  // -1 is random, as in llama.cpp (read as an unsigned number it would be 2^64 - 1).
+  cmd->add_option("-s,--seed", f.seed, "random seed; -1: random (the default), printed on stderr")
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            uint64_t v = 0;
+            if (s == "-1") return std::string();
+            if (s.empty() || s[0] == '-' || !CLI::detail::lexical_cast(s, v))
+              return "must be -1 (random) or a number from 0, not '" + s + "'";
+            return std::string();
+          },
+          "-1|N"))
+      ->each([p = &f](const std::string& s) { p->seed_given = s != "-1"; });
+  cmd->add_option("-c,--ctx,--ctx-size", f.n_ctx, "context length (default: the model's maximum, at most 4096)")->check(at_least(0));
+  cmd->add_option("-t,--threads", f.threads, "worker threads")
+      ->check(at_least(1))
       ->each([p = &f](const std::string&) { p->threads_given = true; });
   add_perf_flag(cmd, f.perf);
   add_kv_type_flag(cmd, f.kv_type);
   cmd->add_option("--tokenizer", f.tokenizer, "tokenizer file (llama2.c .bin, tokenizer.json, .gguf)");
   cmd->add_flag("--verify", f.verify, "check every section checksum of a .kiln (exit 2 on a mismatch)");
+}
+
+std::string kiln_file_fixes(const std::string& model, const std::string& flag, const std::string& what) {
+  if (model.empty() || !is_kiln_file(model)) return {};
+  return model + ": " + flag + " does not apply to a .kiln file, which already fixes its " + what +
+         " (give " + flag + " to kiln compile)";
 }
 
 Result<OpenedModel> open_for_generation(GenerationFlags& f) {

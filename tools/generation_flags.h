@@ -30,6 +30,9 @@ struct GenerationFlags {
 };
 
 void add_generation_flags(CLI::App* cmd, GenerationFlags& f);
+// Empty when `model` is not a .kiln file; else the usage error for `flag`, which only a source
+// model can use: the .kiln already fixes `what` (its tokenizer, its quantization).
+std::string kiln_file_fixes(const std::string& model, const std::string& flag, const std::string& what);
 // Opens --model (default: the shipped one) as run and chat do: a .kiln mapped, a source model
 // compiled in memory at f32, --tokenizer and --verify applied.
 Result<OpenedModel> open_for_generation(GenerationFlags& f);

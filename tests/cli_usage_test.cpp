@@ -1,0 +1,204 @@
+// The command line a new user meets (issue 23): subcommands and help, plain range errors, exit
+// statuses, llama.cpp's flags, flags a .kiln cannot use, write errors, defaults in --help.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+const std::string& model() {
+  static const std::string m = test::shell_quote(test::shipped_model());
+  return m;
+}
+
+// The shipped model compiled once to an f32 .kiln for this test process.
+const std::string& kiln_file() {
+  static const std::string path = [] {
+    const std::string p = test::temp_dir() + "/usage.kiln";
+    auto r = test::run_kiln("compile " + model() + " -q f32 -o " + test::shell_quote(p));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return p;
+  }();
+  return path;
+}
+
+void expect_usage(const std::string& args, const std::string& message) {
+  auto r = test::run_kiln(args);
+  EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.err;
+  EXPECT_NE(r.err.find(message), std::string::npos) << args << "\n" << r.err;
+  EXPECT_TRUE(r.out.empty()) << args << "\n" << r.out;
+}
+
+// ---- row 4: subcommands ----
+
+TEST(CliUsage, UnknownSubcommandListsThem) {
+  for (const std::string name : {"foo", "version"}) {
+    auto r = test::run_kiln(name);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(r.err.rfind("kiln: error: unknown subcommand '" + name + "'", 0), 0u) << r.err;
+    for (const char* sub : {"run", "chat", "compile", "inspect", "ppl", "bench"})
+      EXPECT_NE(r.err.find(std::string("\n  ") + sub + " "), std::string::npos) << sub << "\n" << r.err;
+  }
+  EXPECT_NE(test::run_kiln("version").err.find("'kiln --version' prints the version"), std::string::npos);
+  auto unknown_help = test::run_kiln("help foo");
+  EXPECT_EQ(unknown_help.exit_code, 1);
+  EXPECT_EQ(unknown_help.err.rfind("kiln: error: unknown subcommand 'foo'", 0), 0u) << unknown_help.err;
+}
+
+TEST(CliUsage, HelpAndNoArguments) {
+  auto help_run = test::run_kiln("help run");
+  EXPECT_EQ(help_run.exit_code, 0) << help_run.err;
+  EXPECT_NE(help_run.out.find("Usage: kiln run"), std::string::npos) << help_run.out;
+  EXPECT_NE(help_run.out.find("--n-predict"), std::string::npos) << help_run.out;
+  EXPECT_EQ(help_run.out, test::run_kiln("run --help").out);
+  for (const std::string args : {"", "help"}) {
+    auto r = test::run_kiln(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("Usage: kiln"), std::string::npos) << r.out;
+    for (const char* sub : {"run", "chat", "compile", "inspect", "ppl", "tokenize", "bench"})
+      EXPECT_NE(r.out.find(std::string("  ") + sub + " "), std::string::npos) << sub << "\n" << r.out;
+  }
+}
+
+// ---- row 5: range errors name the flag plainly ----
+
+TEST(CliUsage, RangeErrorsNameTheFlag) {
+  expect_usage("run --threads 0", "--threads must be at least 1\n");
+  expect_usage("run -n -1", "--n-predict must be at least 0\n");
+  expect_usage("run --top-p 2", "--top-p must be from 0 to 1\n");
+  expect_usage("run --min-p -0.5", "--min-p must be from 0 to 1\n");
+  expect_usage("run --repeat-penalty 0", "--repeat-penalty must be greater than 0\n");
+  expect_usage("run --ctx -1", "--ctx must be at least 0\n");
+  expect_usage("run -n abc", "--n-predict must be a whole number, not 'abc'\n");
+  expect_usage("ppl " + model() + " --file x --threads 0", "--threads must be from 1 to 256\n");
+  expect_usage("compile " + model() + " -o x.kiln --max-tokens 0", "--max-tokens must be from 1 to 4096\n");
+  expect_usage("bench -r 0", "--repetitions must be at least 1\n");
+  expect_usage("bench --threads -1", "--threads must be at least 0\n");
+  expect_usage("synth --preset tiny-llama -o x --layers 0", "--layers must be at least 1\n");
+  // No CLI11 range text with DBL_MAX in full.
+  auto r = test::run_kiln("run --threads 0");
+  EXPECT_EQ(r.err.find("179769313486231"), std::string::npos) << r.err;
+}
+
+// ---- row 12: 1 for usage, 2 for rejected input ----
+
+TEST(CliUsage, ExitStatusOneForUsageTwoForInput) {
+  expect_usage("run --no-such-flag", "--no-such-flag");
+  expect_usage("compile " + model(), "--output is required");
+  expect_usage("run " + model() + " --system hi -p x", "kiln: error: --system and --chat-template need --chat\n");
+  expect_usage("tokenize " + model(), "kiln: error: kiln tokenize needs exactly one of --text and --jsonl\n");
+  expect_usage("ppl " + model() + " -q w5a3 --file x", "kiln: error: ");
+  expect_usage("bench " + model() + " -q w5a3 -r 1", "kiln: error: ");
+  auto synth = test::run_kiln("synth -o x");  // prints the presets on stdout, then the error
+  EXPECT_EQ(synth.exit_code, 1);
+  EXPECT_NE(synth.err.find("kiln: error: synth: --preset is required\n"), std::string::npos) << synth.err;
+  // Rejected input stays 2.
+  const std::string empty = test::temp_dir() + "/empty.bin";
+  test::write_file(empty, "");
+  auto bad = test::run_kiln("run " + test::shell_quote(empty) + " -n 1");
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_EQ(test::run_kiln("run /nonexistent/model.bin -n 1").exit_code, 2);
+}
+
+// ---- row 13: llama.cpp's habits ----
+
+TEST(CliUsage, LlamaCppFlagAliases) {
+  const std::string base = " -n 6 --temp 0 -p 'Once upon a time'";
+  auto plain = test::run_kiln("run " + model() + " --ctx 64 --threads 1 --seed 5" + base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  ASSERT_FALSE(plain.out.empty());
+  auto aliases = test::run_kiln("run -m " + model() + " -c 64 -t 1 -s 5" + base);
+  ASSERT_EQ(aliases.exit_code, 0) << aliases.err;
+  EXPECT_EQ(aliases.out, plain.out);
+  auto long_aliases = test::run_kiln("run --model " + model() + " --ctx-size 64 --threads 1 --seed 5" + base);
+  ASSERT_EQ(long_aliases.exit_code, 0) << long_aliases.err;
+  EXPECT_EQ(long_aliases.out, plain.out);
+}
+
+TEST(CliUsage, PromptFromFileAndStdin) {
+  auto plain = test::run_kiln("run " + model() + " -n 6 --temp 0 -p 'Once upon a time'");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const std::string file = test::temp_dir() + "/prompt.txt";
+  test::write_file(file, "Once upon a time");
+  auto from_file = test::run_kiln("run " + model() + " -n 6 --temp 0 -f " + test::shell_quote(file));
+  ASSERT_EQ(from_file.exit_code, 0) << from_file.err;
+  EXPECT_EQ(from_file.out, plain.out);
+  auto from_stdin = test::run_kiln_with_input("run " + model() + " -n 6 --temp 0 -p -", std::string("Once upon a time"));
+  ASSERT_EQ(from_stdin.exit_code, 0) << from_stdin.err;
+  EXPECT_EQ(from_stdin.out, plain.out);
+  expect_usage("run " + model() + " -p x -f " + test::shell_quote(file), "give the prompt once: -p TEXT or -f FILE");
+  auto missing = test::run_kiln("run " + model() + " -f /nonexistent/prompt.txt");
+  EXPECT_EQ(missing.exit_code, 2) << missing.err;
+}
+
+TEST(CliUsage, SeedMinusOneIsRandom) {
+  auto r = test::run_kiln("run " + model() + " -n 2 --seed -1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("seed 18446744073709551615"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("kiln: seed "), std::string::npos) << r.err;
+  expect_usage("run --seed -2", "--seed must be -1 (random) or a number from 0, not '-2'\n");
+}
+
+TEST(CliUsage, LlamaCppOnlyFlagsGetAHint) {
+  expect_usage("run " + model() + " -ngl 99 -p hi", "kiln: error: kiln runs on the CPU; -ngl has no meaning here\n");
+  expect_usage("run " + model() + " --n-gpu-layers=99", "kiln: error: kiln runs on the CPU; --n-gpu-layers has no meaning here\n");
+  expect_usage("bench " + model() + " -fa 1", "kiln: error: kiln runs on the CPU; -fa has no meaning here\n");
+  expect_usage("run " + model() + " -i", "kiln: error: -i: for a conversation use `kiln chat`\n");
+  expect_usage("run " + model() + " --interactive", "kiln: error: --interactive: for a conversation use `kiln chat`\n");
+  expect_usage("run " + model() + " -ctk q8_0", "kiln: error: -ctk: kiln's KV cache type is --kv-type f32|f16\n");
+  expect_usage("run " + model() + " --mlock", "kiln: error: --mlock is a llama.cpp flag kiln does not have");
+  // After "--" nothing is read as a flag; and a flag kiln has keeps its meaning (bench -p).
+  EXPECT_EQ(test::run_kiln("bench " + model() + " -p 4 -n 2 -r 1 --bw-mib 8 --bw-passes 1 -q f32").exit_code, 0);
+}
+
+// ---- row 8: flags a .kiln cannot use ----
+
+TEST(CliUsage, FlagsAKilnFileFixes) {
+  const std::string k = test::shell_quote(kiln_file());
+  const std::string fixes = ": --tokenizer does not apply to a .kiln file, which already fixes its tokenizer";
+  expect_usage("run " + k + " --tokenizer /nonexistent -n 1", kiln_file() + fixes);
+  expect_usage("chat " + k + " --tokenizer /nonexistent", kiln_file() + fixes);
+  expect_usage("ppl " + k + " -q w8a16 --file README.md",
+               kiln_file() + ": -q does not apply to a .kiln file, which already fixes its quantization");
+  expect_usage("bench " + k + " -q w4a8 -r 1",
+               kiln_file() + ": -q does not apply to a .kiln file, which already fixes its quantization");
+  expect_usage("bench " + k + " --group 64 -r 1",
+               kiln_file() + ": --group does not apply to a .kiln file, which already fixes its quantization");
+  // Without them a .kiln runs, and a source model takes them.
+  auto plain = test::run_kiln("run " + k + " -n 1");
+  EXPECT_EQ(plain.exit_code, 0) << plain.err;
+  const std::string text =
+      test::shell_quote((std::filesystem::path(test::shipped_model()).parent_path() / "README.md").string());
+  auto src = test::run_kiln("ppl " + model() + " -q w8a16 --ctx 64 --file " + text);
+  EXPECT_EQ(src.exit_code, 0) << src.err;
+}
+
+// ---- row 9: a write error is an error ----
+
+TEST(CliUsage, FullDiskIsAnError) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  const std::string tok = test::shell_quote((std::filesystem::path(test::shipped_model()).parent_path() / "tok512.bin").string());
+  const std::string err = test::temp_dir() + "/full.err";
+  const char* emulator = std::getenv("KILN_TEST_EMULATOR");
+  for (const std::string args : {"run " + model() + " -n 8 --seed 1", "inspect --json " + test::shell_quote(kiln_file()),
+                                 "tokenize " + tok + " --text hi"}) {
+    // run_kiln sends stdout to a file; here it goes to /dev/full.
+    const std::string cmd = (emulator && *emulator ? std::string(emulator) + " " : std::string()) + KILN_BINARY + " " +
+                            args + " >/dev/full 2>" + err + " </dev/null";
+    const int status = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(status)) << args;
+    EXPECT_EQ(WEXITSTATUS(status), 2) << args << "\n" << test::read_file(err);
+    EXPECT_NE(test::read_file(err).find("kiln: error: writing the output to stdout failed"), std::string::npos)
+        << args << "\n" << test::read_file(err);
+  }
+}
+
+}  // namespace
+}  // namespace kiln
