@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "quant/overrides.h"
+#include "test_util.h"
 
 namespace kiln {
 namespace {
@@ -396,6 +397,17 @@ TEST(OverridesErrors, RuleThatMatchesNothing) {
   EXPECT_EQ(e, kPath + ": rule 1 ({\"layers\": [7, 9]}) matches no tensor");
   e = assign_error(R"({"rules": [{"match": "blk.0.*", "op": "output", "scheme": "f16"}]})");
   EXPECT_HAS(e, "matches no tensor");
+}
+
+// Issue 23, row 3: compile puts a classifier guard before the file's rules; a one-rule file's rule
+// is still "rule 1".
+TEST(OverridesErrors, RuleNumberIsTheFilesOwnThroughCompile) {
+  const std::string path = test::temp_dir() + "/one_rule.json";
+  test::write_file(path, R"({"rules": [{"match": "nope*", "scheme": "w8a16"}]})");
+  auto r = test::run_kiln("compile " + test::shell_quote(test::shipped_model()) + " -q w4a16 -o " +
+                          test::shell_quote(test::temp_dir() + "/one_rule.kiln") + " --overrides " + test::shell_quote(path));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err, "kiln: error: " + path + ": rule 1 ({\"match\": \"nope*\"}) matches no tensor\n");
 }
 
 TEST(OverridesErrors, LayersPastTheModelAreANote) {

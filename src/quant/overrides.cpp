@@ -44,8 +44,17 @@ std::string rule_text(const Rule& r) {
   return "{" + t + "}";
 }
 
-std::string rule_label(const Rule& r, size_t index) {
-  return "rule " + std::to_string(index + 1) + " (" + (r.text.empty() ? rule_text(r) : r.text) + ")";
+// A rule the compiler adds before the file's own (the classifier guard, src/compiler/precision.cpp)
+// has a note in its text beyond its selectors; parse_rule's text is the selectors alone.
+bool added_by_compiler(const Rule& r) { return !r.text.empty() && r.text != rule_text(r); }
+
+// "rule N (...)", N counting the file's rules only, so that it is the number the user wrote.
+std::string rule_label(const OverridesFile& file, size_t index) {
+  const Rule& r = file.rules[index];
+  if (added_by_compiler(r)) return "the rule " + r.text;
+  size_t n = 0;
+  for (size_t k = 0; k <= index; ++k) n += added_by_compiler(file.rules[k]) ? 0 : 1;
+  return "rule " + std::to_string(n) + " (" + (r.text.empty() ? rule_text(r) : r.text) + ")";
 }
 
 Status check_keys(const Json& obj, const std::string_view* known, size_t n_known, const std::string& where,
@@ -233,7 +242,7 @@ Result<std::vector<QuantParams>> assign_schemes(const OverridesFile& file, const
     const WeightRef* other = nullptr;  // the first non-matmul tensor it matches
   };
   for (size_t i = 0; i < file.rules.size(); ++i)
-    KILN_RETURN_IF_ERROR(validate_params(file.rules[i].params).with_context(prefix + rule_label(file.rules[i], i)));
+    KILN_RETURN_IF_ERROR(validate_params(file.rules[i].params).with_context(prefix + rule_label(file, i)));
   std::vector<RuleUse> use(file.rules.size());
   std::vector<QuantParams> out;
   std::vector<int> chosen_by;  // rule index per weight, -1 for the default
@@ -265,16 +274,16 @@ Result<std::vector<QuantParams>> assign_schemes(const OverridesFile& file, const
   for (size_t i = 0; i < file.rules.size(); ++i) {
     const Rule& r = file.rules[i];
     if (use[i].matmul == 0 && use[i].other == nullptr)
-      return invalid_argument(prefix + rule_label(r, i) + " matches no tensor");
+      return invalid_argument(prefix + rule_label(file, i) + " matches no tensor");
     if (use[i].matmul == 0 && r.params.scheme != Scheme::kF32)
-      return invalid_argument(prefix + rule_label(r, i) + " would make " + use[i].other->name + " " +
+      return invalid_argument(prefix + rule_label(file, i) + " would make " + use[i].other->name + " " +
                               std::string(scheme_name(r.params.scheme)) +
                               ", but it is not a matmul weight: norms and biases always stay f32");
     if (notes != nullptr && use[i].matmul > 0 && use[i].effective == 0)
-      notes->push_back(prefix + rule_label(r, i) + " has no effect: later rules override it on all " +
+      notes->push_back(prefix + rule_label(file, i) + " has no effect: later rules override it on all " +
                        std::to_string(use[i].matmul) + " tensors it matches");
     if (notes != nullptr && r.layers && r.layers->second > max_layer)
-      notes->push_back(prefix + rule_label(r, i) + ": the model's last layer is " + std::to_string(max_layer));
+      notes->push_back(prefix + rule_label(file, i) + ": the model's last layer is " + std::to_string(max_layer));
   }
 
   for (size_t k = 0; k < weights.size(); ++k) {
@@ -285,8 +294,7 @@ Result<std::vector<QuantParams>> assign_schemes(const OverridesFile& file, const
     QuantParams& p = out[k];
     if (!is_4bit(p.scheme) || w.cols % p.group_size == 0) continue;
     const std::string by = chosen_by[k] < 0 ? std::string("the default")
-                                            : rule_label(file.rules[static_cast<size_t>(chosen_by[k])],
-                                                         static_cast<size_t>(chosen_by[k]));
+                                            : rule_label(file, static_cast<size_t>(chosen_by[k]));
     const std::string what = w.name + ": " + describe(p) + " (from " + by + ") needs the input dimension " +
                              std::to_string(w.cols) + " to be a multiple of " + std::to_string(p.group_size);
     if (!file.auto_fallback)
