@@ -154,7 +154,7 @@ TEST(CliUsage, LlamaCppOnlyFlagsGetAHint) {
   expect_usage("run " + model() + " --interactive", "kiln: error: --interactive: for a conversation use `kiln chat`\n");
   expect_usage("run " + model() + " -ctk q8_0", "kiln: error: -ctk: kiln's KV cache type is --kv-type f32|f16\n");
   expect_usage("run " + model() + " --mlock", "kiln: error: --mlock is a llama.cpp flag kiln does not have");
-  // After "--" nothing is read as a flag; and a flag kiln has keeps its meaning (bench -p).
+  // A flag kiln has keeps its meaning (bench -p).
   EXPECT_EQ(test::run_kiln("bench " + model() + " -p 4 -n 2 -r 1 --bw-mib 8 --bw-passes 1 -q f32").exit_code, 0);
 }
 
@@ -198,6 +198,22 @@ TEST(CliUsage, FullDiskIsAnError) {
     EXPECT_NE(test::read_file(err).find("kiln: error: writing the output to stdout failed"), std::string::npos)
         << args << "\n" << test::read_file(err);
   }
+}
+
+// ---- row 20: compile ----
+
+TEST(CliUsage, CompileNamesAMissingFolderAndAnHonestSize) {
+  const std::string missing = test::temp_dir() + "/no/such/folder";
+  auto r = test::run_kiln("compile " + model() + " -o " + test::shell_quote(missing + "/out.kiln"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err, "kiln: error: the folder " + missing + " of the output does not exist\n");
+  auto f32 = test::run_kiln("compile " + model() + " -q f32 -o " + test::shell_quote(test::temp_dir() + "/f32.kiln"));
+  ASSERT_EQ(f32.exit_code, 0) << f32.err;
+  EXPECT_NE(f32.err.find("MiB (about the same size), 260032 parameters"), std::string::npos) << f32.err;
+  EXPECT_EQ(f32.err.find("smaller"), std::string::npos) << f32.err;
+  auto w4 = test::run_kiln("compile " + model() + " -q w4a16 -o " + test::shell_quote(test::temp_dir() + "/w4.kiln"));
+  ASSERT_EQ(w4.exit_code, 0) << w4.err;
+  EXPECT_NE(w4.err.find("x smaller), 260032 parameters"), std::string::npos) << w4.err;
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 
 #include "engine/compile_file.h"
 #include "tools/cli_common.h"
@@ -43,6 +44,13 @@ std::function<void(double)> progress_bar(const char* what) {
 }
 
 int compile(const CompileCmd& c) {
+  // Before any work: a missing folder would otherwise surface as "cannot create the temporary file".
+  {
+    std::error_code ec;
+    const std::filesystem::path dir = std::filesystem::path(c.out).parent_path();
+    if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
+      return fail(not_found("the folder " + dir.string() + " of the output does not exist"));
+  }
   CompileRequest rq;
   rq.model = c.model;
   rq.output = c.out;
@@ -66,10 +74,15 @@ int compile(const CompileCmd& c) {
   const MemoryPlan& plan = summary->plan;
   std::fprintf(stderr, "kiln: wrote %s in %.2f s\n", c.out.c_str(), secs);
   std::fprintf(stderr, "  target: %s\n", summary->target.c_str());
-  std::fprintf(stderr, "  weights: %s -> %s (%.2fx smaller), %lld parameters\n", mib(r.source_bytes).c_str(),
-               mib(r.compiled_bytes).c_str(),
-               r.compiled_bytes ? static_cast<double>(r.source_bytes) / static_cast<double>(r.compiled_bytes) : 0.0,
-               static_cast<long long>(r.parameters));
+  // A ratio only for a real reduction: an f32 compile is the same size (give or take padding).
+  const double ratio =
+      r.compiled_bytes ? static_cast<double>(r.source_bytes) / static_cast<double>(r.compiled_bytes) : 0.0;
+  char size_change[48];
+  if (ratio >= 1.005) std::snprintf(size_change, sizeof size_change, "%.2fx smaller", ratio);
+  else if (ratio > 0.95) std::snprintf(size_change, sizeof size_change, "about the same size");
+  else std::snprintf(size_change, sizeof size_change, "larger");
+  std::fprintf(stderr, "  weights: %s -> %s (%s), %lld parameters\n", mib(r.source_bytes).c_str(),
+               mib(r.compiled_bytes).c_str(), size_change, static_cast<long long>(r.parameters));
   for (const auto& [scheme, bytes] : r.scheme_bytes)
     std::fprintf(stderr, "  %-6s %5.1f%%  %s\n", scheme.c_str(), 100.0 * static_cast<double>(bytes) / static_cast<double>(r.compiled_bytes),
                  mib(bytes).c_str());
