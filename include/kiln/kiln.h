@@ -14,7 +14,9 @@
  *
  * Threads: a runtime, a model and their info calls may be used from any thread. A session is used
  * by one thread at a time; kiln_session_cancel() and kiln_session_stats() may be called from any
- * thread, at any time. Calling a session's generating function from inside its own callback is
+ * thread, at any time. Sessions of one model generating at the same time have their decode tokens
+ * batched into one step (each weight read once for all of them). Calling a session's generating
+ * function from inside its own callback is
  * KILN_E_REENTRANT, not a deadlock. Handles are checked: a freed or unknown handle is
  * KILN_E_INVALID_ARGUMENT, never a crash (free functions ignore them).
  */
@@ -104,6 +106,8 @@ typedef struct kiln_runtime_stats {
   int32_t n_models;           /* loaded, evicted ones included */
   int32_t n_sessions;
   int32_t n_evictions;        /* models unmapped and sessions snapshotted to make room, so far */
+  uint64_t decode_steps;      /* decode steps run so far ... */
+  uint64_t decode_tokens;     /* ... and the tokens they carried: sessions decoding at once share steps */
 } kiln_runtime_stats;
 KILN_API kiln_status kiln_runtime_stats_get(kiln_runtime* runtime, kiln_runtime_stats* out);
 

@@ -98,6 +98,8 @@ KILN_API kiln_status kiln_runtime_stats_get(kiln_runtime* runtime, kiln_runtime_
     r.n_models = s.n_models;
     r.n_sessions = s.n_sessions;
     r.n_evictions = s.n_evictions;
+    r.decode_steps = s.decode_steps;
+    r.decode_tokens = s.decode_tokens;
     *out = r;
     return ok();
   });

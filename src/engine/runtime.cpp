@@ -163,6 +163,8 @@ RuntimeStats Runtime::stats() {
   s.peak_held = peak_;
   s.n_threads = executor_->n_threads();
   s.n_evictions = evictions_;
+  s.decode_steps = executor_->decode_steps();
+  s.decode_tokens = executor_->decode_tokens();
   for (const auto& wm : models_)
     if (auto m = wm.lock()) {
       ++s.n_models;
@@ -317,6 +319,7 @@ Result<GenerationStats> RuntimeSession::run(std::span<const int> prompt, const T
   go.extra_stop_ids = stop_ids;
   go.stop_strings = turn.stop;
   go.cancel = &cancel_;
+  go.decoding = &model_->rt_->executor_->decoding();
   generating_.store(true);
   auto st = generate_reusing(*session_, cached_, *sampler_, model_->tokenizer(), prompt, turn.max_tokens, sink, go);
   generating_.store(false);

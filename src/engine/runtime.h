@@ -42,6 +42,7 @@ struct RuntimeOptions {
 struct RuntimeStats {
   uint64_t budget = 0, held = 0, peak_held = 0;
   int n_threads = 0, n_models = 0, n_sessions = 0, n_evictions = 0;
+  uint64_t decode_steps = 0, decode_tokens = 0;  // tokens / steps: the mean decode batch
 };
 
 struct ModelLoadOptions {
@@ -75,6 +76,7 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   uint64_t trim();
   RuntimeStats stats();
   const ThreadPlan& thread_plan() const { return plan_; }
+  const StepExecutor& executor() const { return *executor_; }
 
  private:
   friend class RuntimeModel;

@@ -129,6 +129,15 @@ Result<GenerationStats> generate(Decoder& session, Sampler& sampler, const Token
     return go_on;
   };
   const auto t0 = std::chrono::steady_clock::now();
+  struct Decoding {
+    std::atomic<int>* n;
+    explicit Decoding(std::atomic<int>* c) : n(c) {
+      if (n) n->fetch_add(1);
+    }
+    ~Decoding() {
+      if (n) n->fetch_sub(1);
+    }
+  } decoding(options.decoding);
   int prev = prompt.back();
   while (st.generated_tokens < n_predict) {
     const int next = sampler.sample(logits, history);

@@ -48,6 +48,9 @@ struct GenerateOptions {
   // Raised from any thread: generation stops before its next step (prefill chunk or token),
   // with StopReason::kCancelled; a cancelled prefill leaves the session at `reused`.
   const std::atomic<bool>* cancel = nullptr;
+  // Counts this generation while it decodes token by token (a StepExecutor's decoding()), so that
+  // sessions decoding at once are batched.
+  std::atomic<int>* decoding = nullptr;
 };
 
 // Receives the text as it is produced, in pieces that are always whole UTF-8 characters, with

@@ -101,7 +101,7 @@ uint8_t* aligned64(std::vector<uint8_t>& v) {
 }
 }  // namespace
 
-Result<std::span<const float>> ProgramSession::step(std::span<const int> tokens, bool all_logits) {
+Result<std::span<const float>> ProgramSession::step(std::span<const int> tokens, bool all_logits, bool held) {
   const int n = static_cast<int>(tokens.size());
   const ModelConfig& c = model_->config();
   if (n == 0 || n > max_tokens()) return invalid_argument("a step takes 1 to " + std::to_string(max_tokens()) + " tokens");
@@ -126,7 +126,8 @@ Result<std::span<const float>> ProgramSession::step(std::span<const int> tokens,
   ctx.model = &model_->constants();
   ctx.scratch = aligned64(scratch_);
   {
-    std::lock_guard<std::mutex> hold(executor_->mutex());
+    std::unique_lock<std::mutex> hold(executor_->mutex(), std::defer_lock);
+    if (!held) hold.lock();
     ctx.pool = executor_->pool();
     for (const auto& k : model_->kernels()) KILN_RETURN_IF_ERROR(k->run(ctx));
   }
@@ -141,14 +142,168 @@ Result<std::span<const float>> ProgramSession::step(std::span<const int> tokens,
   return std::span<const float>(logits + v * row, v);
 }
 
+namespace {
+// Ops whose output row for a token depends on that token's row of input alone (and the
+// weights): in a batched step they run once over the rows of every session. Any other op (RoPE,
+// the KV store, attention, and whatever op is added later until it is listed here) reads a
+// position or a session's KV cache and runs once per row.
+bool row_wise(OpCode op) {
+  switch (op) {
+    case OpCode::kEmbed:
+    case OpCode::kRmsNorm:
+    case OpCode::kMatMul:
+    case OpCode::kSwiGLU:
+    case OpCode::kAdd:
+    case OpCode::kHeadRmsNorm:
+    case OpCode::kMatMulQKV:
+    case OpCode::kGateUpSwiGLU:
+    case OpCode::kMatMulAdd:
+    case OpCode::kRmsNormMatMulQKV:
+    case OpCode::kRmsNormGateUpSwiGLU:
+      return true;
+    default:
+      return false;
+  }
+}
+}  // namespace
+
+Status ProgramSession::check_next(int token) const {
+  if (token < 0 || token >= model_->config().vocab_size)
+    return invalid_argument("token id " + std::to_string(token) + " is outside the vocabulary");
+  if (pos_ + 1 > n_ctx_) return context_full("the context of " + std::to_string(n_ctx_) + " tokens is full");
+  return Status::ok();
+}
+
 Result<std::span<const float>> ProgramSession::decode(std::span<const int> tokens) {
   if (tokens.empty()) return invalid_argument("decode: no tokens");
-  std::span<const float> logits;
-  for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(max_tokens())) {
-    const size_t n = std::min(tokens.size() - i, static_cast<size_t>(max_tokens()));
-    KILN_ASSIGN_OR_RETURN(logits, step(tokens.subspan(i, n), false));
+  if (tokens.size() > 1) {
+    std::span<const float> logits;
+    for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(max_tokens())) {
+      const size_t n = std::min(tokens.size() - i, static_cast<size_t>(max_tokens()));
+      KILN_ASSIGN_OR_RETURN(logits, step(tokens.subspan(i, n), false));
+    }
+    return logits;
   }
-  return logits;
+  KILN_RETURN_IF_ERROR(check_next(tokens[0]));
+  DecodeRequest req;
+  req.session = this;
+  req.token = tokens[0];
+  executor_->enqueue(&req);
+  std::lock_guard<std::mutex> hold(executor_->mutex());
+  if (!req.done) {
+    // This thread has the pool: one step for every waiting token of this model, once the other
+    // sessions that are decoding have sampled theirs (they do within a fraction of a step).
+    if (executor_->decoding().load(std::memory_order_relaxed) > 1)
+      executor_->wait_for_decoders(std::chrono::microseconds(2000));
+    const size_t most = static_cast<size_t>(std::min(max_tokens(), max_logit_rows()));
+    std::array<DecodeRequest*, StepExecutor::kMaxBatch> batch;
+    const size_t n = executor_->take(&req, most, [&](const DecodeRequest& r) { return r.session->model_ == model_; }, batch);
+    run_batch(std::span<DecodeRequest* const>(batch.data(), n));
+  }
+  if (!req.status) return req.status;
+  return req.logits;
+}
+
+void ProgramSession::run_batch(std::span<DecodeRequest* const> batch) {
+  auto finish = [](DecodeRequest* r, Status st, std::span<const float> logits) {
+    r->status = std::move(st);
+    r->logits = logits;
+    r->done = true;
+  };
+  executor_->count_decode_step(static_cast<int>(batch.size()));
+  if (batch.size() == 1) {
+    // Alone: the plain step, the same bits as ever.
+    DecodeRequest* r = batch[0];
+    auto l = r->session->step(std::span<const int>(&r->token, 1), false, /*held=*/true);
+    finish(r, l ? Status::ok() : l.status(), l ? *l : std::span<const float>());
+    return;
+  }
+  const Program& p = model_->program();
+  const Graph& g = p.graph;
+  const auto& offsets = p.plan.offsets;
+  const int n = static_cast<int>(batch.size());
+  const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
+  try {
+    if (row_arena_.empty()) row_arena_.assign(arena_.size(), 0);
+    for (DecodeRequest* r : batch)
+      if (r->session->batch_logits_.size() != vocab) r->session->batch_logits_.assign(vocab, 0.0f);
+  } catch (const std::bad_alloc&) {
+    for (DecodeRequest* r : batch) finish(r, out_of_memory("no memory for a batched decode step"), {});
+    return;
+  }
+  for (int i = 0; i < n; ++i) tokens_[static_cast<size_t>(i)] = batch[static_cast<size_t>(i)]->token;
+  StepContext all;
+  all.arena = aligned64(arena_);
+  all.tokens = tokens_.data();
+  all.n_tokens = n;
+  all.all_logits = true;  // every row is some session's last token
+  all.model = &model_->constants();
+  all.scratch = aligned64(scratch_);
+  all.pool = executor_->pool();
+  // The context of row i alone: its session's position and cache, in the row arena.
+  auto row_context = [&](int i) {
+    ProgramSession& s = *batch[static_cast<size_t>(i)]->session;
+    StepContext c = all;
+    c.arena = aligned64(row_arena_);
+    c.tokens = &tokens_[static_cast<size_t>(i)];
+    c.n_tokens = 1;
+    c.first_pos = s.pos_;
+    c.n_ctx = s.n_ctx_;
+    c.key_cache = s.keys_.data();
+    c.value_cache = s.values_.data();
+    c.kv_dtype = s.kv_dtype_;
+    return c;
+  };
+  Status st;
+  const auto& kernels = model_->kernels();
+  for (size_t k = 0; k < kernels.size() && st; ++k) {
+    const Node& node = g.nodes[k];
+    if (row_wise(node.op)) {
+      st = kernels[k]->run(all);
+      continue;
+    }
+    // Row by row: inputs copied to row 0 of the row arena, outputs gathered, then written back
+    // (after every row ran: an output may share memory with another row's input).
+    size_t out_width = 0;
+    for (int v : node.outputs) out_width += static_cast<size_t>(g.values[static_cast<size_t>(v)].width);
+    staging_.resize(out_width * static_cast<size_t>(n));
+    for (int i = 0; i < n && st; ++i) {
+      const StepContext c = row_context(i);
+      for (int v : node.inputs) {
+        const size_t w = static_cast<size_t>(g.values[static_cast<size_t>(v)].width) * sizeof(float);
+        const size_t at = static_cast<size_t>(offsets[static_cast<size_t>(v)]);
+        std::memcpy(c.arena + at, all.arena + at + static_cast<size_t>(i) * w, w);
+      }
+      st = kernels[k]->run(c);
+      float* out = staging_.data() + static_cast<size_t>(i) * out_width;
+      for (int v : node.outputs) {
+        const size_t w = static_cast<size_t>(g.values[static_cast<size_t>(v)].width);
+        std::memcpy(out, c.arena + static_cast<size_t>(offsets[static_cast<size_t>(v)]), w * sizeof(float));
+        out += w;
+      }
+    }
+    for (int i = 0; i < n && st; ++i) {
+      const float* in = staging_.data() + static_cast<size_t>(i) * out_width;
+      for (int v : node.outputs) {
+        const size_t w = static_cast<size_t>(g.values[static_cast<size_t>(v)].width);
+        std::memcpy(all.arena + static_cast<size_t>(offsets[static_cast<size_t>(v)]) + static_cast<size_t>(i) * w * sizeof(float),
+                    in, w * sizeof(float));
+        in += w;
+      }
+    }
+  }
+  const auto* logits = reinterpret_cast<const float*>(all.arena + offsets[static_cast<size_t>(g.logits_output)]);
+  for (int i = 0; i < n; ++i) {
+    DecodeRequest* r = batch[static_cast<size_t>(i)];
+    if (!st) {
+      finish(r, st, {});
+      continue;
+    }
+    ProgramSession& s = *r->session;
+    std::memcpy(s.batch_logits_.data(), logits + static_cast<size_t>(i) * vocab, vocab * sizeof(float));
+    s.pos_ += 1;
+    finish(r, Status::ok(), s.batch_logits_);
+  }
 }
 
 Result<std::span<const float>> ProgramSession::decode_all(std::span<const int> tokens) { return step(tokens, true); }

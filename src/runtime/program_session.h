@@ -29,6 +29,8 @@ class ProgramSession final : public Decoder {
   static Result<std::unique_ptr<ProgramSession>> create(std::shared_ptr<const CompiledModel> model, int n_ctx,
                                                         std::shared_ptr<StepExecutor> executor, DType kv_dtype);
 
+  // One token goes through the executor's decode queue, batched with the other sessions of the
+  // same model decoding at that moment; several tokens run as prefill steps of max_tokens().
   Result<std::span<const float>> decode(std::span<const int> tokens) override;
   // Runs `tokens` and returns the logits of every one of them, [tokens.size()][vocab] (for
   // perplexity). At most max_logit_rows() at a time.
@@ -59,7 +61,14 @@ class ProgramSession final : public Decoder {
 
  private:
   ProgramSession() = default;
-  Result<std::span<const float>> step(std::span<const int> tokens, bool all_logits);
+  // `held`: the caller holds the executor's mutex already.
+  Result<std::span<const float>> step(std::span<const int> tokens, bool all_logits, bool held = false);
+  // Checks a token this session may decode next.
+  Status check_next(int token) const;
+  // Runs one step for `batch` (this session's request first; the executor held): a batch of one
+  // is the plain step; more run every row-wise node once over all rows and each node that reads
+  // positions or a KV cache once per row, on that row's session.
+  void run_batch(std::span<DecodeRequest* const> batch);
 
   std::shared_ptr<const CompiledModel> model_;
   int n_ctx_ = 0;
@@ -70,6 +79,11 @@ class ProgramSession final : public Decoder {
   std::vector<uint8_t> keys_, values_;  // [layer][n_ctx][kv_dim] of kv_dtype_
   std::vector<int32_t> tokens_;
   bool logits_from_tail_ = false;  // the logits are a tail value: the last token's are in row 0
+  // Batched decoding: a second arena in which a row's position-dependent nodes run, the outputs
+  // of such a node for every row, and this session's logits when another session ran its step.
+  std::vector<uint8_t> row_arena_;
+  std::vector<float> staging_;
+  std::vector<float> batch_logits_;
   std::shared_ptr<StepExecutor> executor_;
 };
 

@@ -1,26 +1,105 @@
 // The thread pool that runs program steps, shared by every session of a runtime: a step holds it
 // from its first kernel to its last, so that sessions generating at once take turns step by step
 // and never run more threads than the pool has.
+//
+// Decode tokens are batched: a session decoding one token queues a request and waits for the
+// pool; whoever gets the pool runs one step for every request of the same model waiting by then
+// (each weight read once for all of them; see ProgramSession::decode), and the others find
+// theirs done when the pool comes to them.
 #pragma once
 
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
+#include <span>
+#include <vector>
 
+#include "core/status.h"
 #include "core/thread_pool.h"
 
 namespace kiln {
 
+class ProgramSession;
+
+// One session's next token, waiting for a step.
+struct DecodeRequest {
+  ProgramSession* session = nullptr;
+  int token = 0;
+  bool done = false;
+  Status status;                   // when done
+  std::span<const float> logits;   // when done and ok
+};
+
 class StepExecutor {
  public:
-  explicit StepExecutor(int n_threads, PoolOptions options = {}) : pool_(n_threads, std::move(options)) {}
+  // The most tokens one batched decode step carries.
+  static constexpr size_t kMaxBatch = 64;
+
+  explicit StepExecutor(int n_threads, PoolOptions options = {}) : pool_(n_threads, std::move(options)) {
+    queue_.reserve(kMaxBatch * 4);  // decoding allocates nothing once sessions are running
+  }
   int n_threads() const { return pool_.size(); }
   // Held for the length of one step.
   std::mutex& mutex() { return mutex_; }
   // The pool for a step's kernels; null with one thread (kernels then run on the caller).
   ThreadPool* pool() { return pool_.size() > 1 ? &pool_ : nullptr; }
 
+  // Decode steps run so far and the tokens they carried (a batched step carries several).
+  void count_decode_step(int tokens) {
+    decode_steps_.fetch_add(1, std::memory_order_relaxed);
+    decode_tokens_.fetch_add(static_cast<uint64_t>(tokens), std::memory_order_relaxed);
+  }
+  uint64_t decode_steps() const { return decode_steps_.load(std::memory_order_relaxed); }
+  uint64_t decode_tokens() const { return decode_tokens_.load(std::memory_order_relaxed); }
+
+  // The decode queue; a request stays valid until it is done.
+  void enqueue(DecodeRequest* r) {
+    {
+      std::lock_guard<std::mutex> l(queue_mutex_);
+      queue_.push_back(r);
+    }
+    queued_.notify_all();
+  }
+  // Sessions past their prompt, decoding token by token (generate() counts itself here): a step's
+  // leader waits for their next tokens, so that they share its step instead of taking turns.
+  std::atomic<int>& decoding() { return decoding_; }
+  // Under mutex(): waits until every other decoding session has queued a token, at most `limit`.
+  void wait_for_decoders(std::chrono::microseconds limit) {
+    std::unique_lock<std::mutex> l(queue_mutex_);
+    queued_.wait_for(l, limit, [&] {
+      return static_cast<int>(queue_.size()) >= decoding_.load(std::memory_order_relaxed);
+    });
+  }
+  // Under mutex(): takes `mine` and then, in arrival order, up to `max - 1` (at most
+  // kMaxBatch - 1) other requests that `same` accepts (the same model) into `out`; returns how
+  // many. `mine` must be queued and not done. Allocates nothing.
+  template <typename Same>
+  size_t take(DecodeRequest* mine, size_t max, Same&& same, std::array<DecodeRequest*, kMaxBatch>& out) {
+    std::lock_guard<std::mutex> l(queue_mutex_);
+    max = std::min(max, kMaxBatch);
+    size_t n = 0;
+    out[n++] = mine;
+    size_t kept = 0;
+    for (DecodeRequest* r : queue_) {
+      if (r == mine) continue;
+      if (n < max && same(*r)) out[n++] = r;
+      else queue_[kept++] = r;
+    }
+    queue_.resize(kept);
+    return n;
+  }
+
  private:
   std::mutex mutex_;
   ThreadPool pool_;
+  std::mutex queue_mutex_;
+  std::vector<DecodeRequest*> queue_;
+  std::atomic<uint64_t> decode_steps_{0}, decode_tokens_{0};
+  std::atomic<int> decoding_{0};
+  std::condition_variable queued_;
 };
 
 }  // namespace kiln
