@@ -189,8 +189,16 @@ Result<std::span<const float>> ProgramSession::decode(std::span<const int> token
   req.session = this;
   req.token = tokens[0];
   executor_->enqueue(&req);
-  std::lock_guard<std::mutex> hold(executor_->mutex());
-  if (!req.done) {
+  // Until another session's step has served this token, or the pool is free to run one: a
+  // session served needs no pool to learn it (so it samples its next token while the leader of
+  // the next step waits for it).
+  for (;;) {
+    std::unique_lock<std::mutex> hold(executor_->mutex(), std::try_to_lock);
+    if (!hold.owns_lock()) {
+      if (executor_->wait_done(req, std::chrono::microseconds(100))) break;
+      continue;
+    }
+    if (executor_->is_done(req)) break;
     // This thread has the pool: one step for every waiting token of this model, once the other
     // sessions that are decoding have sampled theirs (they do within a fraction of a step).
     if (executor_->decoding().load(std::memory_order_relaxed) > 1)
@@ -199,6 +207,8 @@ Result<std::span<const float>> ProgramSession::decode(std::span<const int> token
     std::array<DecodeRequest*, StepExecutor::kMaxBatch> batch;
     const size_t n = executor_->take(&req, most, [&](const DecodeRequest& r) { return r.session->model_ == model_; }, batch);
     run_batch(std::span<DecodeRequest* const>(batch.data(), n));
+    executor_->complete(std::span<DecodeRequest* const>(batch.data(), n));
+    break;
   }
   if (!req.status) return req.status;
   return req.logits;
@@ -207,8 +217,7 @@ Result<std::span<const float>> ProgramSession::decode(std::span<const int> token
 void ProgramSession::run_batch(std::span<DecodeRequest* const> batch) {
   auto finish = [](DecodeRequest* r, Status st, std::span<const float> logits) {
     r->status = std::move(st);
-    r->logits = logits;
-    r->done = true;
+    r->logits = logits;  // `done` is set by StepExecutor::complete
   };
   executor_->count_decode_step(static_cast<int>(batch.size()));
   if (batch.size() == 1) {

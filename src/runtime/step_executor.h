@@ -63,6 +63,23 @@ class StepExecutor {
     }
     queued_.notify_all();
   }
+  // True once `r` is done, waiting up to `limit` for it (or for a change in the queue).
+  bool wait_done(const DecodeRequest& r, std::chrono::microseconds limit) {
+    std::unique_lock<std::mutex> l(queue_mutex_);
+    return queued_.wait_for(l, limit, [&] { return r.done; });
+  }
+  bool is_done(const DecodeRequest& r) {
+    std::lock_guard<std::mutex> l(queue_mutex_);
+    return r.done;
+  }
+  // Marks a step's requests done (their results written) and wakes their sessions.
+  void complete(std::span<DecodeRequest* const> batch) {
+    {
+      std::lock_guard<std::mutex> l(queue_mutex_);
+      for (DecodeRequest* r : batch) r->done = true;
+    }
+    queued_.notify_all();
+  }
   // Sessions past their prompt, decoding token by token (generate() counts itself here): a step's
   // leader waits for their next tokens, so that they share its step instead of taking turns.
   std::atomic<int>& decoding() { return decoding_; }
