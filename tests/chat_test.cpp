@@ -192,3 +192,44 @@ TEST(ChatCli, NoTemplateIsAClearError) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// One bad turn is refused and the conversation goes on: a message longer than the context, a byte
+// that is not UTF-8, an unknown /command; /clear and /help answer on stderr.
+TEST(ChatCli, ABadTurnIsRefusedAndTheChatGoesOn) {
+  const std::string dir = test::shell_quote(chat_model_dir());
+  std::string too_long;
+  for (int i = 0; i < 40; ++i) too_long += "Once upon a time ";
+  const std::string input = too_long + "\n\xff\xfe\n/nonsense\n/help\n/clear\nOnce upon a time\n";
+  auto r = test::run_kiln_with_input("chat " + dir + " --temp 0 -n 10 --quiet --ctx 64", input);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("more than the context of 64"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("not valid UTF-8; it was not sent"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("unknown command /nonsense"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/clear  start a new conversation"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the conversation is cleared"), std::string::npos) << r.err;
+  // The last message is answered as in a fresh chat.
+  auto fresh = test::run_kiln_with_input("chat " + dir + " --temp 0 -n 10 --quiet --ctx 64", std::string("Once upon a time\n"));
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.err;
+  ASSERT_FALSE(fresh.out.empty());
+  EXPECT_NE(r.out.find(fresh.out), std::string::npos) << r.out;
+}
+
+// Ctrl-C at the prompt: the first says how to leave, the second leaves (exit 0).
+TEST(ChatCli, CtrlCTwiceAtThePromptLeaves) {
+  if (test::under_emulator()) GTEST_SKIP() << "signals to a process under qemu-user";
+  const std::string dir = test::shell_quote(chat_model_dir());
+  const std::string base = test::temp_dir() + "/sigint";
+  const std::string script =
+      "set -e; cd " + test::shell_quote(test::temp_dir()) + "; rm -f sigint.fifo; mkfifo sigint.fifo; " +
+      KILN_BINARY + " chat " + dir + " --quiet < sigint.fifo > sigint.out 2> sigint.err & pid=$!; " +
+      "exec 3> sigint.fifo; sleep 2; kill -INT $pid; sleep 1; kill -INT $pid; set +e; wait $pid; echo $? > sigint.code";
+  ASSERT_EQ(std::system(("bash -c " + test::shell_quote(script)).c_str()), 0);
+  EXPECT_EQ(test::read_file(base + ".code"), "0\n");
+  EXPECT_NE(test::read_file(base + ".err").find("Ctrl-C again"), std::string::npos) << test::read_file(base + ".err");
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,7 +1,11 @@
 // kiln chat: a conversation on the terminal. Each line read is a user message; the reply streams
 // to stdout. The conversation goes through the model's chat template every turn, and only the
 // tokens the KV cache does not hold yet are decoded.
+#include <signal.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <cstring>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -10,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/byte_reader.h"
 #include "runtime/chat_session.h"
 #include "runtime/program_session.h"
 #include "tools/cli_common.h"
@@ -30,8 +35,29 @@ struct ChatCmd {
 
 constexpr const char* kHelp =
     "kiln chat: type a message and press Enter; end a line with \\ to continue it on the next.\n"
+    "  /help   this list\n"
     "  /clear  start a new conversation (the system prompt stays)\n"
-    "  /exit   leave (or end the input: Ctrl-D)\n";
+    "  /exit   leave (or end the input: Ctrl-D; Ctrl-C twice at the prompt)\n"
+    "  Ctrl-C during a reply stops the reply; the conversation goes on.\n";
+
+// Ctrl-C: during a reply it raises the cancel flag the generation loop checks between tokens;
+// at the prompt, the first press says how to leave and the second leaves. (A lock-free atomic
+// store is what a signal handler may do.)
+std::atomic<bool> g_cancel{false};
+std::atomic<int> g_interrupts{0};
+extern "C" void on_sigint(int) {
+  g_cancel.store(true);
+  g_interrupts.fetch_add(1);
+}
+
+void install_sigint() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: a read at the prompt returns, so the prompt can answer
+  sigaction(SIGINT, &sa, nullptr);
+}
 
 // A message: one line, or several joined where a line ends with a backslash. False at the end of
 // the input with nothing read.
@@ -41,7 +67,19 @@ bool read_message(std::string& out, bool interactive) {
   bool any = false;
   while (true) {
     if (interactive) std::fputs(any ? ". " : "> ", stderr);
-    if (!std::getline(std::cin, line)) return any;
+    g_interrupts.store(0);
+    if (!std::getline(std::cin, line)) {
+      if (g_interrupts.load() == 0) return any;  // the end of the input
+      // Ctrl-C at the prompt: once to be told, twice to leave.
+      std::cin.clear();
+      std::fputs("\n(Ctrl-C again, /exit or Ctrl-D to leave)\n", stderr);
+      g_interrupts.store(0);
+      if (interactive) std::fputs("> ", stderr);
+      if (!std::getline(std::cin, line)) {
+        if (g_interrupts.load() > 0) std::fputc('\n', stderr);
+        return false;
+      }
+    }
     any = true;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (!line.empty() && line.back() == '\\') {
@@ -82,21 +120,45 @@ int run_chat(ChatCmd c) {
   const bool interactive = isatty(STDIN_FILENO) == 1;
   if (interactive && !c.quiet) std::fputs(kHelp, stderr);
   if (!c.quiet) std::fprintf(stderr, "kiln: seed %llu\n", static_cast<unsigned long long>(g.seed));
+  install_sigint();
+  chat->options().cancel = &g_cancel;
   std::string msg;
   while (read_message(msg, interactive)) {
     if (msg == "/exit" || msg == "/quit") break;
+    if (msg == "/help") {
+      std::fputs(kHelp, stderr);
+      continue;
+    }
     if (msg == "/clear") {
       chat->clear();
+      std::fputs("kiln: the conversation is cleared (the system prompt stays)\n", stderr);
+      continue;
+    }
+    if (msg.size() > 1 && msg[0] == '/' && msg.find_first_of(" \n") == std::string::npos) {
+      std::fprintf(stderr, "kiln: error: unknown command %s (/help lists them; start a message with a space to send it)\n",
+                   msg.c_str());
       continue;
     }
     if (msg.empty()) continue;
+    // A message that is not UTF-8 never reaches the template; the conversation goes on.
+    if (!is_valid_utf8(msg)) {
+      std::fputs("kiln: error: the message is not valid UTF-8; it was not sent\n", stderr);
+      continue;
+    }
+    g_cancel.store(false);
     auto turn = chat->say(msg, [](std::string_view text) {
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
     });
     std::fputc('\n', stdout);
     std::fflush(stdout);
-    if (!turn) return fail(turn.status());
+    if (!turn) {
+      // One bad turn (a message longer than the context, ...) is refused; the conversation stays
+      // as it was.
+      std::fprintf(stderr, "kiln: error: %s\n", turn.status().message().c_str());
+      continue;
+    }
+    if (turn->stats.stop == StopReason::kCancelled) std::fputs("kiln: reply stopped (Ctrl-C)\n", stderr);
     const GenerationStats& s = turn->stats;
     if (!c.quiet)
       std::fprintf(stderr, "kiln: %d prompt tokens (%d from the cache), %d new in %.1f ms; %d generated, %.1f tok/s%s\n",
