@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "core/temp_file.h"
 #include "engine/compile_file.h"
 #include "tools/cli_common.h"
 
@@ -44,6 +45,8 @@ std::function<void(double)> progress_bar(const char* what) {
 }
 
 int compile(const CompileCmd& c) {
+  // Ctrl-C, SIGTERM or SIGHUP during the write leave no out.kiln.tmp.* behind.
+  remove_temp_files_on_signals();
   // Before any work: a missing folder would otherwise surface as "cannot create the temporary file".
   {
     std::error_code ec;
@@ -72,6 +75,8 @@ int compile(const CompileCmd& c) {
   const double secs = summary->seconds;
 
   const MemoryPlan& plan = summary->plan;
+  for (const std::string& f : summary->stale_removed)
+    std::fprintf(stderr, "kiln: removed %s, left by an earlier compile that was killed\n", f.c_str());
   std::fprintf(stderr, "kiln: wrote %s in %.2f s\n", c.out.c_str(), secs);
   std::fprintf(stderr, "  target: %s\n", summary->target.c_str());
   // A ratio only for a real reduction: an f32 compile is the same size (give or take padding).

@@ -6,9 +6,80 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include <signal.h>
 
 namespace kiln {
+
+namespace {
+// The temporary files open now, for a signal handler: fixed slots of fixed-size names, so that
+// the handler touches no allocator and no lock.
+constexpr int kSlots = 32;
+constexpr size_t kNameBytes = 4096;
+struct Slot {
+  std::atomic<bool> used{false};
+  char name[kNameBytes];
+};
+Slot g_slots[kSlots];
+
+int claim_slot(const std::string& name) {
+  if (name.size() >= kNameBytes) return -1;
+  for (int i = 0; i < kSlots; ++i) {
+    bool expected = false;
+    if (!g_slots[i].used.compare_exchange_strong(expected, true)) continue;
+    std::memcpy(g_slots[i].name, name.c_str(), name.size() + 1);
+    return i;
+  }
+  return -1;  // more than kSlots at once: this one is not removed on a signal
+}
+
+void release_slot(int i) {
+  if (i >= 0) g_slots[i].used.store(false);
+}
+
+extern "C" void remove_and_reraise(int sig) {
+  remove_open_temp_files();
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+}  // namespace
+
+void remove_open_temp_files() {
+  for (Slot& s : g_slots)
+    if (s.used.load()) ::unlink(s.name);
+}
+
+void remove_temp_files_on_signals() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = remove_and_reraise;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+}
+
+std::vector<std::string> remove_stale_temp_files(const std::string& target) {
+  std::vector<std::string> removed;
+  const size_t slash = target.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : target.substr(0, slash);
+  const std::string prefix = (slash == std::string::npos ? target : target.substr(slash + 1)) + ".tmp.";
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string rest = name.substr(prefix.size());  // <pid>.<n>
+    const size_t dot = rest.find('.');
+    if (dot == std::string::npos || dot == 0 || rest.find_first_not_of("0123456789.") != std::string::npos) continue;
+    const long pid = std::strtol(rest.substr(0, dot).c_str(), nullptr, 10);
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // that process still runs
+    if (::unlink(e.path().c_str()) == 0) removed.push_back(e.path().string());
+  }
+  return removed;
+}
 
 TempFile::~TempFile() { discard(); }
 
@@ -20,6 +91,7 @@ Status TempFile::create(const std::string& target) {
     if (fd >= 0) {
       fd_ = fd;
       path_ = std::move(name);
+      slot_ = claim_slot(path_);
       return Status::ok();
     }
     if (errno != EEXIST) return io_error("cannot create the temporary file " + name + ": " + std::strerror(errno));
@@ -62,6 +134,7 @@ Status TempFile::commit(const std::string& target) {
   if (::rename(path_.c_str(), target.c_str()) != 0)
     return io_error("cannot rename " + path_ + " into place: " + std::strerror(errno));
   path_.clear();
+  release_slot(std::exchange(slot_, -1));
   // Make the rename itself durable; the file is complete at `target` already, so this is
   // best effort (some file systems refuse fsync on a folder).
   const size_t slash = target.rfind('/');
@@ -79,6 +152,7 @@ void TempFile::discard() {
   fd_ = -1;
   if (!path_.empty()) ::unlink(path_.c_str());
   path_.clear();
+  release_slot(std::exchange(slot_, -1));
 }
 
 Status write_file_atomically(const std::string& path, std::span<const uint8_t> bytes) {

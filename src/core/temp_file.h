@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -33,9 +34,20 @@ class TempFile {
   int fd_ = -1;
   std::string path_;
   uint64_t pos_ = 0;
+  int slot_ = -1;  // its place among the files a signal removes
 };
 
 // The whole file in one call.
 Status write_file_atomically(const std::string& path, std::span<const uint8_t> bytes);
+
+// Makes SIGINT, SIGTERM and SIGHUP remove every temporary file still open before the process
+// ends as the signal would end it (a CLI calls this; a library leaves the app's signals alone).
+void remove_temp_files_on_signals();
+// Removes every temporary file still open now (what the handler does; async-signal-safe).
+void remove_open_temp_files();
+
+// Temporary files `<target>.tmp.<pid>.<n>` beside `target` left by a process that no longer
+// runs (killed with SIGKILL, or a crash): removed; returns their names.
+std::vector<std::string> remove_stale_temp_files(const std::string& target);
 
 }  // namespace kiln

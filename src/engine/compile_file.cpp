@@ -4,12 +4,15 @@
 
 #include "compiler/kiln_writer.h"
 #include "core/mapped_file.h"
+#include "core/temp_file.h"
 #include "quant/overrides.h"
 
 namespace kiln {
 
 Result<CompileSummary> compile_to_file(const CompileRequest& c) {
   const auto t0 = std::chrono::steady_clock::now();
+  CompileSummary s;
+  s.stale_removed = remove_stale_temp_files(c.output);
   KILN_ASSIGN_OR_RETURN(Import imp, import_model(c.model));
   KILN_ASSIGN_OR_RETURN(OverridesFile base, overrides_from_flags(c.scheme, c.group, c.symmetric, /*auto_fallback=*/!c.strict));
   CompileOptions o;
@@ -25,7 +28,6 @@ Result<CompileSummary> compile_to_file(const CompileRequest& c) {
   }
   KILN_ASSIGN_OR_RETURN(KilnTarget target, resolve_target(c.target));
   o.progress = c.quantize_progress;
-  CompileSummary s;
   KILN_ASSIGN_OR_RETURN(ProgramImage img, compile_model(imp, o, &s.report));
   KILN_RETURN_IF_ERROR(write_kiln(img, target, s.report, c.output, c.write_progress));
   s.plan = img.program.plan;

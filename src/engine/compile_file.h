@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "compiler/driver.h"
 #include "graph/program.h"
@@ -32,6 +33,7 @@ struct CompileSummary {
   MemoryPlan plan;
   std::string target;  // the target written, resolved: "cpu (avx2,avx512f,...)"
   double seconds = 0;
+  std::vector<std::string> stale_removed;  // temporary files of killed earlier runs, removed
 };
 
 Result<CompileSummary> compile_to_file(const CompileRequest& request);
