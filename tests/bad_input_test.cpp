@@ -359,3 +359,39 @@ TEST(BadInput, MissingPath) { expect_rejected(tmp("does-not-exist.bin"), "no suc
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// A file kiln cannot read is named as such by its content, not read as a llama2.c header
+// (issue 23 row 7): an empty file, a text file, a .kiln whose magic is wrong.
+TEST(BadInputDetection, UnknownFilesAreNamedByContent) {
+  const std::string dir = test::temp_dir();
+  test::write_file(dir + "/prompt.txt", "Once upon a time, a prompt and not a model\n");
+  test::write_file(dir + "/empty.kiln", "");
+  test::write_file(dir + "/flipped.kiln", "KILX" + std::string(300, '\0'));
+  test::write_file(dir + "/noext", "hello");
+  const struct {
+    std::string file, message;
+  } cases[] = {
+      {"prompt.txt", "not a model file: unknown format (it starts with 4f 6e 63 65"},
+      {"empty.kiln", "the file is empty: not a model file"},
+      {"flipped.kiln", "not a .kiln file: it starts with 4b 49 4c 58 00 00 00 00, not the KILN magic"},
+      {"noext", "not a model file: unknown format"},
+  };
+  for (const auto& c : cases) {
+    auto r = test::run_kiln("run " + test::shell_quote(dir + "/" + c.file) + " -n 1");
+    EXPECT_EQ(r.exit_code, 2) << c.file;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.file << ": " << r.err;
+    EXPECT_EQ(r.err.find("dim"), std::string::npos) << c.file << ": " << r.err;
+  }
+  // A llama2.c checkpoint under another name is still read by its header.
+  fs::copy_file(test::shipped_model(), dir + "/stories.model", fs::copy_options::overwrite_existing);
+  fs::copy_file(fs::path(test::shipped_model()).parent_path() / "tok512.bin", dir + "/tok512.bin",
+                fs::copy_options::overwrite_existing);
+  auto ok = test::run_kiln("run " + test::shell_quote(dir + "/stories.model") + " --temp 0 -n 5");
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
+}  // namespace
+}  // namespace kiln

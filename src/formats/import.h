@@ -14,6 +14,9 @@ enum class ModelFormat { kLlama2c, kGguf, kHfFolder };
 // Decides by the path: a directory is an HF folder, a file named *.gguf or starting with "GGUF"
 // is GGUF, anything else is tried as a llama2.c checkpoint.
 Result<ModelFormat> detect_format(const std::string& path);
+// The same for a model: a file that is no GGUF and neither named .bin nor starting with a plausible
+// llama2.c header is refused as "not a model file" (an empty file, a text file, a damaged .kiln).
+Result<ModelFormat> detect_model_format(const std::string& path);
 
 struct Import {
   ImportedModel model;
