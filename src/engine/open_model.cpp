@@ -6,6 +6,7 @@
 
 #include "compiler/driver.h"
 #include "core/mapped_file.h"
+#include "formats/kiln_file.h"
 #include "runtime/kiln_image.h"
 #include "tokenizer/tokenizer_source.h"
 
@@ -16,10 +17,12 @@ OpenOptions::OpenOptions() : quant(f32_overrides()) {}
 bool is_kiln_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return false;
+  // The first 4 bytes of the magic: a .kiln damaged after them is still opened as one, so that
+  // its reader names what is wrong.
   std::ifstream in(path, std::ios::binary);
   char magic[4] = {};
   in.read(magic, 4);
-  return in.gcount() == 4 && std::memcmp(magic, "KILN", 4) == 0;
+  return in.gcount() == 4 && std::memcmp(magic, kKilnMagic, 4) == 0;
 }
 
 OverridesFile f32_overrides() {
