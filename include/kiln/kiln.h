@@ -125,6 +125,8 @@ typedef struct kiln_model_params {
   const char* tokenizer_path; /* a source model: another tokenizer; NULL: the model's own */
   kiln_progress_fn progress;  /* NULL: none */
   void* progress_user_data;
+  int32_t prefault;           /* non-zero (default): map every weight page while loading, so that the
+                                 first token does not wait for page faults; 0: a load is a map and a check */
 } kiln_model_params;
 
 KILN_API kiln_model_params kiln_model_default_params(void);

@@ -109,6 +109,7 @@ KILN_API kiln_model_params kiln_model_default_params(void) {
   kiln_model_params p;
   std::memset(&p, 0, sizeof p);
   p.size = sizeof p;
+  p.prefault = 1;
   return p;
 }
 
@@ -120,6 +121,7 @@ Result<ModelLoadOptions> load_options(const char* path, const kiln_model_params&
   ModelLoadOptions o;
   o.priority = p.priority;
   o.open.verify = p.verify != 0;
+  o.prefault = p.prefault != 0;
   if (p.tokenizer_path) o.open.tokenizer_path = p.tokenizer_path;
   if (p.scheme) {
     if (is_kiln_file(path))

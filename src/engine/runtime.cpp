@@ -206,6 +206,7 @@ Result<std::shared_ptr<const CompiledModel>> RuntimeModel::acquire_locked(const 
     KILN_RETURN_IF_ERROR(rt_->reserve_locked(bytes, load_.priority, what, this, requester));
   }
   compiled_ = std::move(opened->model);
+  if (load_.prefault) compiled_->prefault();
   bytes_ = bytes;
   if (!opened_.tokenizer) opened_ = std::move(*opened);
   return compiled_;

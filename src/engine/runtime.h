@@ -48,6 +48,7 @@ struct RuntimeStats {
 struct ModelLoadOptions {
   OpenOptions open;
   int priority = 0;
+  bool prefault = true;  // map every weight page on the loading thread (see CompiledModel::prefault)
   // Called with 0..1 at each stage of the load; returning false cancels it (kCancelled).
   std::function<bool(double)> progress;
 };

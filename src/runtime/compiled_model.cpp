@@ -2,6 +2,11 @@
 
 #include <algorithm>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
 #include "backends/registry.h"
 #include "formats/kiln_file.h"
 #include "quant/weight_params.h"
@@ -84,6 +89,23 @@ uint64_t CompiledModel::identity() const {
     identity_ = h;
   });
   return identity_;
+}
+
+void CompiledModel::prefault() const {
+#if defined(__linux__)
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  for (const auto& w : image_.weights) {
+    if (w.empty()) continue;
+    const uintptr_t b = reinterpret_cast<uintptr_t>(w.data()) & ~(page - 1);
+    const uintptr_t e = reinterpret_cast<uintptr_t>(w.data() + w.size());
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22  // Linux 5.14
+#endif
+    if (madvise(reinterpret_cast<void*>(b), e - b, MADV_POPULATE_READ) == 0) continue;
+    volatile uint8_t sink = 0;  // an older kernel: one read per page
+    for (uintptr_t p = reinterpret_cast<uintptr_t>(w.data()); p < e; p += page) sink = sink + *reinterpret_cast<const uint8_t*>(p);
+  }
+#endif
 }
 
 uint64_t CompiledModel::weight_bytes() const {
