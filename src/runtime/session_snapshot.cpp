@@ -26,7 +26,7 @@ T get(const uint8_t* p) {
 }
 }  // namespace
 
-Status save_session_snapshot(const ProgramSession& s, std::span<const int> tokens, const std::string& path) {
+Result<std::vector<uint8_t>> encode_session_snapshot(const ProgramSession& s, std::span<const int> tokens) {
   const int n = static_cast<int>(tokens.size());
   if (n > s.position())
     return invalid_argument("a snapshot of " + std::to_string(n) + " tokens from a session at position " +
@@ -36,7 +36,7 @@ Status save_session_snapshot(const ProgramSession& s, std::span<const int> token
   try {
     out.reserve(kHeaderBytes + tokens.size() * 4 + s.kv_state_bytes(n) + 8);
   } catch (const std::bad_alloc&) {
-    return out_of_memory(path + ": no memory for a snapshot of " + std::to_string(s.kv_state_bytes(n)) + " bytes");
+    return out_of_memory("no memory for a session snapshot of " + std::to_string(s.kv_state_bytes(n)) + " bytes");
   }
   out.insert(out.end(), kMagic, kMagic + 8);
   put<uint32_t>(out, kVersion);
@@ -51,12 +51,22 @@ Status save_session_snapshot(const ProgramSession& s, std::span<const int> token
   out.resize(at + s.kv_state_bytes(n));
   s.copy_kv_out(n, out.data() + at);
   put<uint64_t>(out, kiln_checksum(out));
-  return write_file_atomically(path, out).with_context("session snapshot");
+  return out;
+}
+
+Status save_session_snapshot(const ProgramSession& s, std::span<const int> tokens, const std::string& path) {
+  auto bytes = encode_session_snapshot(s, tokens);
+  if (!bytes) return bytes.status().with_context(path);
+  return write_file_atomically(path, *bytes).with_context("session snapshot");
 }
 
 Result<std::vector<int>> load_session_snapshot(ProgramSession& s, const std::string& path) {
   KILN_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
-  const std::span<const uint8_t> b = file->bytes();
+  return load_session_snapshot_bytes(s, file->bytes(), path);
+}
+
+Result<std::vector<int>> load_session_snapshot_bytes(ProgramSession& s, std::span<const uint8_t> b,
+                                                     const std::string& path) {
   auto bad = [&](const std::string& what) { return corrupt(path + ": not a session snapshot of this kind: " + what); };
   if (b.size() < kHeaderBytes + 8 || std::memcmp(b.data(), kMagic, 8) != 0)
     return bad("no KILNSESS header (not a file kiln_session_save wrote, or truncated)");
