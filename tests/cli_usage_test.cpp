@@ -218,3 +218,20 @@ TEST(CliUsage, CompileNamesAMissingFolderAndAnHonestSize) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Every --help shows the defaults (issue 23 row 15).
+TEST(CliUsage, HelpShowsTheDefaults) {
+  auto run = test::run_kiln("run --help");
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_NE(run.out.find("--n-predict INT:>=0=256"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("--temp FLOAT=0.8"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("--kv-type TEXT:{f32,f16}=f32"), std::string::npos) << run.out;
+  auto compile = test::run_kiln("compile --help");
+  EXPECT_NE(compile.out.find("=w4a16"), std::string::npos) << compile.out;
+}
+
+}  // namespace
+}  // namespace kiln

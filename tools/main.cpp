@@ -60,6 +60,8 @@ int main(int argc, char** argv) {
   CLI::App app{"kiln: deploy language models to the edge", "kiln"};
   app.set_version_flag("--version", std::string("kiln ") + KILN_VERSION);
   app.require_subcommand(1);
+  // Every --help shows each option's default (the subcommands inherit this).
+  app.option_defaults()->always_capture_default();
   // Range errors come as "--threads: must be at least 1" (tools/cli_common.h): say it plainly.
   app.failure_message([](const CLI::App* a, const CLI::Error& e) {
     std::string m = CLI::FailureMessage::simple(a, e);
