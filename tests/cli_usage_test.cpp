@@ -235,3 +235,20 @@ TEST(CliUsage, HelpShowsTheDefaults) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// ppl -q compiles a source model by the rule compile and bench use (issue 23 row 6): a 4-bit
+// tensor whose width the group does not divide (stories260K's 172-wide down projection) is
+// stored at 8 bits instead of failing.
+TEST(CliUsage, PplTakesTheCompileRuleForFourBitSchemes) {
+  const std::string text = test::temp_dir() + "/ppl.txt";
+  test::write_file(text, "Once upon a time, there was a little girl named Lily. She loved to play outside.\n");
+  auto r = test::run_kiln("ppl " + test::shell_quote(test::shipped_model()) + " -q w4a16 --file " + test::shell_quote(text));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("perplexity"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace kiln

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "engine/defaults.h"
 #include "engine/runtime.h"
 #include "quant/overrides.h"
 #include "tools/cli_common.h"
@@ -39,7 +40,7 @@ int bench_sessions(const BenchSessionsArgs& a) {
   auto rt = Runtime::create(ro);
   ModelLoadOptions lo;
   lo.open.tokenizer_path = a.tokenizer;
-  auto q = overrides_from_flags(a.scheme, a.group, true, /*auto_fallback=*/true);
+  auto q = source_scheme(a.scheme, a.group);
   if (!q) return fail(q.status());
   lo.open.quant = *q;
   auto model = rt->load_model(a.model, lo);

@@ -32,6 +32,7 @@
 #include "runtime/compute_probe.h"
 #include "runtime/program_session.h"
 #include "tools/cli_common.h"
+#include "engine/defaults.h"
 #include "engine/open_model.h"
 #include "runtime/perf_mode.h"
 #include "tools/bench_sessions.h"
@@ -267,7 +268,7 @@ class ProbeProcess {
 Result<OpenedModel> open_for_bench(const BenchCmd& c) {
   OpenOptions oo;
   oo.tokenizer_path = c.tokenizer;
-  KILN_ASSIGN_OR_RETURN(oo.quant, overrides_from_flags(c.scheme, c.group, true, /*auto_fallback=*/true));
+  KILN_ASSIGN_OR_RETURN(oo.quant, source_scheme(c.scheme, c.group));
   return open_model(c.model, oo);
 }
 
@@ -778,7 +779,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
       ->delimiter(',');
   cmd->callback([c, n_prompt, quant, group, &exit_code] {
     // Usage errors before any work: an unknown scheme, and flags a .kiln cannot use.
-    if (auto q = overrides_from_flags(c->scheme, c->group, true, /*auto_fallback=*/true); !q) {
+    if (auto q = source_scheme(c->scheme, c->group); !q) {
       exit_code = usage_error(q.status().message());
       return;
     }

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "core/mapped_file.h"
+#include "engine/defaults.h"
 #include "engine/perplexity.h"
 #include "tools/generation_flags.h"
 #include "tools/cli_common.h"
@@ -23,7 +24,7 @@ struct PplCmd {
 int ppl(const PplCmd& c) {
   OpenOptions oo;
   oo.tokenizer_path = c.tokenizer;
-  auto q = overrides_from_flags(c.scheme);
+  auto q = source_scheme(c.scheme);
   if (!q) return usage_error(q.status().message());
   if (c.scheme_given)
     if (std::string e = kiln_file_fixes(c.model, "-q", "quantization"); !e.empty()) return usage_error(e);

@@ -4,7 +4,7 @@
 
 #include "capi/guard.h"
 #include "core/byte_reader.h"
-#include "quant/overrides.h"
+#include "engine/defaults.h"
 
 using namespace kiln;
 using namespace kiln::capi;
@@ -127,7 +127,7 @@ Result<ModelLoadOptions> load_options(const char* path, const kiln_model_params&
     if (is_kiln_file(path))
       return invalid_argument(std::string(path) + ": a .kiln is already compiled; its scheme cannot be changed at load "
                               "(scheme must be NULL)");
-    KILN_ASSIGN_OR_RETURN(o.open.quant, overrides_from_flags(p.scheme, 32, true, /*auto_fallback=*/true));
+    KILN_ASSIGN_OR_RETURN(o.open.quant, source_scheme(p.scheme));
   }
   if (p.progress) {
     kiln_progress_fn fn = p.progress;

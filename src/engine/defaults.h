@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "formats/model_config.h"
+#include "quant/overrides.h"
 #include "runtime/program_session.h"
 #include "runtime/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -25,6 +26,11 @@ inline bool add_bos_by_default(const Tokenizer& t) { return t.bos_id() >= 0; }
 // The sampler's defaults: SamplerParams' initialisers (temperature 0.8, top-k 40, top-p 0.95,
 // min-p 0.05, no repetition penalty), llama.cpp's.
 inline SamplerParams default_sampler() { return SamplerParams{}; }
+
+// The scheme a source model is compiled in when it runs from memory (run -q, ppl -q, bench -q,
+// the C API's kiln_model_params.scheme), the same rule as `kiln compile` without --strict: a
+// 4-bit tensor whose width the group does not divide is stored at 8 bits.
+Result<OverridesFile> source_scheme(std::string_view scheme, int group_size = 32);
 
 // The seed a generation uses: the one given, else a fresh random one (the caller reports it, so
 // that a run can be repeated).
