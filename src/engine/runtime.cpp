@@ -334,11 +334,8 @@ Result<GenerationStats> RuntimeSession::run(std::span<const int> prompt, const T
 
 Result<GenerationStats> RuntimeSession::generate(std::string_view prompt, const TurnOptions& turn, const PieceSink& sink) {
   KILN_RETURN_IF_ERROR(enter());
+  const Held held{this};
   cancel_.store(false);
-  struct Exit {
-    RuntimeSession* s;
-    ~Exit() { s->exit(); }
-  } exit_on_return{this};
   if (!is_valid_utf8(prompt)) return invalid_argument("the prompt is not valid UTF-8");
   const Tokenizer& tok = model_->tokenizer();
   EncodeOptions eo;
@@ -353,11 +350,8 @@ Result<GenerationStats> RuntimeSession::generate(std::string_view prompt, const 
 Result<GenerationStats> RuntimeSession::chat(const nlohmann::ordered_json& messages, const TurnOptions& turn,
                                              const PieceSink& sink) {
   KILN_RETURN_IF_ERROR(enter());
+  const Held held{this};
   cancel_.store(false);
-  struct Exit {
-    RuntimeSession* s;
-    ~Exit() { s->exit(); }
-  } exit_on_return{this};
   if (!chat_) {
     KILN_ASSIGN_OR_RETURN(ModelChatTemplate tpl, chat_template_for(model_->opened(), ""));
     KILN_ASSIGN_OR_RETURN(ChatFormat f, ChatFormat::create(model_->tokenizer(), tpl));
@@ -369,6 +363,7 @@ Result<GenerationStats> RuntimeSession::chat(const nlohmann::ordered_json& messa
 
 Status RuntimeSession::reset() {
   KILN_RETURN_IF_ERROR(enter());
+  const Held held{this};
   cached_.clear();
   position_.store(0);
   if (session_) session_->reset();
@@ -376,32 +371,24 @@ Status RuntimeSession::reset() {
     ::unlink(snapshot_.c_str());
     snapshot_.clear();
   }
-  exit();
   return Status::ok();
 }
 
 Status RuntimeSession::save(const std::string& path) {
   KILN_RETURN_IF_ERROR(enter());
-  Status st = resume();
-  if (st) {
-    const int n = std::min(static_cast<int>(cached_.size()), session_->position());
-    st = save_session_snapshot(*session_, std::span<const int>(cached_).first(static_cast<size_t>(n)), path);
-  }
-  exit();
-  return st;
+  const Held held{this};
+  KILN_RETURN_IF_ERROR(resume());
+  const int n = std::min(static_cast<int>(cached_.size()), session_->position());
+  return save_session_snapshot(*session_, std::span<const int>(cached_).first(static_cast<size_t>(n)), path);
 }
 
 Status RuntimeSession::restore(const std::string& path) {
   KILN_RETURN_IF_ERROR(enter());
-  Status st = resume();
-  if (st) {
-    auto tokens = load_session_snapshot(*session_, path);
-    if (tokens) cached_ = std::move(*tokens);
-    else st = tokens.status();
-    position_.store(static_cast<int>(cached_.size()));
-  }
-  exit();
-  return st;
+  const Held held{this};
+  KILN_RETURN_IF_ERROR(resume());
+  KILN_ASSIGN_OR_RETURN(cached_, load_session_snapshot(*session_, path));
+  position_.store(static_cast<int>(cached_.size()));
+  return Status::ok();
 }
 
 SessionState RuntimeSession::state() {

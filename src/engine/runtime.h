@@ -169,6 +169,11 @@ class RuntimeSession {
   // Enters a call: refuses one from inside this session's own callback; holds mu_ until exit().
   Status enter();
   void exit();
+  // exit() when the call returns, whichever way.
+  struct Held {
+    RuntimeSession* s;
+    ~Held() { s->exit(); }
+  };
   // Makes the session resident (reopening the model, restoring the snapshot). Caller holds mu_.
   Status resume();
   Result<GenerationStats> run(std::span<const int> prompt, const TurnOptions& turn, const std::vector<int>& stop_ids,
