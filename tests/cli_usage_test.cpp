@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "test_util.h"
 
 namespace kiln {
@@ -248,6 +250,28 @@ TEST(CliUsage, PplTakesTheCompileRuleForFourBitSchemes) {
   auto r = test::run_kiln("ppl " + test::shell_quote(test::shipped_model()) + " -q w4a16 --file " + test::shell_quote(text));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("perplexity"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// inspect counts each weight's bytes once (issue 23 row 11): the shipped model's classifier is its
+// embedding, read by two nodes and stored once; the total fits the file's weights section.
+TEST(CliUsage, InspectCountsEachWeightOnce) {
+  const std::string out = test::temp_dir() + "/inspect-once.kiln";
+  ASSERT_EQ(test::run_kiln("compile " + test::shell_quote(test::shipped_model()) + " -q f32 -o " + test::shell_quote(out)).exit_code, 0);
+  auto r = test::run_kiln("inspect --json " + test::shell_quote(out));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  uint64_t backends = 0, section = 0;
+  for (const auto& [name, b] : j["backends"].items()) backends += b["weight_bytes"].get<uint64_t>();
+  for (const auto& s : j["sections"])
+    if (s["kind"] == "weights") section = s["bytes"].get<uint64_t>();
+  ASSERT_GT(section, 0u);
+  EXPECT_LE(backends, section);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "engine/describe.h"
 
 #include <map>
+#include <set>
 
 namespace kiln {
 
@@ -24,10 +25,14 @@ nlohmann::json describe(const KilnImage& k) {
   std::map<std::string, int> ops;
   std::map<std::string, int> backend_nodes;
   std::map<std::string, uint64_t> backend_bytes;
+  // Each weight counted once per back end, however many of its nodes read it (a tied embedding
+  // is read by the embedding and the classifier): bytes stored, not bytes read.
+  std::map<std::string, std::set<int>> backend_weights;
   for (const Node& n : g.nodes) {
     ops[std::string(op_name(n.op))]++;
     backend_nodes[n.backend]++;
-    for (int w : n.weights) backend_bytes[n.backend] += img.weights[static_cast<size_t>(w)].size();
+    for (int w : n.weights)
+      if (backend_weights[n.backend].insert(w).second) backend_bytes[n.backend] += img.weights[static_cast<size_t>(w)].size();
   }
   j["ops"] = ops;
   nlohmann::json be = nlohmann::json::object();
