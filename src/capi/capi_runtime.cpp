@@ -100,7 +100,7 @@ KILN_API kiln_status kiln_runtime_stats_get(kiln_runtime* runtime, kiln_runtime_
     r.n_evictions = s.n_evictions;
     r.decode_steps = s.decode_steps;
     r.decode_tokens = s.decode_tokens;
-    *out = r;
+    write_sized(out, r);
     return ok();
   });
 }
@@ -137,8 +137,7 @@ Result<ModelLoadOptions> load_options(const char* path, const kiln_model_params&
   return o;
 }
 
-kiln_status load(kiln_runtime* runtime, const char* path, const kiln_model_params& p, kiln_model** out,
-                 const char* what) {
+kiln_status load(kiln_runtime* runtime, const char* path, const kiln_model_params& p, kiln_model** out) {
   auto o = load_options(path, p);
   if (!o) return fail(o.status());
   auto m = runtime->rt->load_model(path, *o);
@@ -146,7 +145,6 @@ kiln_status load(kiln_runtime* runtime, const char* path, const kiln_model_param
   auto* h = new kiln_model{std::move(*m)};
   register_handle(h, HandleKind::kModel);
   *out = h;
-  (void)what;
   return KILN_OK;
 }
 
@@ -163,7 +161,7 @@ KILN_API kiln_status kiln_model_load(kiln_runtime* runtime, const char* path, co
     if (path == nullptr || *path == '\0') return fail(KILN_E_INVALID_ARGUMENT, "kiln_model_load: path is NULL or empty");
     kiln_model_params p = kiln_model_default_params();
     if (!read_params(params, p, "kiln_model_load")) return KILN_E_INVALID_ARGUMENT;
-    return load(runtime, path, p, out, "kiln_model_load");
+    return load(runtime, path, p, out);
   });
 }
 
@@ -197,7 +195,7 @@ KILN_API kiln_status kiln_model_load_async(kiln_runtime* runtime, const char* pa
       q.progress_user_data = ctx.get();
       kiln_runtime tmp{rt};
       kiln_model* model = nullptr;
-      const kiln_status st = guarded("kiln_model_load_async", [&] { return load(&tmp, where.c_str(), q, &model, ""); });
+      const kiln_status st = guarded("kiln_model_load_async", [&] { return load(&tmp, where.c_str(), q, &model); });
       job->status = st;
       done(user_data, st, model, st == KILN_OK ? "" : kiln_last_error());
       job->done.store(true);
@@ -282,9 +280,7 @@ KILN_API kiln_status kiln_model_info(const kiln_model* model, kiln_model_info_t*
     r.has_chat_template = m.opened().chat.has_value() ? 1 : 0;
     r.weight_bytes = m.weight_bytes();
     r.file_bytes = m.opened().file_bytes;
-    // A caller built against an older header knows fewer fields: copy only what it sized.
-    const size_t n = out->size >= sizeof(size_t) && out->size < sizeof r ? out->size : sizeof r;
-    std::memcpy(static_cast<void*>(out), &r, n);
+    write_sized(out, r);
     return ok();
   });
 }

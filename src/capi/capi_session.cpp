@@ -46,8 +46,7 @@ void fill_result(const GenerationStats& s, kiln_generate_result* out) {
   r.prefill_tokens_per_second = s.prompt_seconds > 0 ? s.prompt_tokens / s.prompt_seconds : 0.0;
   r.decode_tokens_per_second =
       s.generate_seconds > 0 && s.generated_tokens > 1 ? (s.generated_tokens - 1) / s.generate_seconds : 0.0;
-  const size_t n = out->size >= sizeof(size_t) && out->size < sizeof r ? out->size : sizeof r;
-  std::memcpy(static_cast<void*>(out), &r, n);
+  write_sized(out, r);
 }
 
 // Checks the common arguments of generate and chat and reads the params.
@@ -232,7 +231,7 @@ KILN_API kiln_status kiln_session_stats_get(kiln_session* session, kiln_session_
     r.reserved_bytes = s.reserved_bytes;
     r.generating = s.generating ? 1 : 0;
     r.evicted = s.evicted ? 1 : 0;
-    *out = r;
+    write_sized(out, r);
     return ok();
   });
 }

@@ -40,4 +40,12 @@ bool read_params(const T* in, T& out, const char* what) {
   return true;
 }
 
+// Writes `r` into `out` as far as the caller's struct reaches: out->size says how many bytes it
+// allocated (an older kiln.h knows fewer fields); a size too small or unset takes the whole struct.
+template <typename T>
+void write_sized(T* out, const T& r) {
+  const size_t n = out->size >= sizeof(size_t) && out->size < sizeof(T) ? out->size : sizeof(T);
+  std::memcpy(static_cast<void*>(out), &r, n);
+}
+
 }  // namespace kiln::capi
