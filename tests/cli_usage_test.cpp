@@ -189,7 +189,7 @@ TEST(CliUsage, FullDiskIsAnError) {
   const std::string tok = test::shell_quote((std::filesystem::path(test::shipped_model()).parent_path() / "tok512.bin").string());
   const std::string err = test::temp_dir() + "/full.err";
   const char* emulator = std::getenv("KILN_TEST_EMULATOR");
-  for (const std::string args : {"run " + model() + " -n 8 --seed 1", "inspect --json " + test::shell_quote(kiln_file()),
+  for (const std::string& args : std::vector<std::string>{"run " + model() + " -n 8 --seed 1", "inspect --json " + test::shell_quote(kiln_file()),
                                  "tokenize " + tok + " --text hi"}) {
     // run_kiln sends stdout to a file; here it goes to /dev/full.
     const std::string cmd = (emulator && *emulator ? std::string(emulator) + " " : std::string()) + KILN_BINARY + " " +
@@ -272,6 +272,102 @@ TEST(CliUsage, InspectCountsEachWeightOnce) {
     if (s["kind"] == "weights") section = s["bytes"].get<uint64_t>();
   ASSERT_GT(section, 0u);
   EXPECT_LE(backends, section);
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// One --ctx rule for run, chat and ppl (issue 23 row 10): a context the model cannot hold is
+// refused with the flag named (exit 2, as golden_test's CliSampling has it for run), never cut
+// to fit; a ppl window of one token is a usage error naming --ctx, not the text's fault.
+TEST(CliUsage, CtxBeyondTheModelIsRefusedByEveryCommand) {
+  const std::string model = test::shell_quote(test::shipped_model());
+  const std::string text = test::temp_dir() + "/ctx.txt";
+  test::write_file(text, "Once upon a time, there was a little girl named Lily.\n");
+  const std::string too_long = "stories260K.bin: --ctx 100000 exceeds the model's maximum context of 512 tokens";
+  for (const std::string& args :
+       std::vector<std::string>{"run " + model + " -n 2 --ctx 100000", "ppl " + model + " --ctx 100000 --file " + text,
+                                  "chat " + model + " --ctx 100000 --chat-template " + test::data_path("chat-templates/phi-3.5/template.jinja")}) {
+    auto r = test::run_kiln_with_input(args, "");
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(too_long), std::string::npos) << args << "\n" << r.err;
+    EXPECT_TRUE(r.out.empty()) << args << "\n" << r.out;
+  }
+  auto one = test::run_kiln("ppl " + model + " --ctx 1 --file " + text);
+  EXPECT_EQ(one.exit_code, 1) << one.err;
+  EXPECT_NE(one.err.find("--ctx 1 is too short: perplexity needs a window of at least 2 tokens"), std::string::npos)
+      << one.err;
+  auto fits = test::run_kiln("ppl " + model + " --ctx 512 --file " + text);
+  EXPECT_EQ(fits.exit_code, 0) << fits.err;
+  EXPECT_NE(fits.out.find("(context 512)"), std::string::npos) << fits.out;
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Scheme aliases a llama.cpp or QNN user types (issue 23 row 14): q4_0 is w4a16 g32 (GGML's
+// Q4_0 block byte for byte), q4_1 its asymmetric form, fp16 is f16; the compiled files are the
+// same bytes. "int8" alone names no layout and gets a hint; run -q compiles in that scheme.
+TEST(CliUsage, SchemeAliasesCompileTheSameFile) {
+  const std::string model = test::shell_quote(test::shipped_model());
+  auto bytes_of = [&](const std::string& flags, const std::string& name) {
+    const std::string out = test::temp_dir() + "/alias-" + name + ".kiln";
+    auto r = test::run_kiln("compile " + model + " " + flags + " -o " + test::shell_quote(out));
+    EXPECT_EQ(r.exit_code, 0) << flags << "\n" << r.err;
+    return test::read_file(out);
+  };
+  EXPECT_EQ(bytes_of("-q q4_0", "q4_0"), bytes_of("-q w4a16 --group 32", "w4a16"));
+  EXPECT_EQ(bytes_of("-q Q4_1", "q4_1"), bytes_of("-q w4a16 --asym", "w4a16-asym"));
+  EXPECT_EQ(bytes_of("-q fp16", "fp16"), bytes_of("-q f16", "f16"));
+  EXPECT_EQ(bytes_of("-q q8_0", "q8_0"), bytes_of("-q w8a16", "w8a16"));
+
+  auto int8 = test::run_kiln("compile " + model + " -q int8 -o " + test::shell_quote(test::temp_dir() + "/int8.kiln"));
+  EXPECT_NE(int8.err.find("scheme 'int8' does not say the activations' width: w8a16 keeps 16-bit activations"),
+            std::string::npos)
+      << int8.err;
+  EXPECT_NE(int8.exit_code, 0);
+  auto group = test::run_kiln("run " + model + " -q q4_0 --group 64 -n 1");
+  EXPECT_EQ(group.exit_code, 1) << group.err;
+  EXPECT_NE(group.err.find("scheme 'q4_0' is w4a16 with groups of 32; for groups of 64 use -q w4a16 --group 64"),
+            std::string::npos)
+      << group.err;
+  expect_usage("run " + model + " -q w5a3 -n 1", "unknown scheme 'w5a3' (known: f32, f16, bf16, w8a16, w4a16, w8a8, "
+                                                 "w4a8; aliases: fp32, fp16, bfloat16, q4_0, q4_1, q8_0)");
+  expect_usage("run " + test::shell_quote(kiln_file()) + " -q w8a16 -n 1",
+               kiln_file() + ": -q does not apply to a .kiln file, which already fixes its quantization");
+
+  // run -q compiles in memory in that scheme: the same sampled text as the compiled file, and
+  // not f32's (greedy text of this trained model agrees for dozens of tokens; sampled at
+  // temperature 1 with one seed, the 4-bit probabilities take another path).
+  const std::string q4 = test::temp_dir() + "/alias-q4_0.kiln";
+  const std::string gen = " -n 100 --temp 1 --seed 3 -p 'Once upon a time'";
+  auto from_file = test::run_kiln("run " + test::shell_quote(q4) + gen);
+  auto in_memory = test::run_kiln("run " + model + " -q q4_0" + gen);
+  ASSERT_EQ(from_file.exit_code, 0) << from_file.err;
+  ASSERT_EQ(in_memory.exit_code, 0) << in_memory.err;
+  EXPECT_EQ(from_file.out, in_memory.out);
+  auto f32 = test::run_kiln("run " + model + gen);
+  EXPECT_NE(f32.out, in_memory.out) << "4-bit and f32 weights sampled the same 100 tokens; -q had no effect?";
+}
+
+// run on a GGUF or HF source says on stderr that it compiles in memory, at which scheme, and
+// suggests kiln compile (issue 23 row 16).
+TEST(CliUsage, RunOnASourceSaysHowItRuns) {
+  const std::string gguf = test::shell_quote(test::data_path("stories260K-gguf/stories260K.gguf"));
+  auto r = test::run_kiln("run " + gguf + " -n 2 --temp 0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find(" is a gguf source, compiled in memory at f32 on every start; `kiln compile "), std::string::npos)
+      << r.err;
+  auto q = test::run_kiln("run " + gguf + " -q w8a16 -n 2 --temp 0");
+  EXPECT_NE(q.err.find("compiled in memory at w8a16 on every start"), std::string::npos) << q.err;
+  auto k = test::run_kiln("run " + test::shell_quote(kiln_file()) + " -n 2 --temp 0");
+  EXPECT_EQ(k.err.find("compiled in memory"), std::string::npos) << k.err;
 }
 
 }  // namespace

@@ -137,7 +137,7 @@ TEST(CliSampling, InvalidContextIsOneError) {
   EXPECT_TRUE(big.out.empty());
   EXPECT_EQ(std::count(big.err.begin(), big.err.end(), '\n'), 1) << big.err;
   EXPECT_EQ(big.err.rfind("kiln: error: ", 0), 0u) << big.err;
-  EXPECT_NE(big.err.find("stories260K.bin: context of 513 exceeds the model's maximum of 512"), std::string::npos)
+  EXPECT_NE(big.err.find("stories260K.bin: --ctx 513 exceeds the model's maximum context of 512 tokens"), std::string::npos)
       << big.err;
   // A prompt longer than the context: found once the model is loaded, so after the "loaded" line.
   auto small = test::run_kiln("run -n 4 --ctx 3 -p 'Once upon a time there was'");

@@ -39,6 +39,12 @@ int finish_stdout(int exit_code) {
   return exit_code ? exit_code : kExitBadInput;
 }
 
+Status check_ctx_flag(int n_ctx, int model_max, const std::string& model) {
+  if (n_ctx <= model_max) return Status::ok();
+  return invalid_argument(model + ": --ctx " + std::to_string(n_ctx) + " exceeds the model's maximum context of " +
+                          std::to_string(model_max) + " tokens");
+}
+
 std::string default_model_path() {
   const char* rel = "stories260K/stories260K.bin";
   std::error_code ec;

@@ -70,6 +70,11 @@ CLI::Validator greater_than(T min) {
 // error, exit kExitBadInput, not a silent success. Returns `exit_code` when all was written.
 int finish_stdout(int exit_code);
 
+// --ctx against the model, one rule for run, chat and ppl: OK when `n_ctx` is 0 (the command's
+// default) or fits; else an error naming --ctx, the value and the model's limit (exit 2: the
+// model rejects it). Never cut to fit.
+Status check_ctx_flag(int n_ctx, int model_max, const std::string& model);
+
 // The stories260K checkpoint shipped with kiln: installed beside the binary or in the source tree.
 std::string default_model_path();
 

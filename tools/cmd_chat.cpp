@@ -95,8 +95,7 @@ bool read_message(std::string& out, bool interactive) {
 
 int run_chat(ChatCmd c) {
   GenerationFlags& g = c.g;
-  if (!g.tokenizer.empty())
-    if (std::string e = kiln_file_fixes(g.model, "--tokenizer", "tokenizer"); !e.empty()) return usage_error(e);
+  if (std::string e = generation_flags_problem(g); !e.empty()) return usage_error(e);
   ChatOptions co;
   co.system = c.system;
   co.n_predict = g.n_predict;
@@ -109,6 +108,7 @@ int run_chat(ChatCmd c) {
   if (!opened) return fail(opened.status());
   auto tpl = chat_template_for(*opened, c.chat_template);
   if (!tpl) return fail(tpl.status());
+  if (Status s = check_ctx_flag(g.n_ctx, opened->model->config().max_seq_len, g.model); !s.is_ok()) return fail(s);
   auto executor = executor_for(g);
   if (!executor) return fail(executor.status());
   auto session = ProgramSession::create(opened->model, g.n_ctx, *executor, kv_dtype(g.kv_type));

@@ -22,6 +22,7 @@ struct PplCmd {
 };
 
 int ppl(const PplCmd& c) {
+  if (c.n_ctx == 1) return usage_error("--ctx 1 is too short: perplexity needs a window of at least 2 tokens");
   OpenOptions oo;
   oo.tokenizer_path = c.tokenizer;
   auto q = source_scheme(c.scheme);
@@ -33,6 +34,7 @@ int ppl(const PplCmd& c) {
   oo.quant = *q;
   auto m = open_model(c.model, oo);
   if (!m) return fail(m.status());
+  if (Status s = check_ctx_flag(c.n_ctx, m->model->config().max_seq_len, c.model); !s.is_ok()) return fail(s);
   auto text = read_text_file(c.file);
   if (!text) return fail(text.status());
   PerplexityOptions po;
@@ -53,7 +55,8 @@ void add_ppl_command(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("ppl", "Perplexity of a model on a text file");
   cmd->add_option("model,-m,--model", c->model, ".kiln file or source model")->required();
   cmd->add_option("-f,--file", c->file, "text to score")->required();
-  cmd->add_option("-c,--ctx,--ctx-size", c->n_ctx, "window length (default: min(model maximum, 512))");
+  cmd->add_option("-c,--ctx,--ctx-size", c->n_ctx, "window length (default: min(model maximum, 512))")
+      ->check(at_least(0));
   cmd->add_option("-q,--quant", c->scheme, "scheme for a source model compiled in memory (default f32)")
       ->each([p = c.get()](const std::string&) { p->scheme_given = true; });
   cmd->add_option("--tokenizer", c->tokenizer, "tokenizer file, if not the model's own");

@@ -49,8 +49,7 @@ int run(RunOptions o) {
   if (!o.chat && (!o.system.empty() || !o.chat_template.empty()))
     return usage_error("--system and --chat-template need --chat");
   if (o.prompt_given && !o.prompt_file.empty()) return usage_error("give the prompt once: -p TEXT or -f FILE");
-  if (!g.tokenizer.empty())
-    if (std::string e = kiln_file_fixes(g.model, "--tokenizer", "tokenizer"); !e.empty()) return usage_error(e);
+  if (std::string e = generation_flags_problem(g); !e.empty()) return usage_error(e);
   if (!o.prompt_file.empty()) {
     auto text = read_text_file(o.prompt_file);
     if (!text) return fail(text.status());
@@ -67,6 +66,7 @@ int run(RunOptions o) {
   const ModelConfig& cfg = opened->model->config();
   const Tokenizer& tok = *opened->tokenizer;
   // Before the "loaded" line, so that a --ctx or --threads the model refuses is the only line.
+  if (Status s = check_ctx_flag(g.n_ctx, cfg.max_seq_len, g.model); !s.is_ok()) return fail(s);
   auto executor = executor_for(g);
   if (!executor) return fail(executor.status());
   auto session = ProgramSession::create(opened->model, g.n_ctx, *executor, kv_dtype(g.kv_type));

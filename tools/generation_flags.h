@@ -27,14 +27,22 @@ struct GenerationFlags {
   SamplerParams sampler;
   std::string perf;            // --perf MODE; "" : --threads alone decides
   bool threads_given = false;
+  std::string scheme = "f32";  // -q: a source model compiled in memory
+  int group = 32;
+  bool scheme_given = false;
+  bool group_given = false;
 };
 
 void add_generation_flags(CLI::App* cmd, GenerationFlags& f);
 // Empty when `model` is not a .kiln file; else the usage error for `flag`, which only a source
 // model can use: the .kiln already fixes `what` (its tokenizer, its quantization).
 std::string kiln_file_fixes(const std::string& model, const std::string& flag, const std::string& what);
+// The usage error in flags a command cannot use, before any work: an unknown -q, or --tokenizer,
+// -q or --group given with a .kiln (which fixes them). Empty when there is none.
+std::string generation_flags_problem(const GenerationFlags& f);
 // Opens --model (default: the shipped one) as run and chat do: a .kiln mapped, a source model
-// compiled in memory at f32, --tokenizer and --verify applied.
+// compiled in memory (-q, f32 by default; a line on stderr says so and suggests kiln compile),
+// --tokenizer and --verify applied.
 Result<OpenedModel> open_for_generation(GenerationFlags& f);
 // The sampler's parameters with the seed filled in: --seed, or a random one (print it).
 SamplerParams sampler_with_seed(GenerationFlags& f);

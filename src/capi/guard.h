@@ -29,12 +29,13 @@ kiln_status guarded(const char* what, F&& body) noexcept {
 template <typename T>
 bool read_params(const T* in, T& out, const char* what) {
   if (in == nullptr) return true;
-  if (in->size < sizeof(size_t) || in->size > (1u << 16)) {
+  // (in->size) in parentheses: `in->size <` reads to g++ as a template's opening bracket.
+  if ((in->size) < sizeof(size_t) || in->size > (1u << 16)) {
     fail(KILN_E_INVALID_ARGUMENT, std::string(what) + ": params.size is " + std::to_string(in->size) +
                                       "; fill the struct with its *_default_params() first");
     return false;
   }
-  const size_t n = in->size < sizeof(T) ? in->size : sizeof(T);
+  const size_t n = (in->size) < sizeof(T) ? in->size : sizeof(T);
   std::memcpy(static_cast<void*>(&out), in, n);
   out.size = sizeof(T);
   return true;

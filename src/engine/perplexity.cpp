@@ -11,7 +11,12 @@ namespace kiln {
 Result<PerplexityResult> perplexity(const OpenedModel& m, std::string_view text, const PerplexityOptions& o) {
   KILN_ASSIGN_OR_RETURN(std::vector<int> tokens, m.tokenizer->encode(text, add_bos_by_default(*m.tokenizer)));
   const ModelConfig& cfg = m.model->config();
-  const int ctx = o.n_ctx > 0 ? std::min(o.n_ctx, cfg.max_seq_len) : std::min(cfg.max_seq_len, 512);
+  // Refused, not cut to fit: a perplexity over another window than asked for is another number.
+  if (o.n_ctx > cfg.max_seq_len)
+    return invalid_argument("a window of " + std::to_string(o.n_ctx) + " tokens exceeds the model's maximum of " +
+                            std::to_string(cfg.max_seq_len));
+  if (o.n_ctx == 1) return invalid_argument("a window of 1 token scores nothing (a window needs at least 2)");
+  const int ctx = o.n_ctx > 0 ? o.n_ctx : std::min(cfg.max_seq_len, 512);
   KILN_ASSIGN_OR_RETURN(auto session, ProgramSession::create(m.model, ctx, o.threads, o.kv_dtype));
   ProgramSession& s = *session;
   double nll = 0;

@@ -4,6 +4,7 @@
 #include <climits>
 
 #include "formats/json_util.h"
+#include "quant/scheme_flag.h"
 
 namespace kiln {
 
@@ -219,12 +220,9 @@ Result<OverridesFile> parse_overrides(std::string_view json, const std::string& 
 
 Result<OverridesFile> overrides_from_flags(std::string_view scheme, int group_size, bool symmetric,
                                            bool auto_fallback) {
-  auto s = parse_scheme(scheme);
-  if (!s)
-    return invalid_argument("unknown scheme '" + std::string(scheme) + "' (known: " +
-                            std::string(scheme_names_list()) + ")");
+  KILN_ASSIGN_OR_RETURN(QuantParams p, parse_scheme_flag(scheme, group_size, symmetric));
   OverridesFile f;
-  f.defaults = {*s, group_size, symmetric};
+  f.defaults = p;
   KILN_RETURN_IF_ERROR(validate_params(f.defaults));
   f.auto_fallback = auto_fallback;
   return f;

@@ -91,7 +91,8 @@ Result<OverridesFile> parse_overrides(std::string_view json, const std::string& 
 Result<OverridesFile> parse_overrides(std::string_view json, const std::string& path, const OverridesFile& base);
 
 // The command line alone: one scheme for every matmul weight, no rules. `scheme` is a name
-// (w4a16, ...); the group size is checked for 4-bit schemes.
+// (w4a16, ...) or an alias (q4_0, fp16: quant/scheme_flag.h); the group size is checked for
+// 4-bit schemes.
 Result<OverridesFile> overrides_from_flags(std::string_view scheme, int group_size = 32, bool symmetric = true,
                                            bool auto_fallback = false);
 

@@ -1,0 +1,53 @@
+#include "quant/scheme_flag.h"
+
+#include <cctype>
+#include <string>
+
+namespace kiln {
+
+namespace {
+
+struct Alias {
+  std::string_view name;
+  Scheme scheme;
+  int group;       // 0: the flag's --group
+  int symmetric;   // -1: the flag's symmetry, else 0/1
+};
+
+constexpr Alias kAliases[] = {
+    {"fp32", Scheme::kF32, 0, -1},      {"float32", Scheme::kF32, 0, -1}, {"float", Scheme::kF32, 0, -1},
+    {"fp16", Scheme::kF16, 0, -1},      {"half", Scheme::kF16, 0, -1},    {"float16", Scheme::kF16, 0, -1},
+    {"bfloat16", Scheme::kBF16, 0, -1}, {"q4_0", Scheme::kW4A16, 32, 1},  {"q4_1", Scheme::kW4A16, 32, 0},
+    {"q8_0", Scheme::kW8A16, 0, -1},
+};
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+Result<QuantParams> parse_scheme_flag(std::string_view name, int group_size, bool symmetric) {
+  const std::string n = lower(name);
+  if (auto s = parse_scheme(n)) return QuantParams{*s, group_size, symmetric};
+  for (const Alias& a : kAliases) {
+    if (a.name != n) continue;
+    // The default --group is 32, so only a --group given against the alias lands here.
+    if (a.group != 0 && group_size != a.group)
+      return invalid_argument("scheme '" + std::string(name) + "' is w4a16 with groups of " + std::to_string(a.group) +
+                              "; for groups of " + std::to_string(group_size) + " use -q w4a16 --group " +
+                              std::to_string(group_size));
+    return QuantParams{a.scheme, a.group != 0 ? a.group : group_size, a.symmetric < 0 ? symmetric : a.symmetric == 1};
+  }
+  if (n == "int8" || n == "int4") {
+    const std::string w = n == "int8" ? "w8" : "w4";
+    return invalid_argument("scheme '" + std::string(name) + "' does not say the activations' width: " + w +
+                            "a16 keeps 16-bit activations (QNN's default), " + w + "a8 quantizes them to 8 bits too");
+  }
+  return invalid_argument("unknown scheme '" + std::string(name) + "' (known: " + std::string(scheme_names_list()) +
+                          "; aliases: fp32, fp16, bfloat16, q4_0, q4_1, q8_0)");
+}
+
+}  // namespace kiln

@@ -1,0 +1,22 @@
+// The -q value a user types, read into parameters: kiln's scheme names, and the names a
+// llama.cpp or QNN user brings (q4_0, fp16, ...) where they mean one kiln layout.
+#pragma once
+
+#include <string_view>
+
+#include "core/status.h"
+#include "quant/scheme.h"
+
+namespace kiln {
+
+// `name` is a scheme name (w4a16, ...) or an alias, case-insensitive:
+//   fp32, float32, float -> f32     fp16, half, float16 -> f16     bfloat16 -> bf16
+//   q4_0 -> w4a16 g32 symmetric (byte for byte GGML's Q4_0 block)
+//   q4_1 -> w4a16 g32 asymmetric (GGML's Q4_1 block)
+//   q8_0 -> w8a16 (8-bit weights; one scale per row where Q8_0 has one per 32)
+// `group_size` and `symmetric` apply to names that leave them open; an alias that fixes the
+// group is an error with another --group. "int8"/"int4" name no layout by themselves (the
+// activations' width is open) and get a hint naming the schemes they could mean.
+Result<QuantParams> parse_scheme_flag(std::string_view name, int group_size, bool symmetric);
+
+}  // namespace kiln
