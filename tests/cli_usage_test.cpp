@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/perf_mode.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -72,20 +73,20 @@ TEST(CliUsage, HelpAndNoArguments) {
 // ---- row 5: range errors name the flag plainly ----
 
 TEST(CliUsage, RangeErrorsNameTheFlag) {
-  expect_usage("run --threads 0", "--threads must be at least 1\n");
+  expect_usage("run --threads -1", "--threads must be from 0 to 256\n");
   expect_usage("run -n -1", "--n-predict must be at least 0\n");
   expect_usage("run --top-p 2", "--top-p must be from 0 to 1\n");
   expect_usage("run --min-p -0.5", "--min-p must be from 0 to 1\n");
   expect_usage("run --repeat-penalty 0", "--repeat-penalty must be greater than 0\n");
   expect_usage("run --ctx -1", "--ctx must be at least 0\n");
   expect_usage("run -n abc", "--n-predict must be a whole number, not 'abc'\n");
-  expect_usage("ppl " + model() + " --file x --threads 0", "--threads must be from 1 to 256\n");
+  expect_usage("ppl " + model() + " --file x --threads 257", "--threads must be from 0 to 256\n");
   expect_usage("compile " + model() + " -o x.kiln --max-tokens 0", "--max-tokens must be from 1 to 4096\n");
   expect_usage("bench -r 0", "--repetitions must be at least 1\n");
-  expect_usage("bench --threads -1", "--threads must be at least 0\n");
+  expect_usage("bench --threads -1", "--threads must be from 0 to 256\n");
   expect_usage("synth --preset tiny-llama -o x --layers 0", "--layers must be at least 1\n");
   // No CLI11 range text with DBL_MAX in full.
-  auto r = test::run_kiln("run --threads 0");
+  auto r = test::run_kiln("run --threads -1");
   EXPECT_EQ(r.err.find("179769313486231"), std::string::npos) << r.err;
 }
 
@@ -368,6 +369,31 @@ TEST(CliUsage, RunOnASourceSaysHowItRuns) {
   EXPECT_NE(q.err.find("compiled in memory at w8a16 on every start"), std::string::npos) << q.err;
   auto k = test::run_kiln("run " + test::shell_quote(kiln_file()) + " -n 2 --temp 0");
   EXPECT_EQ(k.err.find("compiled in memory"), std::string::npos) << k.err;
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// One thread default for every command (issue 23 row 15), the C API's: --perf balanced's
+// choice (the fastest cores, at most 4), printed on stderr with the statistics; --threads
+// fixes the count. Before, run used 1 thread and bench every CPU.
+TEST(CliUsage, OneThreadDefaultForEveryCommand) {
+  const std::string expected = plan_threads(PerfMode::kBalanced, 0).summary;  // "2 threads (balanced)" here
+  const std::string model = test::shell_quote(test::shipped_model());
+  const std::string text = test::temp_dir() + "/threads.txt";
+  test::write_file(text, "Once upon a time, there was a little girl named Lily.\n");
+  for (const std::string& args : std::vector<std::string>{"run " + model + " -n 2 --seed 1",
+                                                          "ppl " + model + " --file " + text,
+                                                          "bench " + model + " -p 4 -n 2 -r 1 --bw-mib 8 --bw-passes 1 -q f32"}) {
+    auto r = test::run_kiln(args);
+    EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(expected), std::string::npos) << args << "\n" << r.err;
+  }
+  auto one = test::run_kiln("run " + model + " -n 2 --seed 1 -t 1");
+  EXPECT_NE(one.err.find("kiln: seed 1, 1 thread (balanced)"), std::string::npos) << one.err;
 }
 
 }  // namespace

@@ -30,12 +30,11 @@ struct Run {
 int bench_sessions(const BenchSessionsArgs& a) {
   RuntimeOptions ro;
   ro.n_threads = a.threads;
+  // n_threads 0: the runtime's perf mode picks, as for every command (balanced by default).
   if (!a.perf.empty()) {
     auto mode = parse_perf_mode(a.perf);
     if (!mode) return fail(mode.status());
     ro.perf_mode = *mode;
-  } else if (a.threads <= 0) {
-    ro.n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
   auto rt = Runtime::create(ro);
   ModelLoadOptions lo;

@@ -274,16 +274,12 @@ Result<OpenedModel> open_for_bench(const BenchCmd& c) {
 
 int bench(BenchCmd c) {
   if (c.model.empty()) c.model = default_model_path();
-  PoolOptions pool;
-  if (!c.perf.empty()) {
-    auto mode = parse_perf_mode(c.perf);
-    if (!mode) return fail(mode.status());
-    const ThreadPlan plan = plan_threads(*mode, c.threads);
-    c.threads = plan.n_threads;
-    pool = plan.pool;
-    std::fprintf(stderr, "kiln: %s\n", plan.summary.c_str());
-  }
-  if (c.threads <= 0) c.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // Every command's thread default, the C API's: --perf (balanced when not given) picks.
+  auto plan = thread_plan_for(c.perf, c.threads);
+  if (!plan) return fail(plan.status());
+  c.threads = plan->n_threads;
+  const PoolOptions pool = plan->pool;
+  std::fprintf(stderr, "kiln: %s\n", plan->summary.c_str());
   if (c.repeats < 1) return usage_error("-r must be at least 1");
   for (int p : c.n_prompt)
     if (p < 0) return usage_error("-p sizes must be at least 0");
@@ -755,7 +751,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
       ->check(at_least(0));
   cmd->add_option("-r,--repetitions", c->repeats, "repeats of each test (median and spread reported)")
       ->check(at_least(1));
-  cmd->add_option("-t,--threads", c->threads, "threads (default: all CPUs)")->check(at_least(0));
+  add_threads_flag(cmd, c->threads);
   add_kv_type_flag(cmd, c->kv_type);
   CLI::Option* quant = cmd->add_option("-q,--quant", c->scheme, "scheme for a source model compiled in memory (default w4a16)");
   CLI::Option* group = cmd->add_option("--group", c->group, "group size of a 4-bit scheme (default 32)");

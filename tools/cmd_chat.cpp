@@ -119,7 +119,8 @@ int run_chat(ChatCmd c) {
 
   const bool interactive = isatty(STDIN_FILENO) == 1;
   if (interactive && !c.quiet) std::fputs(kHelp, stderr);
-  if (!c.quiet) std::fprintf(stderr, "kiln: seed %llu\n", static_cast<unsigned long long>(g.seed));
+  if (!c.quiet)
+    std::fprintf(stderr, "kiln: seed %llu, %s\n", static_cast<unsigned long long>(g.seed), g.thread_summary.c_str());
   install_sigint();
   chat->options().cancel = &g_cancel;
   std::string msg;

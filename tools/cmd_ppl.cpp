@@ -15,7 +15,8 @@ namespace {
 struct PplCmd {
   std::string model, file, tokenizer, scheme = "f32";
   int n_ctx = 0;
-  int threads = 1;
+  int threads = 0;
+  std::string perf;
   std::string kv_type = "f32";
   bool json = false;
   bool scheme_given = false;
@@ -39,7 +40,10 @@ int ppl(const PplCmd& c) {
   if (!text) return fail(text.status());
   PerplexityOptions po;
   po.n_ctx = c.n_ctx;
-  po.threads = c.threads;
+  auto plan = thread_plan_for(c.perf, c.threads);
+  if (!plan) return fail(plan.status());
+  po.threads = plan->n_threads;
+  std::fprintf(stderr, "kiln: %s\n", plan->summary.c_str());
   po.kv_dtype = kv_dtype(c.kv_type);
   auto r = perplexity(*m, *text, po);
   if (!r) return fail(r.status().with_context(c.file));
@@ -60,7 +64,8 @@ void add_ppl_command(CLI::App& app, int& exit_code) {
   cmd->add_option("-q,--quant", c->scheme, "scheme for a source model compiled in memory (default f32)")
       ->each([p = c.get()](const std::string&) { p->scheme_given = true; });
   cmd->add_option("--tokenizer", c->tokenizer, "tokenizer file, if not the model's own");
-  cmd->add_option("-t,--threads", c->threads, "worker threads")->check(between(1, 256));
+  add_threads_flag(cmd, c->threads);
+  add_perf_flag(cmd, c->perf);
   add_kv_type_flag(cmd, c->kv_type);
   cmd->add_flag("--json", c->json, "print {\"ppl\": ..., \"tokens\": ...}");
   cmd->callback([c, &exit_code] { exit_code = ppl(*c); });

@@ -33,8 +33,8 @@ void emit_stdout(std::string_view text) {
   std::fflush(stdout);
 }
 
-void report(const GenerationStats& s, uint64_t seed) {
-  std::fprintf(stderr, "\nkiln: seed %llu\n", static_cast<unsigned long long>(seed));
+void report(const GenerationStats& s, const GenerationFlags& g) {
+  std::fprintf(stderr, "\nkiln: seed %llu, %s\n", static_cast<unsigned long long>(g.seed), g.thread_summary.c_str());
   std::fprintf(stderr, "kiln: prompt %d tokens in %.1f ms (%.1f tok/s)\n", s.prompt_tokens, s.prompt_seconds * 1e3,
                s.prompt_seconds > 0 ? s.prompt_tokens / s.prompt_seconds : 0.0);
   std::fprintf(stderr, "kiln: generated %d tokens in %.1f ms (%.1f tok/s)%s\n", s.generated_tokens,
@@ -89,7 +89,7 @@ int run(RunOptions o) {
     if (o.echo) emit_stdout(o.prompt);
     auto turn = chat->say(o.prompt, emit_stdout);
     if (!turn) return fail(turn.status());
-    report(turn->stats, g.seed);
+    report(turn->stats, g);
     return 0;
   }
   auto prompt = tok.encode(o.prompt, add_bos_by_default(tok));
@@ -98,7 +98,7 @@ int run(RunOptions o) {
   if (o.echo) emit_stdout(o.prompt);
   auto stats = generate(**session, sampler, tok, *prompt, g.n_predict, emit_stdout);
   if (!stats) return fail(stats.status());
-  report(*stats, g.seed);
+  report(*stats, g);
   return 0;
 }
 

@@ -35,9 +35,7 @@ void add_generation_flags(CLI::App* cmd, GenerationFlags& f) {
           "-1|N"))
       ->each([p = &f](const std::string& s) { p->seed_given = s != "-1"; });
   cmd->add_option("-c,--ctx,--ctx-size", f.n_ctx, "context length (default: the model's maximum, at most 4096)")->check(at_least(0));
-  cmd->add_option("-t,--threads", f.threads, "worker threads")
-      ->check(at_least(1))
-      ->each([p = &f](const std::string&) { p->threads_given = true; });
+  add_threads_flag(cmd, f.threads, &f.threads_given);
   add_perf_flag(cmd, f.perf);
   add_kv_type_flag(cmd, f.kv_type);
   cmd->add_option("--tokenizer", f.tokenizer, "tokenizer file (llama2.c .bin, tokenizer.json, .gguf)");
@@ -90,11 +88,25 @@ void add_perf_flag(CLI::App* cmd, std::string& perf) {
       ->check(CLI::IsMember({"burst", "balanced", "sustained", "sustained_high", "power_saver"}));
 }
 
-Result<std::shared_ptr<StepExecutor>> executor_for(const GenerationFlags& f) {
-  if (f.perf.empty()) return std::make_shared<StepExecutor>(f.threads);
-  KILN_ASSIGN_OR_RETURN(PerfMode mode, parse_perf_mode(f.perf));
-  const ThreadPlan plan = plan_threads(mode, f.threads_given ? f.threads : 0);
-  std::fprintf(stderr, "kiln: %s\n", plan.summary.c_str());
+void add_threads_flag(CLI::App* cmd, int& threads, bool* given) {
+  CLI::Option* o = cmd->add_option("-t,--threads", threads,
+                                   "worker threads; 0: as --perf picks (balanced: the fastest cores, at most 4), "
+                                   "the C API's default")
+                       ->check(between(0, 256));
+  if (given) o->each([given](const std::string&) { *given = true; });
+}
+
+Result<ThreadPlan> thread_plan_for(const std::string& perf, int threads) {
+  PerfMode mode = PerfMode::kBalanced;
+  if (!perf.empty()) {
+    KILN_ASSIGN_OR_RETURN(mode, parse_perf_mode(perf));
+  }
+  return plan_threads(mode, threads);
+}
+
+Result<std::shared_ptr<StepExecutor>> executor_for(GenerationFlags& f) {
+  KILN_ASSIGN_OR_RETURN(ThreadPlan plan, thread_plan_for(f.perf, f.threads));
+  f.thread_summary = plan.summary;
   return std::make_shared<StepExecutor>(plan.n_threads, plan.pool);
 }
 

@@ -6,6 +6,7 @@
 
 #include "runtime/sampler.h"
 #include "engine/open_model.h"
+#include "runtime/perf_mode.h"
 #include "runtime/step_executor.h"
 
 namespace CLI {
@@ -19,7 +20,7 @@ struct GenerationFlags {
   std::string tokenizer;
   int n_predict = 256;
   int n_ctx = 0;
-  int threads = 1;
+  int threads = 0;             // 0: what --perf (balanced by default) picks
   std::string kv_type = "f32";
   bool verify = false;
   bool seed_given = false;
@@ -28,6 +29,7 @@ struct GenerationFlags {
   std::string perf;            // --perf MODE; "" : --threads alone decides
   bool threads_given = false;
   std::string scheme = "f32";  // -q: a source model compiled in memory
+  std::string thread_summary;  // set by executor_for: "2 threads (balanced)"
   int group = 32;
   bool scheme_given = false;
   bool group_given = false;
@@ -46,10 +48,15 @@ std::string generation_flags_problem(const GenerationFlags& f);
 Result<OpenedModel> open_for_generation(GenerationFlags& f);
 // The sampler's parameters with the seed filled in: --seed, or a random one (print it).
 SamplerParams sampler_with_seed(GenerationFlags& f);
-// The thread pool a session runs on: --threads workers, or what --perf MODE chooses (--threads,
-// when given too, fixes the count); the choice is printed on stderr.
-Result<std::shared_ptr<StepExecutor>> executor_for(const GenerationFlags& f);
+// The thread pool a session runs on, as the C API picks it: --perf MODE (balanced when not
+// given: the fastest cores, at most 4), --threads fixing the count when given. The choice is
+// left in f.thread_summary for the command's statistics on stderr.
+Result<std::shared_ptr<StepExecutor>> executor_for(GenerationFlags& f);
+// The same choice for a command without a session of its own (ppl, bench).
+Result<ThreadPlan> thread_plan_for(const std::string& perf, int threads);
 // --perf MODE on any command.
 void add_perf_flag(CLI::App* cmd, std::string& perf);
+// -t/--threads on any command: 0, the default, leaves the count to --perf.
+void add_threads_flag(CLI::App* cmd, int& threads, bool* given = nullptr);
 
 }  // namespace kiln::cli
