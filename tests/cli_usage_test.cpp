@@ -95,7 +95,7 @@ TEST(CliUsage, RangeErrorsNameTheFlag) {
 TEST(CliUsage, ExitStatusOneForUsageTwoForInput) {
   expect_usage("run --no-such-flag", "--no-such-flag");
   expect_usage("compile " + model(), "--output is required");
-  expect_usage("run " + model() + " --system hi -p x", "kiln: error: --system and --chat-template need --chat\n");
+  expect_usage("run " + model() + " --system hi -p x", "kiln: error: --system, --chat-template and --set need --chat\n");
   expect_usage("tokenize " + model(), "kiln: error: kiln tokenize needs exactly one of --text and --jsonl\n");
   expect_usage("ppl " + model() + " -q w5a3 --file x", "kiln: error: ");
   expect_usage("bench " + model() + " -q w5a3 -r 1", "kiln: error: ");

