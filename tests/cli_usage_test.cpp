@@ -137,6 +137,11 @@ TEST(CliUsage, PromptFromFileAndStdin) {
   ASSERT_EQ(from_stdin.exit_code, 0) << from_stdin.err;
   EXPECT_EQ(from_stdin.out, plain.out);
   expect_usage("run " + model() + " -p x -f " + test::shell_quote(file), "give the prompt once: -p TEXT or -f FILE");
+  // No -p and a pipe or file on stdin: stdin is the prompt (`echo hi | kiln run`); /dev/null,
+  // which run_kiln gives otherwise, is not.
+  auto piped = test::run_kiln_with_input("run " + model() + " -n 6 --temp 0", std::string("Once upon a time"));
+  EXPECT_EQ(piped.exit_code, 0) << piped.err;
+  EXPECT_EQ(piped.out, plain.out);
   auto missing = test::run_kiln("run " + model() + " -f /nonexistent/prompt.txt");
   EXPECT_EQ(missing.exit_code, 2) << missing.err;
 }
@@ -394,6 +399,44 @@ TEST(CliUsage, OneThreadDefaultForEveryCommand) {
   }
   auto one = test::run_kiln("run " + model + " -n 2 --seed 1 -t 1");
   EXPECT_NE(one.err.find("kiln: seed 1, 1 thread (balanced)"), std::string::npos) << one.err;
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// inspect on a source model describes it (issue 23 row 19): format, shapes, tensors as stored,
+// the way to a .kiln; not "bad magic". A file that is no model is still named as such.
+TEST(CliUsage, InspectDescribesASourceModel) {
+  const std::string gguf = test::data_path("stories260K-gguf/stories260K.gguf");
+  auto r = test::run_kiln("inspect " + test::shell_quote(gguf));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(": a GGUF model, a source model (not compiled), 1185376 bytes in 1 file(s)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("model: llama, 5 layers, dim 64, 8 heads (4 kv, head_dim 8), ffn 172, vocab 512"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("`kiln compile " + gguf + " -o model.kiln`"), std::string::npos) << r.out;
+  auto j = test::run_kiln("inspect --json " + test::shell_quote(test::data_path("stories260K-hf")));
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const auto doc = nlohmann::json::parse(j.out);
+  EXPECT_EQ(doc["source"]["format"], "hf");
+  // Every tensor stored as F32: bytes are 4 per parameter, and the list adds up to the total.
+  uint64_t sum = 0;
+  for (const auto& t : doc["tensors"]) sum += t["bytes"].get<uint64_t>();
+  EXPECT_EQ(sum, doc["sizes"]["tensor_bytes"].get<uint64_t>());
+  EXPECT_EQ(doc["sizes"]["by_type"]["F32"].get<uint64_t>(), sum);
+  EXPECT_EQ(doc["sizes"]["parameters"].get<uint64_t>() * 4, sum);
+  const std::string notes = test::temp_dir() + "/notes.txt";
+  test::write_file(notes, "# some notes\n");
+  auto text = test::run_kiln("inspect " + test::shell_quote(notes));
+  EXPECT_EQ(text.exit_code, 2);
+  EXPECT_NE(text.err.find("not a model file"), std::string::npos) << text.err;
+  auto verify = test::run_kiln("inspect --verify " + test::shell_quote(gguf));
+  EXPECT_EQ(verify.exit_code, 1);
+  EXPECT_NE(verify.err.find("--verify checks a .kiln's checksums"), std::string::npos) << verify.err;
 }
 
 }  // namespace

@@ -1,10 +1,13 @@
-// kiln inspect: what a .kiln holds: header, ops, back ends, memory plan, I/O, schemes, sizes.
+// kiln inspect: what a .kiln holds: header, ops, back ends, memory plan, I/O, schemes, sizes;
+// for a source model, what it is and its tensors as stored.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "engine/describe.h"
+#include "engine/describe_source.h"
+#include "engine/open_model.h"
 #include "tools/cli_common.h"
 
 namespace kiln::cli {
@@ -17,7 +20,54 @@ struct InspectCmd {
   bool verify = false;
 };
 
+// A model that is not compiled yet: what it is, its tensors as stored, and the way to a .kiln.
+int inspect_source(const InspectCmd& c) {
+  if (c.verify) return usage_error("--verify checks a .kiln's checksums; " + c.file + " is a source model");
+  auto imp = import_model(c.file);
+  if (!imp) return fail(imp.status());
+  const nlohmann::json j = describe_source(*imp);
+  if (c.json) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  const auto& src = j["source"];
+  const auto& m = j["model"];
+  const std::string format = src["format"] == "gguf" ? "GGUF model"
+                             : src["format"] == "hf" ? "Hugging Face model folder"
+                                                     : "llama2.c checkpoint";
+  std::printf("%s: a %s, a source model (not compiled), %llu bytes in %zu file(s)\n", c.file.c_str(), format.c_str(), static_cast<unsigned long long>(src["file_bytes"].get<uint64_t>()),
+              src["files"].get<size_t>());
+  std::printf("\nmodel: %s, %d layers, dim %d, %d heads (%d kv, head_dim %d), ffn %d, vocab %d, max context %d\n",
+              m["arch"].get<std::string>().c_str(), m["layers"].get<int>(), m["dim"].get<int>(), m["heads"].get<int>(),
+              m["kv_heads"].get<int>(), m["head_dim"].get<int>(), m["hidden_dim"].get<int>(), m["vocab"].get<int>(),
+              m["max_seq_len"].get<int>());
+  if (j.contains("gguf")) {
+    const auto& g = j["gguf"];
+    std::printf("gguf: name '%s', tokenizer %s (pre %s), %s\n", g["name"].get<std::string>().c_str(),
+                g["tokenizer_model"].get<std::string>().c_str(), g["tokenizer_pre"].get<std::string>().c_str(),
+                g["chat_template"].get<bool>() ? "a chat template" : "no chat template");
+  }
+  std::printf("\ntensors:\n");
+  for (const auto& t : j["tensors"])
+    std::printf("  %-28s %-16s %-6s %12llu bytes\n", t["name"].get<std::string>().c_str(), t["shape"].dump().c_str(),
+                t["type"].get<std::string>().c_str(), static_cast<unsigned long long>(t["bytes"].get<uint64_t>()));
+  std::printf("\nsize by type (%llu parameters):\n", static_cast<unsigned long long>(j["sizes"]["parameters"].get<uint64_t>()));
+  for (auto it = j["sizes"]["by_type"].begin(); it != j["sizes"]["by_type"].end(); ++it)
+    std::printf("  %-6s %12llu bytes\n", it.key().c_str(), static_cast<unsigned long long>(it->get<uint64_t>()));
+  std::printf("\n`kiln compile %s -o model.kiln` makes the context binary (w4a16 by default); `kiln inspect "
+              "model.kiln` then shows its ops, back ends and memory plan\n",
+              c.file.c_str());
+  return 0;
+}
+
 int inspect(const InspectCmd& c) {
+  if (!is_kiln_file(c.file)) {
+    // Only a file that is some model goes to the importer: an empty or unknown file is named
+    // as such by detect_model_format.
+    auto fmt = detect_model_format(c.file);
+    if (!fmt) return fail(fmt.status());
+    return inspect_source(c);
+  }
   auto k = open_kiln_image(c.file, c.verify);
   if (!k) return fail(k.status());
   nlohmann::json j = describe(*k);
@@ -68,8 +118,8 @@ int inspect(const InspectCmd& c) {
 
 void add_inspect_command(CLI::App& app, int& exit_code) {
   auto c = std::make_shared<InspectCmd>();
-  CLI::App* cmd = app.add_subcommand("inspect", "Show what a .kiln context binary holds");
-  cmd->add_option("file", c->file, "the .kiln file")->required();
+  CLI::App* cmd = app.add_subcommand("inspect", "Show what a .kiln context binary (or a source model) holds");
+  cmd->add_option("file", c->file, "a .kiln file, or a .gguf, HF folder or llama2.c .bin to describe")->required();
   cmd->add_flag("--json", c->json, "print one JSON object");
   cmd->add_flag("--verify", c->verify, "check every section's checksum (exit 2 on a mismatch)");
   cmd->callback([c, &exit_code] { exit_code = inspect(*c); });

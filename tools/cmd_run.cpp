@@ -1,4 +1,7 @@
 // kiln run: generate text from a model, streamed to stdout; timings go to stderr.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -29,6 +32,13 @@ struct RunOptions {
   std::string chat_template;
   std::vector<std::string> sets;  // --set NAME=JSON, with --chat
 };
+
+// A pipe or a regular file on stdin is a prompt; a terminal, /dev/null or a socket is not (a
+// terminal would wait for input nobody means to type).
+bool stdin_is_piped() {
+  struct stat st {};
+  return fstat(STDIN_FILENO, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISREG(st.st_mode));
+}
 
 void emit_stdout(std::string_view text) {
   std::fwrite(text.data(), 1, text.size(), stdout);
@@ -62,10 +72,10 @@ int run(RunOptions o) {
     auto text = read_text_file(o.prompt_file);
     if (!text) return fail(text.status());
     o.prompt = std::move(*text);
-  } else if (o.prompt_given && o.prompt == "-") {
-    // -p -: the prompt is stdin, as llama.cpp reads it.
+  } else if ((o.prompt_given && o.prompt == "-") || (!o.prompt_given && stdin_is_piped())) {
+    // -p -, or no -p with a pipe or file on stdin (`echo hi | kiln run`): the prompt is stdin.
     o.prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-    if (std::cin.bad()) return fail(io_error("-p -: cannot read the prompt from stdin"));
+    if (std::cin.bad()) return fail(io_error("cannot read the prompt from stdin"));
   }
   const auto t0 = std::chrono::steady_clock::now();
   auto opened = open_for_generation(g);
@@ -117,7 +127,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "Generate text; stdout carries exactly the generated text");
   add_generation_flags(cmd, opts->g);
-  cmd->add_option("-p,--prompt", opts->prompt, "prompt text; - reads it from stdin")
+  cmd->add_option("-p,--prompt", opts->prompt, "prompt text; - reads it from stdin (as does no -p with a pipe or file on stdin)")
       ->each([p = opts.get()](const std::string&) { p->prompt_given = true; });
   cmd->add_option("-f,--file", opts->prompt_file, "read the prompt from a file");
   cmd->add_flag("--echo", opts->echo, "print the prompt before the generated text");
