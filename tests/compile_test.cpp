@@ -2,12 +2,14 @@
 // every scheme, and the .kiln file round trip.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
 #include "backends/ref/ref_backend.h"
 #include "backends/registry.h"
 #include "compiler/kiln_writer.h"
+#include "engine/defaults.h"
 #include "quant/weight_params.h"
 #include <nlohmann/json.hpp>
 #include "runtime/kiln_image.h"
@@ -495,6 +497,68 @@ TEST(ColdStart, OpenAndBindReadNoWeights) {
   const int bos = 1;
   ASSERT_TRUE((*s)->decode(std::span<const int>(&bos, 1)));
   EXPECT_GT(resident(weights.data(), weights.size()), 0u);
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// A quantized GGUF as it is (issue 22 item 3): Q4_0 and Q4_1 blocks are kiln's W4A16 g32
+// symmetric and asymmetric groups byte for byte, so a compile that keeps the file's own
+// precision (source_precision(), the default for run and for compile of a quantized GGUF)
+// stores each such tensor's bytes unchanged, F16 stays F16, and Q8_0 becomes W8A16.
+TEST(Compile, QuantizedGgufKeepsItsBlocks) {
+  for (const char* type : {"Q4_0", "Q4_1"}) {
+    SCOPED_TRACE(type);
+    const std::string path = test::data_path(std::string("gguf-quant/stories260K-") + type + ".gguf");
+    auto imp = import_model(path);
+    ASSERT_TRUE(imp) << imp.status().message();
+    EXPECT_TRUE(has_quantized_weights(imp->model));
+    RefBackend ref;
+    CompileOptions o;
+    o.quant = source_precision(imp->model);
+    o.guard_classifier = false;
+    o.backends = {&ref};  // the reference layout: the bytes as stored, no repacking
+    auto img = compile_model(*imp, o, nullptr);
+    ASSERT_TRUE(img) << img.status().message();
+    const Graph& g = img->program.graph;
+    int same = 0;
+    for (size_t i = 0; i < g.weights.size(); ++i) {
+      const WeightDesc& w = g.weights[i];
+      auto src = imp->model.tensors.find(w.name);
+      if (src == imp->model.tensors.end()) continue;  // a fused weight
+      const TensorSource& t = src->second;
+      if (t.dtype == DType::kQ4_0 || t.dtype == DType::kQ4_1) {
+        EXPECT_EQ(w.scheme, "w4a16") << w.name;
+        ASSERT_EQ(img->weights[i].size(), t.bytes.size()) << w.name;
+        EXPECT_TRUE(std::equal(t.bytes.begin(), t.bytes.end(), img->weights[i].begin())) << w.name;
+        ++same;
+      } else if (t.dtype == DType::kF16) {
+        EXPECT_EQ(w.scheme, "f16") << w.name;
+      } else if (t.dtype == DType::kQ8_0) {
+        EXPECT_EQ(w.scheme, "w8a16") << w.name;
+      }
+    }
+    EXPECT_GT(same, 0);
+  }
+}
+
+// kiln run on a quantized GGUF keeps its quantization (no FP32 detour) and its greedy text is the
+// compiled file's; an F32 GGUF still runs at f32 (its own precision).
+TEST(Compile, RunKeepsAQuantizedGgufsPrecision) {
+  const std::string q4 = test::data_path("gguf-quant/stories260K-Q4_0.gguf");
+  const std::string kiln = test::temp_dir() + "/st-q4_0.kiln";
+  auto c = test::run_kiln("compile " + test::shell_quote(q4) + " -o " + test::shell_quote(kiln));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NE(c.err.find("w4a16"), std::string::npos) << c.err;
+  const std::string gen = " -n 40 --temp 0 -p 'Once upon a time'";
+  auto from_gguf = test::run_kiln("run " + test::shell_quote(q4) + gen);
+  auto from_kiln = test::run_kiln("run " + test::shell_quote(kiln) + gen);
+  ASSERT_EQ(from_gguf.exit_code, 0) << from_gguf.err;
+  EXPECT_EQ(from_gguf.out, from_kiln.out);
+  EXPECT_NE(from_gguf.err.find("compiled in memory (w4a16, its own precision)"), std::string::npos) << from_gguf.err;
 }
 
 }  // namespace

@@ -13,7 +13,7 @@ namespace kiln::cli {
 namespace {
 
 struct PplCmd {
-  std::string model, file, tokenizer, scheme = "f32";
+  std::string model, file, tokenizer, scheme;  // scheme "": a source's own precision
   int n_ctx = 0;
   int threads = 0;
   std::string perf;
@@ -26,13 +26,15 @@ int ppl(const PplCmd& c) {
   if (c.n_ctx == 1) return usage_error("--ctx 1 is too short: perplexity needs a window of at least 2 tokens");
   OpenOptions oo;
   oo.tokenizer_path = c.tokenizer;
-  auto q = source_scheme(c.scheme);
-  if (!q) return usage_error(q.status().message());
+  if (!c.scheme.empty()) {
+    auto q = source_scheme(c.scheme);
+    if (!q) return usage_error(q.status().message());
+    oo.quant = *q;
+  }
   if (c.scheme_given)
     if (std::string e = kiln_file_fixes(c.model, "-q", "quantization"); !e.empty()) return usage_error(e);
   if (!c.tokenizer.empty())
     if (std::string e = kiln_file_fixes(c.model, "--tokenizer", "tokenizer"); !e.empty()) return usage_error(e);
-  oo.quant = *q;
   auto m = open_model(c.model, oo);
   if (!m) return fail(m.status());
   if (Status s = check_ctx_flag(c.n_ctx, m->model->config().max_seq_len, c.model); !s.is_ok()) return fail(s);
@@ -61,7 +63,7 @@ void add_ppl_command(CLI::App& app, int& exit_code) {
   cmd->add_option("-f,--file", c->file, "text to score")->required();
   cmd->add_option("-c,--ctx,--ctx-size", c->n_ctx, "window length (default: min(model maximum, 512))")
       ->check(at_least(0));
-  cmd->add_option("-q,--quant", c->scheme, "scheme for a source model compiled in memory (default f32)")
+  cmd->add_option("-q,--quant", c->scheme, "scheme for a source model compiled in memory (default: its own precision)")
       ->each([p = c.get()](const std::string&) { p->scheme_given = true; });
   cmd->add_option("--tokenizer", c->tokenizer, "tokenizer file, if not the model's own");
   add_threads_flag(cmd, c->threads);

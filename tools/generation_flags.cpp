@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "engine/defaults.h"
+#include "engine/describe.h"
 #include "runtime/perf_mode.h"
 #include "tools/cli_common.h"
 
@@ -40,8 +41,8 @@ void add_generation_flags(CLI::App* cmd, GenerationFlags& f) {
   add_kv_type_flag(cmd, f.kv_type);
   cmd->add_option("--tokenizer", f.tokenizer, "tokenizer file (llama2.c .bin, tokenizer.json, .gguf)");
   cmd->add_option("-q,--quant", f.scheme,
-                  "scheme a source model is compiled in, in memory: f32, f16, bf16, w8a16, w4a16, w8a8, w4a8, or "
-                  "q4_0, q4_1, q8_0, fp16")
+                  "scheme a source model is compiled in, in memory (default: its own precision): f32, f16, bf16, "
+                  "w8a16, w4a16, w8a8, w4a8, or q4_0, q4_1, q8_0, fp16")
       ->each([p = &f](const std::string&) { p->scheme_given = true; });
   cmd->add_option("--group", f.group, "4-bit group size with -q: 32, 64 or 128")
       ->each([p = &f](const std::string&) { p->group_given = true; });
@@ -61,7 +62,9 @@ std::string generation_flags_problem(const GenerationFlags& f) {
     if (std::string e = kiln_file_fixes(f.model, "-q", "quantization"); !e.empty()) return e;
   if (f.group_given)
     if (std::string e = kiln_file_fixes(f.model, "--group", "quantization"); !e.empty()) return e;
-  if (auto q = source_scheme(f.scheme, f.group); !q) return q.status().message();
+  if (!f.scheme.empty())
+    if (auto q = source_scheme(f.scheme, f.group); !q) return q.status().message();
+  if (f.group_given && f.scheme.empty()) return "--group needs -q (a source runs in its own precision without it)";
   return {};
 }
 
@@ -70,15 +73,18 @@ Result<OpenedModel> open_for_generation(GenerationFlags& f) {
   OpenOptions oo;
   oo.tokenizer_path = f.tokenizer;
   oo.verify = f.verify;
-  KILN_ASSIGN_OR_RETURN(oo.quant, source_scheme(f.scheme, f.group));
+  if (!f.scheme.empty()) {
+    KILN_ASSIGN_OR_RETURN(oo.quant, source_scheme(f.scheme, f.group));
+  }
   KILN_ASSIGN_OR_RETURN(OpenedModel m, open_model(f.model, oo));
   // A GGUF or HF source is compiled on every start; say so, and what a compiled file saves
   // (a 51 MB Q4_0 GGUF ran at 479 MB RSS from memory at f32, its w4a16 .kiln at 98 MB).
   if (m.kind == "gguf" || m.kind == "hf")
     std::fprintf(stderr,
-                 "kiln: %s is a %s source, compiled in memory at %s on every start; `kiln compile %s -o model.kiln` "
-                 "once makes a file that starts as a map and a check (w4a16 by default: smaller and faster)\n",
-                 f.model.c_str(), m.kind.c_str(), describe(oo.quant.defaults).c_str(), f.model.c_str());
+                 "kiln: %s is a %s source, compiled in memory (%s%s) on every start; `kiln compile %s -o "
+                 "model.kiln` once makes a file that starts as a map and a check\n",
+                 f.model.c_str(), m.kind.c_str(), main_scheme(*m.model).c_str(),
+                 f.scheme.empty() ? ", its own precision" : "", f.model.c_str());
   return m;
 }
 

@@ -28,7 +28,7 @@ struct GenerationFlags {
   SamplerParams sampler;
   std::string perf;            // --perf MODE; "" : --threads alone decides
   bool threads_given = false;
-  std::string scheme = "f32";  // -q: a source model compiled in memory
+  std::string scheme;          // -q: a source model compiled in memory ("": its own precision)
   std::string thread_summary;  // set by executor_for: "2 threads (balanced)"
   int group = 32;
   bool scheme_given = false;

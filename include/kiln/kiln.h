@@ -121,7 +121,8 @@ typedef struct kiln_model_params {
   int32_t priority;           /* under the budget, lower priorities are evicted first; default 0 */
   int32_t verify;             /* non-zero: check the weights' checksum too (reads every page) */
   const char* scheme;         /* a source model (GGUF, HF folder, llama2.c): compiled in memory in this
-                                 scheme ("f32", "w4a16", ...); NULL: f32. Refused for a .kiln */
+                                 scheme ("f32", "w4a16", ...); NULL: its own precision (F32/F16/BF16
+                                 as stored, GGUF Q4_0/Q4_1 as w4a16 g32). Refused for a .kiln */
   const char* tokenizer_path; /* a source model: another tokenizer; NULL: the model's own */
   kiln_progress_fn progress;  /* NULL: none */
   void* progress_user_data;

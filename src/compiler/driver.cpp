@@ -19,6 +19,19 @@ Result<std::vector<float>> source_f32(const TensorSource& t) {
   return out;
 }
 
+// True when a source tensor's bytes are already `p`'s reference layout.
+bool stored_as(DType d, const QuantParams& p) {
+  switch (d) {
+    case DType::kF16: return p.scheme == Scheme::kF16;
+    case DType::kBF16: return p.scheme == Scheme::kBF16;
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+      return (p.scheme == Scheme::kW4A16 || p.scheme == Scheme::kW4A8) && p.group_size == 32 &&
+             p.symmetric == (d == DType::kQ4_0);
+    default: return false;
+  }
+}
+
 const Backend* backend_named(std::span<const Backend* const> backends, const std::string& name) {
   for (const Backend* b : backends)
     if (b->name() == name) return b;
@@ -133,6 +146,12 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
     if (p.scheme == Scheme::kF32 && src.dtype == DType::kF32 &&
         reinterpret_cast<uintptr_t>(src.bytes.data()) % alignof(float) == 0) {
       img.weights[i] = src.bytes;  // used in place from the source's map
+    } else if (stored_as(src.dtype, p)) {
+      // The source's blocks are this scheme's layout byte for byte (GGML Q4_0/Q4_1 are W4 g32
+      // sym/asym; F16, BF16): copied, never rounded a second time.
+      auto buf = std::make_shared<std::vector<uint8_t>>(src.bytes.begin(), src.bytes.end());
+      img.weights[i] = *buf;
+      buffers[i] = std::move(buf);
     } else {
       KILN_ASSIGN_OR_RETURN(std::vector<float> f, source_f32(src));
       auto need = quantized_size(p, rows, cols);

@@ -5,6 +5,7 @@
 #include "compiler/kiln_writer.h"
 #include "core/mapped_file.h"
 #include "core/temp_file.h"
+#include "engine/defaults.h"
 #include "quant/overrides.h"
 
 namespace kiln {
@@ -14,13 +15,16 @@ Result<CompileSummary> compile_to_file(const CompileRequest& c) {
   CompileSummary s;
   s.stale_removed = remove_stale_temp_files(c.output);
   KILN_ASSIGN_OR_RETURN(Import imp, import_model(c.model));
-  KILN_ASSIGN_OR_RETURN(OverridesFile base, overrides_from_flags(c.scheme, c.group, c.symmetric, /*auto_fallback=*/!c.strict));
+  const bool keep = c.scheme.empty() && has_quantized_weights(imp.model);
+  KILN_ASSIGN_OR_RETURN(OverridesFile base, overrides_from_flags(c.scheme.empty() ? "w4a16" : c.scheme, c.group,
+                                                                 c.symmetric, /*auto_fallback=*/!c.strict));
+  if (keep) base = source_precision(imp.model);
   CompileOptions o;
   o.quant = base;
   o.tokenizer_path = c.tokenizer;
   o.max_tokens = c.max_tokens;
   o.fuse = c.fuse;
-  o.guard_classifier = !c.quantize_classifier;
+  o.guard_classifier = !c.quantize_classifier && !keep;
   if (!c.overrides.empty()) {
     KILN_ASSIGN_OR_RETURN(std::string text, read_text_file(c.overrides));
     KILN_ASSIGN_OR_RETURN(o.quant, parse_overrides(text, c.overrides, base));

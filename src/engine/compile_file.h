@@ -14,7 +14,9 @@ namespace kiln {
 struct CompileRequest {
   std::string model;   // llama2.c .bin, .gguf or HF folder
   std::string output;  // the .kiln to write
-  std::string scheme = "w4a16";
+  // "": w4a16, or for a GGUF whose weights are GGML blocks, the file's own quantization
+  // (source_precision(): Q4_0/Q4_1 kept byte for byte).
+  std::string scheme;
   int group = 32;
   bool symmetric = true;
   bool strict = false;              // a 4-bit tensor the group does not divide fails (else 8-bit, noted)

@@ -1,11 +1,70 @@
 #include "engine/defaults.h"
 
+#include <map>
 #include <random>
 
 namespace kiln {
 
 Result<OverridesFile> source_scheme(std::string_view scheme, int group_size) {
   return overrides_from_flags(scheme, group_size, /*symmetric=*/true, /*auto_fallback=*/true);
+}
+
+namespace {
+
+bool is_matmul_weight(const TensorSource& t) { return t.shape.size() == 2; }
+
+QuantParams natural_params(DType d) {
+  QuantParams p;
+  switch (d) {
+    case DType::kF32: p.scheme = Scheme::kF32; break;
+    case DType::kF16: p.scheme = Scheme::kF16; break;
+    case DType::kBF16: p.scheme = Scheme::kBF16; break;
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+      p.scheme = Scheme::kW4A16;
+      p.group_size = 32;
+      p.symmetric = d == DType::kQ4_0;
+      break;
+    default: p.scheme = Scheme::kW8A16; break;
+  }
+  return canonical(p);
+}
+
+}  // namespace
+
+bool has_quantized_weights(const ImportedModel& m) {
+  for (const auto& [name, t] : m.tensors)
+    if (is_matmul_weight(t) && t.dtype != DType::kF32 && t.dtype != DType::kF16 && t.dtype != DType::kBF16) return true;
+  return false;
+}
+
+OverridesFile source_precision(const ImportedModel& m) {
+  std::map<std::string, QuantParams> by_name;
+  std::map<std::string, int> votes;  // describe(params) -> matmul weights stored so
+  std::map<std::string, QuantParams> params_of;
+  for (const auto& [name, t] : m.tensors) {
+    if (!is_matmul_weight(t)) continue;
+    const QuantParams p = natural_params(t.dtype);
+    by_name[name] = p;
+    votes[describe(p)]++;
+    params_of[describe(p)] = p;
+  }
+  OverridesFile f;
+  f.auto_fallback = true;
+  f.defaults = natural_params(DType::kF32);
+  int best = 0;
+  for (const auto& [d, n] : votes)
+    if (n > best) best = n, f.defaults = params_of[d];
+  // The others, each by its exact name (after the default; the last matching rule wins).
+  for (const auto& [name, p] : by_name) {
+    if (p == f.defaults) continue;
+    Rule r;
+    r.match = name;
+    r.params = p;
+    r.text = "{\"match\": \"" + name + "\"} (stored as " + describe(p) + " in " + m.path + ")";
+    f.rules.push_back(std::move(r));
+  }
+  return f;
 }
 
 uint64_t resolve_seed(std::optional<uint64_t> given) {

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "formats/model_config.h"
+#include "formats/tensor_source.h"
 #include "quant/overrides.h"
 #include "runtime/program_session.h"
 #include "runtime/sampler.h"
@@ -31,6 +32,15 @@ inline SamplerParams default_sampler() { return SamplerParams{}; }
 // the C API's kiln_model_params.scheme), the same rule as `kiln compile` without --strict: a
 // 4-bit tensor whose width the group does not divide is stored at 8 bits.
 Result<OverridesFile> source_scheme(std::string_view scheme, int group_size = 32);
+
+// A source's own precision as a scheme per matmul weight (what kiln run and the C API compile a
+// source in when no scheme is asked for, and kiln compile a quantized GGUF): F32, F16 and BF16
+// as they are; GGML Q4_0 and Q4_1 as W4A16 g32 symmetric and asymmetric, the same bytes; other
+// GGML blocks (Q8_0, Q4_K, Q5_K, Q6_K) as W8A16, rounded once from their values (no kernel reads
+// those blocks yet). Never a whole FP32 copy: the compiler converts one tensor at a time.
+OverridesFile source_precision(const ImportedModel& m);
+// True when a matmul weight of `m` is stored in a GGML block type (Q4_0, Q8_0, a k-quant, ...).
+bool has_quantized_weights(const ImportedModel& m);
 
 // The seed a generation uses: the one given, else a fresh random one (the caller reports it, so
 // that a run can be repeated).

@@ -62,4 +62,14 @@ nlohmann::json describe(const KilnImage& k) {
   return j;
 }
 
+std::string main_scheme(const CompiledModel& m) {
+  std::map<std::string, uint64_t> by_scheme;
+  const Graph& g = m.program().graph;
+  for (size_t i = 0; i < g.weights.size(); ++i) by_scheme[g.weights[i].scheme] += m.image().weights[i].size();
+  std::string best;
+  for (const auto& [scheme, bytes] : by_scheme)
+    if (best.empty() || bytes > by_scheme[best]) best = scheme;
+  return best;
+}
+
 }  // namespace kiln

@@ -6,13 +6,12 @@
 
 #include "compiler/driver.h"
 #include "core/mapped_file.h"
+#include "engine/defaults.h"
 #include "formats/kiln_file.h"
 #include "runtime/kiln_image.h"
 #include "tokenizer/tokenizer_source.h"
 
 namespace kiln {
-
-OpenOptions::OpenOptions() : quant(f32_overrides()) {}
 
 bool is_kiln_file(const std::string& path) {
   std::error_code ec;
@@ -43,7 +42,8 @@ Result<OpenedModel> open_model(const std::string& path, const OpenOptions& o) {
   } else {
     KILN_ASSIGN_OR_RETURN(Import imp, import_model(path));
     CompileOptions co;
-    co.quant = o.quant;
+    co.quant = o.quant ? *o.quant : source_precision(imp.model);
+    co.guard_classifier = o.quant.has_value();  // the source's own precision is kept as it is
     co.tokenizer_path = o.tokenizer_path;
     co.max_tokens = o.max_tokens;
     KILN_ASSIGN_OR_RETURN(image, compile_model(imp, co, nullptr));

@@ -17,10 +17,11 @@ namespace kiln {
 
 struct OpenOptions {
   std::string tokenizer_path;  // source models only ("" : the model's own)
-  OverridesFile quant;         // source models only; the default is f32 (f32_overrides())
+  // Source models only; nullopt (the default): the source's own precision (source_precision():
+  // F32/F16/BF16 as stored, Q4_0/Q4_1 as the same W4 bytes), no classifier guard.
+  std::optional<OverridesFile> quant;
   bool verify = false;         // .kiln: check every section's checksum
   int max_tokens = kDefaultMaxTokens;
-  OpenOptions();
 };
 
 struct OpenedModel {
