@@ -277,8 +277,11 @@ Result<ImportedModel> gguf_to_model(const GgufFile& g) {
     c.arch = Arch::kQwen3;
     c.rope_style = RopeStyle::kHalfSplit;  // as qwen2: NEOX RoPE, q/k rows not permuted
     c.qk_norm = true;
+  } else if (arch == "smollm3") {
+    c.arch = Arch::kSmolLM3;
+    c.rope_style = RopeStyle::kAdjacentPairs;  // converted as llama (q/k un-permuted)
   } else {
-    return unsupported(path + ": architecture '" + arch + "' is not supported (llama, mistral, qwen2, qwen3 are)");
+    return unsupported(path + ": architecture '" + arch + "' is not supported (llama, mistral, qwen2, qwen3, smollm3 are)");
   }
   MetaReader m{g, path};
   const std::string a = arch + ".";
@@ -297,6 +300,10 @@ Result<ImportedModel> gguf_to_model(const GgufFile& g) {
   KILN_ASSIGN_OR_RETURN(c.rms_eps, m.number(a + "attention.layer_norm_rms_epsilon", 1e-5f));
   KILN_ASSIGN_OR_RETURN(c.rope_theta, m.number(a + "rope.freq_base", 10000.0f));
   KILN_ASSIGN_OR_RETURN(c.sliding_window, m.dim(a + "attention.sliding_window", 0));
+  if (c.arch == Arch::kSmolLM3) {
+    // llama.cpp's smollm3 has no key for it: every 4th layer (1-based) is NoPE.
+    for (int l = 0; l < c.n_layers; ++l) c.rope_layers.push_back((l + 1) % 4 != 0 ? 1 : 0);
+  }
   if (const GgufValue* st = g.find(a + "rope.scaling.type"); st && st->as_string()) {
     const std::string& type = *st->as_string();
     if (type == "linear") {

@@ -65,6 +65,26 @@ Status parse_rope(const Json& j, ModelConfig& c, const std::string& where) {
   return Status::ok();
 }
 
+// SmolLM3: `no_rope_layers[i]` is 1 where layer i applies RoPE (transformers' name, inverted
+// meaning), else every `no_rope_layer_interval`-th layer (1-based) has none.
+Status parse_nope_layers(const Json& j, ModelConfig& c, const std::string& file) {
+  if (auto l = j.find("no_rope_layers"); l != j.end() && !l->is_null()) {
+    if (!l->is_array() || l->size() != static_cast<size_t>(c.n_layers))
+      return corrupt(file + ": no_rope_layers must be a list of " + std::to_string(c.n_layers) +
+                     " entries (one per layer), not " + l->dump().substr(0, 80));
+    for (const Json& v : *l) {
+      if (!v.is_number_integer() || (v.get<int64_t>() != 0 && v.get<int64_t>() != 1))
+        return corrupt(file + ": no_rope_layers entries must be 0 or 1, not " + v.dump());
+      c.rope_layers.push_back(static_cast<uint8_t>(v.get<int64_t>()));
+    }
+    return Status::ok();
+  }
+  KILN_ASSIGN_OR_RETURN(int interval, json_dim(j, "no_rope_layer_interval", 4, file));
+  if (interval < 1) return corrupt(file + ": no_rope_layer_interval must be at least 1");
+  for (int l = 0; l < c.n_layers; ++l) c.rope_layers.push_back((l + 1) % interval != 0 ? 1 : 0);
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_view generation_json,
@@ -84,9 +104,12 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_vi
     c.arch = Arch::kMistral;
   } else if (arch_str == "Qwen3ForCausalLM" || (arch_str.empty() && model_type == "qwen3")) {
     c.arch = Arch::kQwen3;
+  } else if (arch_str == "SmolLM3ForCausalLM" || (arch_str.empty() && model_type == "smollm3")) {
+    c.arch = Arch::kSmolLM3;
   } else {
     return unsupported(file + ": architecture '" + (arch_str.empty() ? model_type : arch_str) +
-                       "' is not supported (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM are)");
+                       "' is not supported (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, "
+                       "SmolLM3ForCausalLM are)");
   }
   KILN_ASSIGN_OR_RETURN(std::string act, json_string(j, "hidden_act", "silu", file));
   if (act != "silu") return unsupported(file + ": hidden_act '" + act + "' is not supported (silu is)");
@@ -112,7 +135,8 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_vi
   } else {
     KILN_ASSIGN_OR_RETURN(c.qkv_bias, json_bool(j, "attention_bias", false, file));
   }
-  if (c.arch == Arch::kQwen2 || c.arch == Arch::kQwen3) {
+  if (c.arch == Arch::kSmolLM3) KILN_RETURN_IF_ERROR(parse_nope_layers(j, c, file));
+  if (c.arch == Arch::kQwen2 || c.arch == Arch::kQwen3 || c.arch == Arch::kSmolLM3) {
     KILN_ASSIGN_OR_RETURN(bool use_sw, json_bool(j, "use_sliding_window", false, file));
     if (use_sw)
       return unsupported(file + ": use_sliding_window true is not supported for " + std::string(arch_name(c.arch)));

@@ -8,11 +8,15 @@ std::string_view arch_name(Arch a) {
     case Arch::kQwen2: return "qwen2";
     case Arch::kMistral: return "mistral";
     case Arch::kQwen3: return "qwen3";
+    case Arch::kSmolLM3: return "smollm3";
   }
   return "?";
 }
 
 Status validate_config(const ModelConfig& c, std::string_view file) {
+  if (!c.rope_layers.empty() && c.rope_layers.size() != static_cast<size_t>(c.n_layers))
+    return corrupt(std::string(file) + ": the per-layer RoPE list has " + std::to_string(c.rope_layers.size()) +
+                   " entries for " + std::to_string(c.n_layers) + " layers");
   auto bad = [&](const std::string& what) { return corrupt(std::string(file) + ": config: " + what); };
   constexpr int kMaxDim = 1 << 18;  // far above any published model; bounds every allocation
   auto in_range = [&](int v, const char* name, int lo, int hi) -> Status {

@@ -1,6 +1,7 @@
 // The hyper-parameters of a decoder-only transformer, whatever file they came from.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -9,7 +10,7 @@
 
 namespace kiln {
 
-enum class Arch { kLlama, kQwen2, kMistral, kQwen3 };
+enum class Arch { kLlama, kQwen2, kMistral, kQwen3, kSmolLM3 };
 std::string_view arch_name(Arch a);
 
 // How RoPE pairs the elements of a head. Both conventions describe the same model when the
@@ -47,12 +48,16 @@ struct ModelConfig {
   // Qwen3: each head of q and k is RMS-normalised (a weight of head_dim) before RoPE.
   bool qk_norm = false;
   int sliding_window = 0;  // 0: attend to the whole context
+  // Per layer, 0 where the layer applies no RoPE (SmolLM3's NoPE layers: position comes from
+  // the causal mask alone); empty: RoPE in every layer.
+  std::vector<uint8_t> rope_layers;
   int bos_id = -1;
   int eos_id = -1;
   std::vector<int> stop_ids;  // generation ends when one of these is sampled
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
+  bool layer_has_rope(int l) const { return rope_layers.empty() || rope_layers[static_cast<size_t>(l)] != 0; }
 };
 
 // Checks the numbers for consistency and sane bounds, so that nothing is sized by a bad field.

@@ -98,13 +98,17 @@ Result<Graph> build_decoder_graph(const ModelConfig& c) {
       qn = head_norm(q, "q_norm", "attn_q_norm.weight", c.n_heads, qd);
       kn = head_norm(k, "k_norm", "attn_k_norm.weight", c.n_kv_heads, kvd);
     }
-    const int qr = V("q_rope", qd), kr = V("k_rope", kvd);
-    Node& rq = b.node(OpCode::kRope, {qn}, {qr}, {}, l);
-    rq.n_heads = c.n_heads;
-    rq.head_dim = c.head_dim;
-    Node& rk = b.node(OpCode::kRope, {kn}, {kr}, {}, l);
-    rk.n_heads = c.n_kv_heads;
-    rk.head_dim = c.head_dim;
+    int qr = qn, kr = kn;  // a NoPE layer (SmolLM3) attends with q and k as projected
+    if (c.layer_has_rope(l)) {
+      qr = V("q_rope", qd);
+      kr = V("k_rope", kvd);
+      Node& rq = b.node(OpCode::kRope, {qn}, {qr}, {}, l);
+      rq.n_heads = c.n_heads;
+      rq.head_dim = c.head_dim;
+      Node& rk = b.node(OpCode::kRope, {kn}, {kr}, {}, l);
+      rk.n_heads = c.n_kv_heads;
+      rk.head_dim = c.head_dim;
+    }
     Node& st = b.node(OpCode::kKvStore, {kr, vv}, {}, {}, l);
     st.n_kv_heads = c.n_kv_heads;
     st.head_dim = c.head_dim;

@@ -165,6 +165,7 @@ std::string config_to_json(const ModelConfig& c) {
             {"qkv_bias", c.qkv_bias},
             {"qk_norm", c.qk_norm},
             {"sliding_window", c.sliding_window},
+            {"rope_layers", c.rope_layers},
             {"bos_id", c.bos_id},
             {"eos_id", c.eos_id},
             {"stop_ids", c.stop_ids}};
@@ -180,6 +181,7 @@ Result<ModelConfig> config_from_json(std::string_view text, const std::string& w
   else if (arch == "qwen2") c.arch = Arch::kQwen2;
   else if (arch == "mistral") c.arch = Arch::kMistral;
   else if (arch == "qwen3") c.arch = Arch::kQwen3;
+  else if (arch == "smollm3") c.arch = Arch::kSmolLM3;
   else return corrupt(where + ": unknown arch '" + arch + "'");
   KILN_ASSIGN_OR_RETURN(c.dim, json_dim(j, "dim", 0, where));
   KILN_ASSIGN_OR_RETURN(c.hidden_dim, json_dim(j, "hidden_dim", 0, where));
@@ -213,6 +215,9 @@ Result<ModelConfig> config_from_json(std::string_view text, const std::string& w
   KILN_ASSIGN_OR_RETURN(c.qkv_bias, json_bool(j, "qkv_bias", false, where));
   KILN_ASSIGN_OR_RETURN(c.qk_norm, json_bool(j, "qk_norm", false, where));
   KILN_ASSIGN_OR_RETURN(c.sliding_window, json_dim(j, "sliding_window", 0, where));
+  std::vector<int64_t> rope_layers;  // absent in files written before SmolLM3: RoPE everywhere
+  if (j.contains("rope_layers")) KILN_RETURN_IF_ERROR(int_array(j, "rope_layers", 0, 1, rope_layers, where));
+  c.rope_layers.assign(rope_layers.begin(), rope_layers.end());
   KILN_ASSIGN_OR_RETURN(c.bos_id, json_dim(j, "bos_id", -1, where));
   KILN_ASSIGN_OR_RETURN(c.eos_id, json_dim(j, "eos_id", -1, where));
   std::vector<int64_t> stops;
