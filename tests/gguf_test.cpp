@@ -2,9 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 
 #include "formats/gguf.h"
 #include "quant/ggml_blocks.h"
+#include "quant/scheme.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -119,6 +122,49 @@ TEST(Gguf, Version2ReadsLikeVersion3) {
   ASSERT_TRUE(m) << m.status().message();
   EXPECT_EQ(m->config.dim, 64);
   EXPECT_EQ(m->config.stop_ids, std::vector<int>{2});
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Q4_K as kiln's W4 asymmetric groups of 32 (issue 22 item 3): the same 4-bit values, each
+// sub-block's scale d*sc and minimum -dmin*m rounded once to FP16. Against gguf-py's
+// dequantization of the same bytes: every element within the two roundings' bound
+// (15 * |scale| + |min|) * 2^-11 (random scales here: few products d * sc fit FP16 exactly).
+TEST(Gguf, Q4KBecomesW4AsymmetricGroups) {
+  GgufFile g = open_blocks();
+  const TensorSource* q = find(g, "q4_k");
+  const TensorSource* ref = find(g, "q4_k.ref");
+  ASSERT_TRUE(q && ref);
+  const int64_t rows = 3, cols = 512;
+  std::vector<uint8_t> w4(static_cast<size_t>(rows * cols / 32 * 20));
+  ASSERT_TRUE(q4_k_to_w4_asym(q->bytes, w4));
+  QuantParams p;
+  p.scheme = Scheme::kW4A16;
+  p.group_size = 32;
+  p.symmetric = false;
+  std::vector<float> got(static_cast<size_t>(rows * cols));
+  ASSERT_TRUE(dequantize_matrix(p, w4, rows, cols, got.data()));
+  const auto* want = reinterpret_cast<const float*>(ref->bytes.data());
+  size_t exact = 0;
+  for (size_t grp = 0; grp < got.size() / 32; ++grp) {
+    uint16_t hs, hm;
+    std::memcpy(&hs, w4.data() + grp * 20, 2);
+    std::memcpy(&hm, w4.data() + grp * 20 + 2, 2);
+    const double bound = (15 * std::abs(f16_to_f32(hs)) + std::abs(f16_to_f32(hm))) * std::ldexp(1.0, -11) + 1e-30;
+    for (size_t i = grp * 32; i < grp * 32 + 32; ++i) {
+      EXPECT_LE(std::abs(got[i] - want[i]), bound) << "element " << i;
+      exact += got[i] == want[i];
+    }
+  }
+  std::printf("[ q4_k->w4 ] %zu of %zu elements exact\n", exact, got.size());
+  // Whole blocks only, and a destination of the right size.
+  EXPECT_FALSE(q4_k_to_w4_asym(q->bytes.subspan(1), w4));
+  std::vector<uint8_t> small(w4.size() - 1);
+  EXPECT_FALSE(q4_k_to_w4_asym(q->bytes, small));
 }
 
 }  // namespace

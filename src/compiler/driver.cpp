@@ -146,6 +146,13 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
     if (p.scheme == Scheme::kF32 && src.dtype == DType::kF32 &&
         reinterpret_cast<uintptr_t>(src.bytes.data()) % alignof(float) == 0) {
       img.weights[i] = src.bytes;  // used in place from the source's map
+    } else if (src.dtype == DType::kQ4_K && is_4bit(p.scheme) && p.group_size == 32 && !p.symmetric) {
+      // Each Q4_K sub-block is a W4 asymmetric group of 32: the same 4-bit values, its scale
+      // and minimum rounded once to FP16.
+      auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(rows * (cols / 32) * 20));
+      KILN_RETURN_IF_ERROR(q4_k_to_w4_asym(src.bytes, *buf).with_context(src.file + ": tensor '" + src.name + "'"));
+      img.weights[i] = *buf;
+      buffers[i] = std::move(buf);
     } else if (stored_as(src.dtype, p)) {
       // The source's blocks are this scheme's layout byte for byte (GGML Q4_0/Q4_1 are W4 g32
       // sym/asym; F16, BF16): copied, never rounded a second time.

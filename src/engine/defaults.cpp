@@ -21,6 +21,7 @@ QuantParams natural_params(DType d) {
     case DType::kBF16: p.scheme = Scheme::kBF16; break;
     case DType::kQ4_0:
     case DType::kQ4_1:
+    case DType::kQ4_K:  // each sub-block of 32 an asymmetric group (quant/ggml_blocks.h)
       p.scheme = Scheme::kW4A16;
       p.group_size = 32;
       p.symmetric = d == DType::kQ4_0;

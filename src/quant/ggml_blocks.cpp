@@ -1,5 +1,6 @@
 #include "quant/ggml_blocks.h"
 
+#include <cmath>
 #include <cstring>
 
 namespace kiln {
@@ -142,6 +143,41 @@ Status dequantize(DType t, std::span<const uint8_t> src, std::span<float> dst) {
       case DType::kQ4_K: dq_q4_k(s, y); break;
       case DType::kQ5_K: dq_q5_k(s, y); break;
       case DType::kQ6_K: dq_q6_k(s, y); break;
+    }
+  }
+  return Status::ok();
+}
+
+Status q4_k_to_w4_asym(std::span<const uint8_t> src, std::span<uint8_t> dst) {
+  constexpr size_t kBlock = 144, kGroup = 20;
+  if (src.size() % kBlock != 0 || dst.size() != src.size() / kBlock * 8 * kGroup)
+    return invalid_argument("Q4_K to W4: " + std::to_string(src.size()) + " bytes are not whole blocks for " +
+                            std::to_string(dst.size()) + " bytes of groups");
+  auto to_half = [](float v, uint8_t* out) {
+    const uint16_t h = f32_to_f16(v);
+    if (!std::isfinite(f16_to_f32(h))) return false;
+    std::memcpy(out, &h, 2);
+    return true;
+  };
+  uint8_t* g = dst.data();
+  for (size_t b = 0; b < src.size(); b += kBlock) {
+    const uint8_t* blk = src.data() + b;
+    const float d = half_at(blk), dmin = half_at(blk + 2);
+    const uint8_t* scales = blk + 4;
+    const uint8_t* q = blk + 16;
+    for (int pair = 0; pair < 4; ++pair, q += 32) {
+      for (int half = 0; half < 2; ++half, g += kGroup) {
+        uint8_t sc, m;
+        scale_min_k4(pair * 2 + half, scales, &sc, &m);
+        if (!to_half(d * sc, g) || !to_half(-(dmin * m), g + 2))
+          return invalid_argument("Q4_K block " + std::to_string(b / kBlock) + ": a scale or minimum beyond FP16");
+        // Sub-block `half` is the low (0) or high (1) nibbles of q[0..31]; kiln's byte j holds
+        // element j low and element j + 16 high.
+        for (int j = 0; j < 16; ++j) {
+          const int lo = half ? q[j] >> 4 : q[j] & 0x0f, hi = half ? q[j + 16] >> 4 : q[j + 16] & 0x0f;
+          g[4 + j] = static_cast<uint8_t>(lo | (hi << 4));
+        }
+      }
     }
   }
   return Status::ok();

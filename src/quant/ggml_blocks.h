@@ -13,4 +13,11 @@ namespace kiln {
 // dtype_bytes(t, n) bytes and n must be a whole number of blocks.
 Status dequantize(DType t, std::span<const uint8_t> src, std::span<float> dst);
 
+// Q4_K blocks rewritten as kiln's W4 asymmetric groups of 32 (quant/scheme.h): each of a block's
+// 8 sub-blocks of 32 becomes one group, its 4-bit values unchanged, its scale d * sc and minimum
+// -dmin * m rounded once to FP16 (relative error at most 2^-11 of each; the nibbles move to
+// kiln's order). `src` holds whole Q4_K blocks; `dst` gets 8 groups of 20 bytes per block. A
+// scale or minimum beyond FP16's range is an error.
+Status q4_k_to_w4_asym(std::span<const uint8_t> src, std::span<uint8_t> dst);
+
 }  // namespace kiln
