@@ -168,12 +168,13 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
       img.weights[i] = *buf;
       buffers[i] = std::move(buf);
     }
+    if (img.weights[i].data() != src.bytes.data())
+      for (const auto& f : m.files) f->release_pages(src.bytes);  // converted: the source's pages can go
     sizes[i] = static_cast<int64_t>(img.weights[i].size());
     r.compiled_bytes += sizes[i];
     r.scheme_bytes[w.scheme] += sizes[i];
     if (o.progress) o.progress(static_cast<double>(i + 1) / static_cast<double>(g.weights.size()));
   }
-  for (const auto& f : m.files) img.owners.push_back(f);
 
   std::vector<const Backend*> backends = o.backends;
   if (backends.empty()) {
@@ -184,6 +185,14 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
   KILN_RETURN_IF_ERROR(assign_layouts(g, backends, img, buffers, r));
   for (auto& b : buffers)
     if (b) img.owners.push_back(std::move(b));
+  // The source stays mapped only where a weight is used in place from it (f32 as stored): a
+  // quantized or converted model lets go of the file, and its pages stop counting as resident.
+  for (const auto& f : m.files) {
+    const bool used = std::any_of(img.weights.begin(), img.weights.end(), [&](std::span<const uint8_t> w) {
+      return !w.empty() && w.data() >= f->data() && w.data() < f->data() + f->size();
+    });
+    if (used) img.owners.push_back(f);
+  }
   img.program.plan = plan_memory(g, o.max_tokens);
   img.program.rope_inv_freq = rope_inv_freq(m.config);
   if (auto rf = m.tensors.find("rope_freqs.weight"); rf != m.tensors.end()) {

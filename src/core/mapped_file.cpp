@@ -55,6 +55,15 @@ MappedFile::~MappedFile() {
   if (map_ != nullptr) ::munmap(map_, size_);
 }
 
+void MappedFile::release_pages(std::span<const uint8_t> bytes) const {
+  if (map_ == nullptr || bytes.data() < data_ || bytes.data() + bytes.size() > data_ + size_) return;
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<uintptr_t>(bytes.data()) + page - 1) / page * page;
+  const auto end = (reinterpret_cast<uintptr_t>(bytes.data()) + bytes.size()) / page * page;
+  // Only the pages wholly inside: a neighbour tensor may share the first and last.
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 Result<std::string> read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return io_error(path + ": cannot open: " + std::strerror(errno));

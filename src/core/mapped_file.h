@@ -26,6 +26,12 @@ class MappedFile {
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
+  // Tells the kernel this process is done with the whole pages inside `bytes` (MADV_DONTNEED on
+  // the read-only file map): they stop counting as resident and come back from the file if
+  // touched again. For a source tensor once it is converted, so that importing a model does not
+  // hold it all resident beside its converted copy. A no-op for bytes outside this map and for a
+  // file held in memory (from_bytes), whose pages have no file to come back from.
+  void release_pages(std::span<const uint8_t> bytes) const;
 
  private:
   MappedFile() = default;
