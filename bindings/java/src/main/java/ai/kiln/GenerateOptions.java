@@ -1,0 +1,68 @@
+package ai.kiln;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+
+/** kiln_generate_params. The no-argument constructor holds kiln_generate_default_params(). */
+public final class GenerateOptions {
+  private static final long[] DEFAULTS = Native.generateDefaults();
+
+  int maxTokens = (int) DEFAULTS[0];
+  List<String> stop = new ArrayList<>();
+  int addBos = (int) DEFAULTS[1];
+  boolean parseSpecial = DEFAULTS[2] != 0;
+
+  public GenerateOptions() {}
+
+  /** New tokens at most. */
+  public GenerateOptions maxTokens(int n) {
+    maxTokens = n;
+    return this;
+  }
+
+  /** Stop strings (not emitted). */
+  public GenerateOptions stop(String... strings) {
+    stop = new ArrayList<>(Arrays.asList(strings));
+    return this;
+  }
+
+  /** generate(): -1 the model's rule, 0 no, 1 yes. */
+  public GenerateOptions addBos(int a) {
+    addBos = a;
+    return this;
+  }
+
+  /** generate(): read special tokens' text in the prompt as those tokens. */
+  public GenerateOptions parseSpecial(boolean p) {
+    parseSpecial = p;
+    return this;
+  }
+
+  public int maxTokens() {
+    return maxTokens;
+  }
+
+  public List<String> stop() {
+    return List.copyOf(stop);
+  }
+
+  public int addBos() {
+    return addBos;
+  }
+
+  public boolean parseSpecial() {
+    return parseSpecial;
+  }
+
+  byte[][] stopBytes() {
+    byte[][] out = new byte[stop.size()][];
+    for (int i = 0; i < out.length; ++i) {
+      if (stop.get(i) == null) {
+        throw new KilnException(KilnException.INVALID_ARGUMENT, "a stop string is null");
+      }
+      out[i] = Native.utf8(stop.get(i));
+    }
+    return out;
+  }
+}
