@@ -1,6 +1,8 @@
 // A console chat over kiln's Java binding: each reply streams token by token.
 //
+//   javac -cp kiln.jar Chat.java
 //   java -Djava.library.path=DIR_OF_libkiln_jni.so -cp kiln.jar:. Chat model.kiln [--system TEXT]
+//        [--max-tokens N] [--temp T] [--seed S]
 //
 // One user message per line; /clear starts over, /exit (or end of input) leaves. A model without a
 // chat template (the shipped stories260K) gets plain continuation of the whole transcript instead.
@@ -26,23 +28,28 @@ import java.util.concurrent.TimeUnit;
 public final class Chat {
   public static void main(String[] args) throws Exception {
     if (args.length < 1) {
-      System.err.println("usage: java -cp kiln.jar:. Chat MODEL [--system TEXT] [--max-tokens N]");
+      System.err.println("usage: java -cp kiln.jar:. Chat MODEL [--system TEXT] [--max-tokens N] [--temp T] [--seed S]");
       System.exit(1);
     }
     String system = null;
     int maxTokens = 256;
+    SessionOptions sessionOptions = new SessionOptions();
     for (int i = 1; i + 1 < args.length; i += 2) {
-      if (args[i].equals("--system")) {
-        system = args[i + 1];
-      } else if (args[i].equals("--max-tokens")) {
-        maxTokens = Integer.parseInt(args[i + 1]);
+      switch (args[i]) {
+        case "--system": system = args[i + 1]; break;
+        case "--max-tokens": maxTokens = Integer.parseInt(args[i + 1]); break;
+        case "--temp": sessionOptions.temperature(Float.parseFloat(args[i + 1])); break;
+        case "--seed": sessionOptions.seed(Long.parseLong(args[i + 1])); break;
+        default:
+          System.err.println("chat: unknown option " + args[i]);
+          System.exit(1);
       }
     }
     PrintStream out = new PrintStream(System.out, true, StandardCharsets.UTF_8);
     BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
     try (KilnRuntime runtime = KilnRuntime.create(new RuntimeOptions());
         KilnModel model = KilnModel.load(runtime, args[0], null);
-        KilnSession session = model.newSession(new SessionOptions().systemPrompt(system))) {
+        KilnSession session = model.newSession(sessionOptions.systemPrompt(system))) {
       boolean chat = model.info().hasChatTemplate;
       GenerateOptions options = new GenerateOptions().maxTokens(maxTokens);
       List<Message> conversation = new ArrayList<>();

@@ -44,7 +44,7 @@ public final class GenerateOptions {
   }
 
   public List<String> stop() {
-    return List.copyOf(stop);
+    return java.util.Collections.unmodifiableList(new ArrayList<>(stop));
   }
 
   public int addBos() {

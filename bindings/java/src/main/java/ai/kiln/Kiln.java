@@ -1,14 +1,10 @@
 package ai.kiln;
 
-import java.lang.ref.Cleaner;
-
-/** What the classes share: the Cleaner that frees what a forgotten close() left, and the version. */
+/** The library as a whole. */
 public final class Kiln {
-  static final Cleaner CLEANER = Cleaner.create();
-
   private Kiln() {}
 
-  /** The native library's version, "0.2.0". */
+  /** kiln_version(): the native library's version, "major.minor.patch". */
   public static String version() {
     return Native.version();
   }

@@ -1,16 +1,15 @@
 package ai.kiln;
 
 import java.io.File;
-import java.lang.ref.Cleaner;
 
 /** kiln_model: a mapped .kiln (or a source model compiled in memory), shared by its sessions. */
 public final class KilnModel implements AutoCloseable {
   private final NativeRef ref;
-  private final Cleaner.Cleanable cleanable;
+  private final NativeCleaner.Cleanable cleanable;
 
   KilnModel(long handle) {
     ref = new NativeRef(handle, Native::modelFree, "KilnModel");
-    cleanable = Kiln.CLEANER.register(this, ref);
+    cleanable = NativeCleaner.register(this, ref);
   }
 
   /** Loads on the calling thread (on Android: never the main thread; see loadAsync). null options: defaults. */

@@ -1,15 +1,14 @@
 package ai.kiln;
 
-import java.lang.ref.Cleaner;
 
 /** kiln_runtime: the worker threads and the memory budget its models and sessions share. */
 public final class KilnRuntime implements AutoCloseable {
   private final NativeRef ref;
-  private final Cleaner.Cleanable cleanable;
+  private final NativeCleaner.Cleanable cleanable;
 
   private KilnRuntime(long handle) {
     ref = new NativeRef(handle, Native::runtimeFree, "KilnRuntime");
-    cleanable = Kiln.CLEANER.register(this, ref);
+    cleanable = NativeCleaner.register(this, ref);
   }
 
   /** null: the defaults. */
@@ -34,11 +33,10 @@ public final class KilnRuntime implements AutoCloseable {
     }
   }
 
-  /** What the runtime counts as held now (mapped weights, KV caches, arenas), in bytes. */
-  public long heldBytes() {
+  public RuntimeStats stats() {
     long h = ref.acquire();
     try {
-      return Native.runtimeStats(h)[1];
+      return new RuntimeStats(Native.runtimeStats(h));
     } finally {
       ref.release();
     }

@@ -1,7 +1,6 @@
 package ai.kiln;
 
 import java.io.File;
-import java.lang.ref.Cleaner;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -12,13 +11,13 @@ import java.util.List;
  */
 public final class KilnSession implements AutoCloseable {
   private final NativeRef ref;
-  private final Cleaner.Cleanable cleanable;
+  private final NativeCleaner.Cleanable cleanable;
   private final String systemPrompt;
   private volatile GenerationStats lastStats;
 
   KilnSession(long handle, String systemPrompt) {
     ref = new NativeRef(handle, Native::sessionFree, "KilnSession");
-    cleanable = Kiln.CLEANER.register(this, ref);
+    cleanable = NativeCleaner.register(this, ref);
     this.systemPrompt = systemPrompt;
   }
 

@@ -77,6 +77,7 @@ public final class JavaTests {
       tests.put("Lifecycle.UseAfterCloseThrows", JavaTests::useAfterClose);
       tests.put("Session.SaveRestoreResetAndChat", JavaTests::saveRestoreResetChat);
       tests.put("Session.ListenerExceptionsAndCloseFromACallback", JavaTests::listenerFailures);
+      tests.put("Lifecycle.ForgottenCloseIsFreedByTheCleaner", JavaTests::cleaner);
     }
     int passed = 0;
     int failed = 0;
@@ -598,6 +599,26 @@ public final class JavaTests {
       queued.await();
       check(c.error != null && c.error.status() == KilnException.CANCELLED, "running call: " + c.error);
       check(queued.error != null && queued.error.status() == KilnException.CANCELLED, "queued call: " + queued.error);
+    }
+  }
+
+  /** Models and sessions nobody closed: the collector finds them, the cleaner frees them natively. */
+  static void cleaner() throws Exception {
+    try (KilnRuntime rt = KilnRuntime.create(null)) {
+      for (int i = 0; i < 3; ++i) {
+        KilnModel m = KilnModel.load(rt, shipped(), null);
+        m.newSession(null).generate("Once", new GenerateOptions().maxTokens(2));
+        m.newSession(null);
+      }
+      equal(3, rt.stats().nModels, "models before");
+      equal(6, rt.stats().nSessions, "sessions before");
+      long deadline = System.nanoTime() + 10_000_000_000L;
+      while ((rt.stats().nSessions > 0 || rt.stats().nModels > 0) && System.nanoTime() < deadline) {
+        System.gc();
+        Thread.sleep(10);
+      }
+      equal(0, rt.stats().nSessions, "sessions after the collector");
+      equal(0, rt.stats().nModels, "models after the collector");
     }
   }
 
