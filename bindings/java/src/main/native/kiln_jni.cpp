@@ -106,7 +106,7 @@ void finish(JNIEnv* env, jobject sink, kiln_status st, const std::string& messag
   if (msg != nullptr) env->DeleteLocalRef(msg);
 }
 
-void run_async(JNIEnv* env, SessionBox* box, const Turn& turn, jobject sink) {
+void run_async(JNIEnv* env, SessionBox* box, const Turn& turn, jobject sink, int64_t call) {
   if (box->closing()) return finish(env, sink, KILN_E_CANCELLED, "the session was closed", nullptr);
   const jboolean go = env->CallBooleanMethod(sink, refs().sink_begin);
   if (clear_exception(env) || go != JNI_TRUE) return finish(env, sink, KILN_E_CANCELLED, "cancelled before it started", nullptr);
@@ -114,7 +114,9 @@ void run_async(JNIEnv* env, SessionBox* box, const Turn& turn, jobject sink) {
   AsyncSink a{env, sink, {}, {}};
   kiln_generate_result r{};
   r.size = sizeof r;
+  box->set_running(call);
   const kiln_status st = run_turn(box->session(), turn, on_async_token, &a, &r);
+  box->set_running(0);
   const std::string message = st == KILN_OK ? "" : kiln_last_error();
   a.stream.finish(a.buf);
   a.deliver();
@@ -331,17 +333,17 @@ JNIEXPORT jstring JNICALL Java_ai_kiln_Native_sessionRun(JNIEnv* env, jclass, jl
 JNIEXPORT void JNICALL Java_ai_kiln_Native_sessionRunAsync(JNIEnv* env, jclass, jlong h, jboolean chat,
                                                            jbyteArray prompt, jobjectArray roles, jobjectArray contents,
                                                            jint max_tokens, jobjectArray stop, jint add_bos,
-                                                           jint parse_special, jobject sink) {
+                                                           jint parse_special, jobject sink, jlong call) {
   Turn turn;
   if (!read_turn(env, chat, prompt, roles, contents, max_tokens, stop, add_bos, parse_special, turn)) return;
   SessionBox* box = ptr<SessionBox>(h);
   jobject global = env->NewGlobalRef(sink);
   if (global == nullptr) return;
-  box->post([box, turn = std::move(turn), global](JNIEnv* worker) {
+  box->post([box, turn = std::move(turn), global, call](JNIEnv* worker) {
     // The worker stays attached for the session's life: its local references would pile up
     // without a frame per call.
     if (worker->PushLocalFrame(16) == 0) {
-      run_async(worker, box, turn, global);
+      run_async(worker, box, turn, global, call);
       worker->PopLocalFrame(nullptr);
     } else {
       clear_exception(worker);
@@ -352,6 +354,10 @@ JNIEXPORT void JNICALL Java_ai_kiln_Native_sessionRunAsync(JNIEnv* env, jclass, 
 
 JNIEXPORT void JNICALL Java_ai_kiln_Native_sessionCancel(JNIEnv*, jclass, jlong h) {
   kiln_session_cancel(ptr<SessionBox>(h)->session());
+}
+
+JNIEXPORT void JNICALL Java_ai_kiln_Native_sessionCancelCall(JNIEnv*, jclass, jlong h, jlong call) {
+  ptr<SessionBox>(h)->cancel_if_running(call);
 }
 
 JNIEXPORT void JNICALL Java_ai_kiln_Native_sessionReset(JNIEnv* env, jclass, jlong h) {

@@ -16,6 +16,18 @@ kiln_status run_turn(kiln_session* session, const Turn& turn, kiln_token_fn fn, 
   return kiln_session_chat(session, messages.data(), messages.size(), &p, fn, user, out);
 }
 
+void SessionBox::set_running(int64_t call) {
+  std::lock_guard<std::mutex> lock(running_mu_);
+  running_ = call;
+}
+
+void SessionBox::cancel_if_running(int64_t call) {
+  // Under the lock, the call cannot end and the next begin in between; a cancel that lands after
+  // the call's last step is cleared when the next generate starts (kiln resets it there).
+  std::lock_guard<std::mutex> lock(running_mu_);
+  if (running_ == call) kiln_session_cancel(session_);
+}
+
 void SessionBox::post(std::function<void(JNIEnv*)> task) {
   std::lock_guard<std::mutex> lock(mu_);
   queue_.push_back(std::move(task));

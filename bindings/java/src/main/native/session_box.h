@@ -45,6 +45,10 @@ class SessionBox {
   std::recursive_mutex& use() { return use_; }
   bool closing() const { return closing_.load(); }
 
+  // The async call running now (0: none), so that cancelling one call never stops the next.
+  void set_running(int64_t call);
+  void cancel_if_running(int64_t call);
+
   // Queues `task` on the worker (started now if it is not running).
   void post(std::function<void(JNIEnv*)> task);
 
@@ -59,6 +63,8 @@ class SessionBox {
   kiln_session* session_;
   std::recursive_mutex use_;
   std::atomic<bool> closing_{false};
+  std::mutex running_mu_;
+  int64_t running_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void(JNIEnv*)>> queue_;

@@ -59,6 +59,21 @@ public final class KilnSession implements AutoCloseable {
     }
   }
 
+  /** Cancels the async call `id` if it is the one running now. */
+  void cancelCall(long id) {
+    long h;
+    try {
+      h = ref.acquire();
+    } catch (KilnException closed) {
+      return;  // closing cancels it anyway
+    }
+    try {
+      Native.sessionCancelCall(h, id);
+    } finally {
+      ref.release();
+    }
+  }
+
   /** Forgets the conversation: the next call starts at position 0. */
   public void reset() {
     long h = ref.acquire();
@@ -142,7 +157,7 @@ public final class KilnSession implements AutoCloseable {
     long h = ref.acquire();
     try {
       Native.sessionRunAsync(h, chat, a.prompt, a.roles, a.contents, a.o.maxTokens, a.stop, a.o.addBos,
-          a.o.parseSpecial ? 1 : 0, sink);
+          a.o.parseSpecial ? 1 : 0, sink, sink.id);
     } finally {
       ref.release();
     }

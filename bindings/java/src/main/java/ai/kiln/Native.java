@@ -49,9 +49,12 @@ final class Native {
       int maxTokens, byte[][] stop, int addBos, int parseSpecial, GenerationStats[] statsOut);
 
   static native void sessionRunAsync(long session, boolean chat, byte[] prompt, byte[][] roles, byte[][] contents,
-      int maxTokens, byte[][] stop, int addBos, int parseSpecial, TokenSink sink);
+      int maxTokens, byte[][] stop, int addBos, int parseSpecial, TokenSink sink, long callId);
 
   static native void sessionCancel(long session);
+
+  /** Cancels the session's generation if the async call `callId` is the one running. */
+  static native void sessionCancelCall(long session, long callId);
 
   static native void sessionReset(long session);
 

@@ -20,27 +20,28 @@ final class NativeRef implements Runnable {
     this.what = what;
   }
 
-  /** The handle, held until {@link #release()}; throws if closed. */
+  /**
+   * The handle, held until {@link #release()}; throws if closed or being closed. Never waits: a
+   * call from a listener while another thread closes the object must fail, not wait for a close
+   * that waits for that listener.
+   */
   long acquire() {
-    lock.readLock().lock();
+    if (!lock.readLock().tryLock()) {
+      throw closed();  // the write lock is held: close() runs on another thread
+    }
     if (handle == 0) {
       lock.readLock().unlock();
-      throw new KilnException(KilnException.INVALID_ARGUMENT, what + " is closed");
+      throw closed();
     }
     return handle;
   }
 
-  void release() {
-    lock.readLock().unlock();
+  private KilnException closed() {
+    return new KilnException(KilnException.INVALID_ARGUMENT, what + " is closed");
   }
 
-  boolean isClosed() {
-    lock.readLock().lock();
-    try {
-      return handle == 0;
-    } finally {
-      lock.readLock().unlock();
-    }
+  void release() {
+    lock.readLock().unlock();
   }
 
   /** Frees the handle (once); waits for the calls in progress on other threads. */

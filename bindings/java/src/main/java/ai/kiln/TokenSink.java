@@ -7,6 +7,9 @@ package ai.kiln;
 final class TokenSink extends AsyncCall {
   private final KilnSession owner;  // kept reachable while the call runs
   private final TokenListener listener;
+  private static final java.util.concurrent.atomic.AtomicLong IDS = new java.util.concurrent.atomic.AtomicLong();
+  /** Names this call to the native side, so that cancel() stops this call and no other. */
+  final long id = IDS.incrementAndGet();
   private volatile boolean started;
   private Throwable listenerError;
 
@@ -61,7 +64,7 @@ final class TokenSink extends AsyncCall {
     super.cancel();
     // Running: also stop a prefill, which has no token callback to refuse.
     if (started && !isDone()) {
-      owner.cancel();
+      owner.cancelCall(id);
     }
   }
 }

@@ -701,6 +701,35 @@ public final class JavaTests {
         check(inner.get() != null && inner.get().status() == KilnException.REENTRANT, "inner: " + inner.get());
         check(c.error == null, "the outer call goes on: " + c.error);
       }
+      // A listener that calls its session while another thread closes it: the call fails as closed
+      // (close() waits for the listener, so the listener must not wait for close()), nothing hangs.
+      for (int round = 0; round < 20; ++round) {
+        KilnSession busy = model.newSession(null);
+        CountDownLatch started = new CountDownLatch(1);
+        AtomicReference<Cancellable> call = new AtomicReference<>();
+        AtomicInteger refused = new AtomicInteger();
+        Collector c = new Collector() {
+          @Override
+          public synchronized void onToken(String t) {
+            super.onToken(t);
+            started.countDown();
+            try {
+              busy.position();
+              Cancellable self = call.get();
+              if (self != null && pieces.size() > 1000) {
+                self.cancel();
+              }
+            } catch (KilnException e) {
+              refused.incrementAndGet();
+            }
+          }
+        };
+        call.set(busy.generateAsync("", new GenerateOptions().maxTokens(100000), c));
+        check(started.await(60, TimeUnit.SECONDS), "started");
+        busy.close();
+        c.await();
+        check(c.error != null && c.error.status() == KilnException.CANCELLED, "ended by close: " + c.error);
+      }
       // close() from inside the session's own callback: the call ends, the session is freed after it.
       KilnSession s = model.newSession(new SessionOptions().temperature(0f));
       AtomicInteger after = new AtomicInteger();
