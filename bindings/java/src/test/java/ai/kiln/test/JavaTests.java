@@ -78,6 +78,7 @@ public final class JavaTests {
       tests.put("Session.SaveRestoreResetAndChat", JavaTests::saveRestoreResetChat);
       tests.put("Session.ListenerExceptionsAndCloseFromACallback", JavaTests::listenerFailures);
       tests.put("Lifecycle.ForgottenCloseIsFreedByTheCleaner", JavaTests::cleaner);
+      tests.put("Chat.TemplateSystemPromptAndStreamingAgreeWithKilnRun", JavaTests::chatWithTemplate);
     }
     int passed = 0;
     int failed = 0;
@@ -599,6 +600,73 @@ public final class JavaTests {
       queued.await();
       check(c.error != null && c.error.status() == KilnException.CANCELLED, "running call: " + c.error);
       check(queued.error != null && queued.error.status() == KilnException.CANCELLED, "queued call: " + queued.error);
+    }
+  }
+
+  // A Llama-2-like template (the one tests/chat_test.cpp gives stories260K): BOS, turns, EOS after each reply.
+  static final String TEMPLATE = "{{ bos_token }}{% for m in messages %}{% if m['role'] == 'system' %}"
+      + "{{ m['content'] }}\n{% elif m['role'] == 'user' %}User: {{ m['content'] }}\n"
+      + "{% else %}Bot: {{ m['content'] }}{{ eos_token }}\n{% endif %}{% endfor %}"
+      + "{% if add_generation_prompt %}Bot:{% endif %}";
+
+  static String jsonString(String s) {
+    return "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n") + "\"";
+  }
+
+  /** stories260K as a Hugging Face folder with TEMPLATE in its tokenizer_config.json. */
+  static File chatModel() throws IOException {
+    File dir = new File(work, "chat-stories260K");
+    check(dir.mkdirs(), "mkdir");
+    File[] files = new File(data, "stories260K-hf").listFiles();
+    check(files != null, "stories260K-hf");
+    for (File f : files) {
+      Files.copy(f.toPath(), new File(dir, f.getName()).toPath());
+    }
+    File cfg = new File(dir, "tokenizer_config.json");
+    String json = readUtf8(cfg);
+    int brace = json.indexOf('{');
+    json = json.substring(0, brace + 1) + "\n  \"chat_template\": " + jsonString(TEMPLATE) + "," + json.substring(brace + 1);
+    Files.write(cfg.toPath(), json.getBytes(StandardCharsets.UTF_8));
+    return dir;
+  }
+
+  static void chatWithTemplate() throws Exception {
+    File dir = chatModel();
+    String system = "You tell stories.";
+    String cli = runKiln("run", dir.getPath(), "--chat", "-p", "Once upon a time", "--temp", "0", "-n", "12");
+    String cliSystem = runKiln("run", dir.getPath(), "--chat", "--system", system, "-p", "Once upon a time", "--temp", "0",
+        "-n", "12");
+    GenerateOptions go = new GenerateOptions().maxTokens(12);
+    try (KilnRuntime rt = KilnRuntime.create(null); KilnModel m = KilnModel.load(rt, dir.getPath(), null)) {
+      check(m.info().hasChatTemplate, "the model has a chat template");
+      try (KilnSession s = m.newSession(new SessionOptions().temperature(0f))) {
+        equal(cli, s.chat(List.of(Message.user("Once upon a time")), go), "chat() against kiln run --chat");
+      }
+      // SessionOptions.systemPrompt is sent as the first message ...
+      try (KilnSession s = m.newSession(new SessionOptions().temperature(0f).systemPrompt(system))) {
+        equal(cliSystem, s.chat(List.of(Message.user("Once upon a time")), go), "systemPrompt against kiln run --system");
+        // ... unless the conversation brings its own.
+        s.reset();
+        String cliOther = runKiln("run", dir.getPath(), "--chat", "--system", "Other.", "-p", "Once upon a time",
+            "--temp", "0", "-n", "12");
+        equal(cliOther, s.chat(List.of(Message.system("Other."), Message.user("Once upon a time")), go),
+            "a conversation's own system message wins");
+      }
+      try (KilnSession s = m.newSession(new SessionOptions().temperature(0f).systemPrompt(system))) {
+        Collector c = new Collector();
+        s.chatAsync(List.of(Message.user("Once upon a time")), go, c);
+        c.await();
+        check(c.error == null, "chatAsync: " + c.error);
+        equal(cliSystem, c.text(), "chatAsync's pieces");
+        // The next turn reuses what the cache holds of the first.
+        String reply2 = s.chat(List.of(Message.user("Once upon a time"), Message.assistant(c.text()),
+            Message.user("Tell me more")), go);
+        check(s.lastStats().reusedTokens > 0, "second turn reused nothing: " + s.lastStats());
+        try (KilnSession fresh = m.newSession(new SessionOptions().temperature(0f).systemPrompt(system))) {
+          equal(fresh.chat(List.of(Message.user("Once upon a time"), Message.assistant(c.text()),
+              Message.user("Tell me more")), go), reply2, "second turn against a fresh session");
+        }
+      }
     }
   }
 
