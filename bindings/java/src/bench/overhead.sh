@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The Java binding's cost against the C API: decode tok/s of the same greedy generation through
 # decode_bench.c (kiln.h, libkiln.so) and DecodeBench.java (kiln.jar, libkiln_jni.so: streamed
-# through generateAsync, and blocking), in alternating rounds, medians at the end. The machine is
-# shared: run it when it is quiet, and read the spread, not one number.
+# through generateAsync, and blocking), in alternating rounds; the median and the best of each at the
+# end (on a shared machine noise only slows a run down, so the best is the estimate least disturbed).
 # Usage: overhead.sh MODEL [THREADS=2] [TOKENS=128] [ROUNDS=5] [REPS=2]   (after the release build)
 set -euo pipefail
 cd "$(dirname "$0")/../../../.."
