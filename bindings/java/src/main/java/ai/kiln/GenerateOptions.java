@@ -21,9 +21,9 @@ public final class GenerateOptions {
     return this;
   }
 
-  /** Stop strings (not emitted). */
+  /** Stop strings (not emitted); none or null: no stop strings. */
   public GenerateOptions stop(String... strings) {
-    stop = new ArrayList<>(Arrays.asList(strings));
+    stop = strings != null ? new ArrayList<>(Arrays.asList(strings)) : new ArrayList<>();
     return this;
   }
 

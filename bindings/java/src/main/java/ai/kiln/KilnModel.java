@@ -18,7 +18,7 @@ public final class KilnModel implements AutoCloseable {
   }
 
   public static KilnModel load(KilnRuntime runtime, File path, ModelOptions options) {
-    return load(runtime, path.getPath(), options);
+    return load(runtime, path != null ? path.getPath() : null, options);
   }
 
   /**

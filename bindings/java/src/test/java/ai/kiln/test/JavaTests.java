@@ -470,12 +470,29 @@ public final class JavaTests {
       // Bad arguments are KilnExceptions too, never NullPointerException or a crash.
       expectThrows(() -> KilnModel.load(rt, (String) null, null), KilnException.INVALID_ARGUMENT, "null path");
       expectThrows(() -> KilnModel.load(rt, "a\0b", null), KilnException.INVALID_ARGUMENT, "NUL in the path");
+      expectThrows(() -> KilnModel.load(rt, (File) null, null), KilnException.INVALID_ARGUMENT, "null File");
       try (KilnModel m = KilnModel.load(rt, shipped(), null)) {
         expectThrows(() -> m.newSession(new SessionOptions().topP(2f)), KilnException.INVALID_ARGUMENT, "topP 2");
         try (KilnSession s = m.newSession(null)) {
           expectThrows(() -> s.generate(null, null), KilnException.INVALID_ARGUMENT, "null prompt");
           expectThrows(() -> s.generate("x", new GenerateOptions().maxTokens(-1)), KilnException.INVALID_ARGUMENT,
               "negative maxTokens");
+          expectThrows(() -> s.generate("x", new GenerateOptions().stop("a", null)), KilnException.INVALID_ARGUMENT,
+              "a null stop string");
+          expectThrows(() -> s.generate("x\0y", null), KilnException.INVALID_ARGUMENT, "NUL in the prompt");
+          expectThrows(() -> s.chat(java.util.Arrays.asList(Message.user("a"), null), null),
+              KilnException.INVALID_ARGUMENT, "a null message");
+        }
+        // Stop strings work through the binding: the reply ends before the first one.
+        try (KilnSession s = m.newSession(new SessionOptions().temperature(0f))) {
+          String free = s.generate("Once upon a time", new GenerateOptions().maxTokens(40));
+          s.reset();
+          int space = free.indexOf(" ", 5);
+          check(space > 0, "a space to stop at in <" + free + ">");
+          String stopped = s.generate("Once upon a time",
+              new GenerateOptions().maxTokens(40).stop((String[]) null).stop(free.substring(space, space + 2)));
+          equal(free.substring(0, space), stopped, "stopped at the stop string");
+          equal(StopReason.STRING, s.lastStats().stopReason, "stop reason");
         }
       }
     }
