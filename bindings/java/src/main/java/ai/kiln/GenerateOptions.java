@@ -6,14 +6,18 @@ import java.util.List;
 
 /** kiln_generate_params. The no-argument constructor holds kiln_generate_default_params(). */
 public final class GenerateOptions {
-  private static final long[] DEFAULTS = Native.generateDefaults();
-
-  int maxTokens = (int) DEFAULTS[0];
+  int maxTokens;
   List<String> stop = new ArrayList<>();
-  int addBos = (int) DEFAULTS[1];
-  boolean parseSpecial = DEFAULTS[2] != 0;
+  int addBos;
+  boolean parseSpecial;
 
-  public GenerateOptions() {}
+  public GenerateOptions() {
+    Native.check();
+    long[] d = Native.generateDefaults();
+    maxTokens = (int) d[0];
+    addBos = (int) d[1];
+    parseSpecial = d[2] != 0;
+  }
 
   /** New tokens at most. */
   public GenerateOptions maxTokens(int n) {

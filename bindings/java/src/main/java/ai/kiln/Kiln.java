@@ -6,6 +6,7 @@ public final class Kiln {
 
   /** kiln_version(): the native library's version, "major.minor.patch". */
   public static String version() {
+    Native.check();
     return Native.version();
   }
 }

@@ -2,15 +2,19 @@ package ai.kiln;
 
 /** kiln_model_params. The no-argument constructor holds kiln_model_default_params(). */
 public final class ModelOptions {
-  private static final long[] DEFAULTS = Native.modelDefaults();
-
-  int priority = (int) DEFAULTS[0];
-  boolean verify = DEFAULTS[1] != 0;
+  int priority;
+  boolean verify;
   String scheme;
   String tokenizerPath;
-  boolean prefault = DEFAULTS[2] != 0;
+  boolean prefault;
 
-  public ModelOptions() {}
+  public ModelOptions() {
+    Native.check();
+    long[] d = Native.modelDefaults();
+    priority = (int) d[0];
+    verify = d[1] != 0;
+    prefault = d[2] != 0;
+  }
 
   /** Under the memory budget, lower priorities are evicted first. */
   public ModelOptions priority(int p) {

@@ -2,17 +2,33 @@ package ai.kiln;
 
 /** The JNI methods (libkiln_jni), one per kiln.h call they wrap. Strings cross as UTF-8 byte arrays. */
 final class Native {
+  private static final Throwable LOAD_ERROR;
+
   static {
     // An explicit file (tests, a desktop app) or the platform's search (an APK's jniLibs).
-    String path = System.getProperty("kiln.library");
-    if (path != null) {
-      System.load(new java.io.File(path).getAbsolutePath());
-    } else {
-      System.loadLibrary("kiln_jni");
+    Throwable error = null;
+    try {
+      String path = System.getProperty("kiln.library");
+      if (path != null) {
+        System.load(new java.io.File(path).getAbsolutePath());
+      } else {
+        System.loadLibrary("kiln_jni");
+      }
+    } catch (UnsatisfiedLinkError | SecurityException e) {
+      error = e;
     }
+    LOAD_ERROR = error;
   }
 
   private Native() {}
+
+  /** Every way into the binding starts here: a library that did not load is a KilnException too. */
+  static void check() {
+    if (LOAD_ERROR != null) {
+      throw new KilnException(KilnException.NOT_FOUND, "libkiln_jni could not be loaded: " + LOAD_ERROR.getMessage(),
+          LOAD_ERROR);
+    }
+  }
 
   static native String version();
 

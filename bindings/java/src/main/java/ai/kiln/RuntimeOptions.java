@@ -2,13 +2,17 @@ package ai.kiln;
 
 /** kiln_runtime_params. The no-argument constructor holds kiln_runtime_default_params(). */
 public final class RuntimeOptions {
-  private static final long[] DEFAULTS = Native.runtimeDefaults();
+  int threads;
+  long memoryBudgetBytes;
+  PerfMode perfMode;
 
-  int threads = (int) DEFAULTS[0];
-  long memoryBudgetBytes = DEFAULTS[1];
-  PerfMode perfMode = PerfMode.values()[(int) DEFAULTS[2]];
-
-  public RuntimeOptions() {}
+  public RuntimeOptions() {
+    Native.check();
+    long[] d = Native.runtimeDefaults();
+    threads = (int) d[0];
+    memoryBudgetBytes = d[1];
+    perfMode = PerfMode.values()[(int) d[2]];
+  }
 
   /** n_threads: worker threads, the caller's included; 0: chosen by perfMode. */
   public RuntimeOptions threads(int n) {

@@ -7,21 +7,32 @@ package ai.kiln;
 public final class SessionOptions {
   /** KILN_SEED_RANDOM (UINT64_MAX): a fresh seed per session. */
   public static final long SEED_RANDOM = -1L;
-  private static final long[] DEFAULTS = Native.sessionDefaults();
-
-  int nCtx = (int) DEFAULTS[0];
-  KvType kvType = KvType.values()[(int) DEFAULTS[1]];
-  long seed = DEFAULTS[2];
-  float temperature = Float.intBitsToFloat((int) DEFAULTS[3]);
-  int topK = (int) DEFAULTS[4];
-  float topP = Float.intBitsToFloat((int) DEFAULTS[5]);
-  float minP = Float.intBitsToFloat((int) DEFAULTS[6]);
-  float repeatPenalty = Float.intBitsToFloat((int) DEFAULTS[7]);
-  int repeatLastN = (int) DEFAULTS[8];
-  int priority = (int) DEFAULTS[9];
+  int nCtx;
+  KvType kvType;
+  long seed;
+  float temperature;
+  int topK;
+  float topP;
+  float minP;
+  float repeatPenalty;
+  int repeatLastN;
+  int priority;
   String systemPrompt;
 
-  public SessionOptions() {}
+  public SessionOptions() {
+    Native.check();
+    long[] d = Native.sessionDefaults();
+    nCtx = (int) d[0];
+    kvType = KvType.values()[(int) d[1]];
+    seed = d[2];
+    temperature = Float.intBitsToFloat((int) d[3]);
+    topK = (int) d[4];
+    topP = Float.intBitsToFloat((int) d[5]);
+    minP = Float.intBitsToFloat((int) d[6]);
+    repeatPenalty = Float.intBitsToFloat((int) d[7]);
+    repeatLastN = (int) d[8];
+    priority = (int) d[9];
+  }
 
   /** Positions the KV cache holds; 0: the model's maximum, at most 4096. */
   public SessionOptions nCtx(int n) {

@@ -48,6 +48,10 @@ public final class JavaTests {
   }
 
   public static void main(String[] args) throws Exception {
+    if (args.length == 1 && args[0].equals("--without-library")) {
+      withoutLibrary();
+      return;
+    }
     int leakCycles = 0;
     for (int i = 0; i + 1 < args.length; i += 2) {
       switch (args[i]) {
@@ -79,6 +83,7 @@ public final class JavaTests {
       tests.put("Session.ListenerExceptionsAndCloseFromACallback", JavaTests::listenerFailures);
       tests.put("Lifecycle.ForgottenCloseIsFreedByTheCleaner", JavaTests::cleaner);
       tests.put("Chat.TemplateSystemPromptAndStreamingAgreeWithKilnRun", JavaTests::chatWithTemplate);
+      tests.put("Load.AMissingNativeLibraryIsAKilnException", JavaTests::missingLibrary);
     }
     int passed = 0;
     int failed = 0;
@@ -685,6 +690,35 @@ public final class JavaTests {
         }
       }
     }
+  }
+
+  /** In a JVM whose kiln.library does not exist: each way in throws KilnException NOT_FOUND. */
+  static void withoutLibrary() {
+    int ok = 0;
+    Test[] ways = {() -> new SessionOptions(), () -> new GenerateOptions(), () -> new ModelOptions(),
+        () -> KilnRuntime.create(null), () -> ai.kiln.Kiln.version()};
+    for (Test t : ways) {
+      try {
+        t.run();
+      } catch (KilnException e) {
+        if (e.status() == KilnException.NOT_FOUND && e.getMessage().contains("libkiln_jni could not be loaded")) {
+          ++ok;
+        }
+      } catch (Throwable e) {
+        System.out.println("escaped: " + e);
+      }
+    }
+    System.out.println("without library: " + ok + " of " + ways.length + " KilnException NOT_FOUND");
+  }
+
+  static void missingLibrary() throws Exception {
+    String java = new File(System.getProperty("java.home"), "bin/java").getPath();
+    Process p = new ProcessBuilder(java, "-Dkiln.library=" + new File(work, "no-such-libkiln_jni.so").getPath(), "-cp",
+        System.getProperty("java.class.path"), "ai.kiln.test.JavaTests", "--without-library")
+        .redirectErrorStream(true).start();
+    String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+    equal(0, p.waitFor(), "exit status");
+    equal("without library: 5 of 5 KilnException NOT_FOUND\n", out, "output");
   }
 
   /** Models and sessions nobody closed: the collector finds them, the cleaner frees them natively. */
