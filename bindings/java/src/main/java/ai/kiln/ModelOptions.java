@@ -1,0 +1,68 @@
+package ai.kiln;
+
+/** kiln_model_params. The no-argument constructor holds kiln_model_default_params(). */
+public final class ModelOptions {
+  int priority;
+  boolean verify;
+  String scheme;
+  String tokenizerPath;
+  boolean prefault;
+
+  public ModelOptions() {
+    Native.check();
+    long[] d = Native.modelDefaults();
+    priority = (int) d[0];
+    verify = d[1] != 0;
+    prefault = d[2] != 0;
+  }
+
+  /** Under the memory budget, lower priorities are evicted first. */
+  public ModelOptions priority(int p) {
+    priority = p;
+    return this;
+  }
+
+  /** Check the weights' checksum too (reads every page). */
+  public ModelOptions verify(boolean v) {
+    verify = v;
+    return this;
+  }
+
+  /** A source model (GGUF, HF folder, llama2.c) is compiled in memory in this scheme ("f32", "w4a16"); null: f32. */
+  public ModelOptions scheme(String s) {
+    scheme = s;
+    return this;
+  }
+
+  /** A source model's tokenizer from another file; null: the model's own. */
+  public ModelOptions tokenizerPath(String path) {
+    tokenizerPath = path;
+    return this;
+  }
+
+  /** Map every weight page while loading, so the first token waits for no page fault. */
+  public ModelOptions prefault(boolean p) {
+    prefault = p;
+    return this;
+  }
+
+  public int priority() {
+    return priority;
+  }
+
+  public boolean verify() {
+    return verify;
+  }
+
+  public String scheme() {
+    return scheme;
+  }
+
+  public String tokenizerPath() {
+    return tokenizerPath;
+  }
+
+  public boolean prefault() {
+    return prefault;
+  }
+}

@@ -1,0 +1,45 @@
+package ai.kiln;
+
+/** kiln_runtime_params. The no-argument constructor holds kiln_runtime_default_params(). */
+public final class RuntimeOptions {
+  int threads;
+  long memoryBudgetBytes;
+  PerfMode perfMode;
+
+  public RuntimeOptions() {
+    Native.check();
+    long[] d = Native.runtimeDefaults();
+    threads = (int) d[0];
+    memoryBudgetBytes = d[1];
+    perfMode = PerfMode.values()[(int) d[2]];
+  }
+
+  /** n_threads: worker threads, the caller's included; 0: chosen by perfMode. */
+  public RuntimeOptions threads(int n) {
+    threads = n;
+    return this;
+  }
+
+  /** memory_budget_bytes: models and sessions held at once; 0: no budget. */
+  public RuntimeOptions memoryBudgetBytes(long bytes) {
+    memoryBudgetBytes = bytes;
+    return this;
+  }
+
+  public RuntimeOptions perfMode(PerfMode mode) {
+    perfMode = mode;
+    return this;
+  }
+
+  public int threads() {
+    return threads;
+  }
+
+  public long memoryBudgetBytes() {
+    return memoryBudgetBytes;
+  }
+
+  public PerfMode perfMode() {
+    return perfMode;
+  }
+}
