@@ -74,6 +74,7 @@ int run(RunOptions o) {
     o.prompt = std::move(*text);
   } else if ((o.prompt_given && o.prompt == "-") || (!o.prompt_given && stdin_is_piped())) {
     // -p -, or no -p with a pipe or file on stdin (`echo hi | kiln run`): the prompt is stdin.
+    if (!o.prompt_given) std::fputs("kiln: reading the prompt from stdin (no -p given)\n", stderr);
     o.prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
     if (std::cin.bad()) return fail(io_error("cannot read the prompt from stdin"));
   }

@@ -208,7 +208,9 @@ public final class JavaTests {
     for (String a : args) {
       cmd.add(a);
     }
-    Process p = new ProcessBuilder(cmd).redirectError(ProcessBuilder.Redirect.DISCARD).start();
+    // stdin from /dev/null: kiln run reads a prompt from a pipe on stdin when there is no -p.
+    Process p = new ProcessBuilder(cmd).redirectInput(new File("/dev/null"))
+                    .redirectError(ProcessBuilder.Redirect.DISCARD).start();
     byte[] out = p.getInputStream().readAllBytes();
     equal(0, p.waitFor(), "exit status of " + cmd);
     return new String(out, StandardCharsets.UTF_8);
