@@ -406,6 +406,9 @@ TEST(CApi, AsyncLoadReportsOnItsOwnThreadAndCancels) {
 
 TEST(CApi, BadInputIsAStatusAndAMessage) {
   EXPECT_STRNE(kiln_version(), "");
+  // The library's version is the header's (a binding compares them).
+  const std::string major_minor = std::to_string(KILN_VERSION_MAJOR) + "." + std::to_string(KILN_VERSION_MINOR) + ".";
+  EXPECT_EQ(std::string(kiln_version()).rfind(major_minor, 0), 0u) << kiln_version();
   EXPECT_STREQ(kiln_status_name(KILN_E_BUDGET), "KILN_E_BUDGET");
   kiln_runtime* none = nullptr;
   EXPECT_EQ(kiln_runtime_create(nullptr, nullptr), KILN_E_INVALID_ARGUMENT);
