@@ -34,7 +34,7 @@ def sample_stories(kiln, seeds):
     for s in seeds:
         r = subprocess.run([kiln, "run", "-n", "256", "--temp", "1.0", "--top-k", "0", "--top-p", "1",
                             "--min-p", "0", "--seed", str(s), "-p", "Once upon a time"],
-                           capture_output=True, text=True, check=True)
+                           capture_output=True, text=True, check=True, stdin=subprocess.DEVNULL)
         out.append("Once upon a time" + r.stdout.strip())
     return out
 
