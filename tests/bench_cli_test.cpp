@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "runtime/bandwidth.h"
-#include "runtime/compute_probe.h"
+#include "perf/bandwidth.h"
+#include "perf/compute_probe.h"
 #include "test_util.h"
 
 namespace kiln {
