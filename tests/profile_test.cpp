@@ -350,6 +350,41 @@ TEST(ProfileCli, TraceIsValidTraceEventJson) {
   EXPECT_EQ(instructions, 4 * 33);  // the shipped model's w4a16 program has 33 instructions
 }
 
+// Headless Chromium (Debian's `chromium`, where installed) opens the report without a console
+// message (the page forbids every fetch, so a reference to anything outside it would log a
+// violation) and draws it; a page with a script error shows that the log would tell.
+TEST(ProfileCli, HtmlReportOpensInChromiumWithoutConsoleErrors) {
+  const std::string dir = test::temp_dir();
+  const std::string report = dir + "/report.html";
+  auto r = test::run_kiln("profile " + test::shell_quote(test::shipped_model()) + " -p 16 -n 8 -t 1 --bw-mib 64 --bw-passes 2 --report " +
+                          test::shell_quote(report));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string html = test::read_file(report);
+  for (const char* id : {"<svg id=\"layers\"", "<svg id=\"roofline\"", "<svg id=\"memory\"", "<h2>decode</h2>", "<h2>memory</h2>"})
+    EXPECT_NE(html.find(id), std::string::npos) << id;
+  EXPECT_EQ(html.find("src="), std::string::npos);
+  EXPECT_EQ(html.find("href="), std::string::npos);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  if (!std::filesystem::exists("/usr/bin/chromium")) GTEST_SKIP() << "no /usr/bin/chromium";
+  auto open = [&](const std::string& page, const std::string& shot) {
+    const std::string log = shot + ".log";
+    const std::string cmd = "timeout 120 /usr/bin/chromium --headless=new --disable-gpu --no-sandbox --window-size=1400,1000 "
+                            "--enable-logging=stderr --v=0 --screenshot=" + test::shell_quote(shot) + " " +
+                            test::shell_quote("file://" + page) + " > " + test::shell_quote(log) + " 2>&1";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << test::read_file(log);
+    return test::read_file(log);
+  };
+  const std::string log = open(report, dir + "/report.png");
+  EXPECT_EQ(log.find(":CONSOLE"), std::string::npos) << log;
+  EXPECT_EQ(log.find("Content Security Policy"), std::string::npos) << log;
+  // A drawn 1400 x 1000 page of charts, not a blank one (a blank PNG is a few kB).
+  EXPECT_GT(std::filesystem::file_size(dir + "/report.png"), 20000u);
+  const std::string bad = dir + "/bad.html";
+  test::write_file(bad, "<html><body><script>console.error('boom'); missing();</script></body></html>");
+  const std::string bad_log = open(bad, dir + "/bad.png");
+  EXPECT_NE(bad_log.find(":CONSOLE"), std::string::npos) << bad_log;
+}
+
 TEST(ProfileCli, UsageErrors) {
   const std::string model = test::shell_quote(test::shipped_model());
   auto r = test::run_kiln("profile " + model + " --level everything");

@@ -210,7 +210,10 @@ std::string phase_section(const char* name, const PhaseSummary& s) {
 
 std::string profile_to_html(const Profile& p) {
   std::string o =
-      "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>kiln profile</title><style>"
+      // The policy forbids every fetch: the page is whole, and a browser says so if it were not.
+      "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">"
+      "<title>kiln profile</title><style>"
       "body{font:14px sans-serif;margin:20px;color:#222}table{border-collapse:collapse;margin:6px 0 14px}"
       "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}td:first-child,th:first-child{text-align:left}"
       "svg text{font:11px sans-serif}.charts{display:flex;flex-wrap:wrap;gap:24px}</style></head><body>";

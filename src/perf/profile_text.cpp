@@ -26,7 +26,7 @@ void table(std::string& out, const char* title, const std::vector<Tally>& ts, si
   size_t shown = 0;
   for (const Tally& t : ts) {
     if (top > 0 && shown++ >= top) break;
-    put(out, "    %-44.44s %6d %9.3f %5.1f%% %8.2f %8.2f", t.key.c_str(), t.count, t.seconds * 1e3, t.share * 100, t.gbs(),
+    put(out, "    %-52.52s %6d %9.3f %5.1f%% %8.2f %8.2f", t.key.c_str(), t.count, t.seconds * 1e3, t.share * 100, t.gbs(),
         t.gops());
     if (ceilings) put(out, " %5.1f%% %5.1f%%", t.bandwidth_fraction * 100, t.compute_fraction * 100);
     out += "\n";
