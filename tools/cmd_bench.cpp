@@ -334,9 +334,13 @@ int bench(BenchCmd c) {
   const RssNow rss_end = rss_now();
   BandwidthResult bw;
   const bool probe_in_helper = probe != nullptr;
+  // The whole run's peak as `/usr/bin/time -v` reports it (wait4's maximum over the process and the
+  // children it reaped): the helper's buffer, or this process's after an in-process probe.
+  uint64_t run_peak = rss;
   if (probe) {
     bw = summarize_bandwidth(bw_passes, probe->bytes(), c.threads);
-    probe.reset();
+    probe.reset();  // reaped: its peak is now among the children's
+    run_peak = std::max(rss, children_peak_rss_bytes());
   } else {
     BandwidthOptions bo;
     bo.threads = c.threads;
@@ -345,6 +349,7 @@ int bench(BenchCmd c) {
     auto m = measure_read_bandwidth(bo);
     if (!m) return fail(m.status());
     bw = *m;
+    run_peak = peak_rss_bytes();
   }
 
   // The KV cache as the session keeps it (--kv-type), read in full up to the current position.
@@ -419,6 +424,7 @@ int bench(BenchCmd c) {
                         {"passes", bw.pass_gbs}, {"buffer_bytes", bw.bytes}, {"llc_bytes", bw.llc_bytes},
                         {"threads", bw.threads}, {"process", probe_in_helper ? "helper" : "self"}};
     j["peak_rss_bytes"] = rss;
+    j["run_peak_rss_bytes"] = run_peak;
     j["kv_cache_bytes"] = kv_cache;
     j["rss_budget_bytes"] = budget;
     j["rss_within_budget"] = rss <= budget;
@@ -475,6 +481,10 @@ int bench(BenchCmd c) {
               rss <= budget ? "within"
               : opened->kind == "kiln" ? "OVER"
                                        : "over (a source model compiled in memory also holds its source's pages)");
+  std::printf("           the run's peak, the bandwidth probe's %s buffer included, is %s (what /usr/bin/time -v "
+              "reports; --bw-mib sets the buffer): the probe ran %s\n",
+              mib(static_cast<double>(bw.bytes)).c_str(), mib(static_cast<double>(run_peak)).c_str(),
+              probe_in_helper ? "in a helper process" : "in this process, after the peak above was read");
   if (rss_end.total > 0)
     std::printf("           at the end: %s resident = %s file-backed (mapped weights, binary) + %s anonymous "
                 "(session %s: arena, scratch, KV cache; heap)\n",

@@ -18,6 +18,12 @@ uint64_t peak_rss_bytes() {
   return static_cast<uint64_t>(ru.ru_maxrss) * 1024;  // KiB on Linux
 }
 
+uint64_t children_peak_rss_bytes() {
+  struct rusage ru {};
+  ::getrusage(RUSAGE_CHILDREN, &ru);
+  return static_cast<uint64_t>(ru.ru_maxrss) * 1024;
+}
+
 namespace {
 
 // Bytes of [data, data + size) in memory now; a range mincore cannot look at counts as resident
