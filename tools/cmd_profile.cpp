@@ -5,6 +5,7 @@
 // NaN or infinity an instruction writes and names it (exit status 2).
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <random>
 #include <thread>
@@ -35,6 +36,7 @@ struct ProfileCmd {
   bool scheme_given = false;
   int64_t bw_mib = 0;
   int bw_passes = 3;
+  int overhead = 0;  // --overhead N: decode steps, alternated with the tracer off and on
 };
 
 Status write_text(const std::string& path, const std::string& text) {
@@ -51,6 +53,34 @@ Status run_workload(ProgramSession& s, const std::vector<int>& prompt, int n_gen
     const int next = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     KILN_ASSIGN_OR_RETURN(logits, s.decode(std::span<const int>(&next, 1)));
   }
+  return Status::ok();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// The tracer's own cost: decode steps timed with the tracer off and at `level`, alternated token
+// by token in one session (so that a shared machine's drift falls on both alike).
+Status measure_overhead(ProgramSession& s, const std::vector<int>& prompt, int steps, ProfileLevel level) {
+  StepTracer t(level);
+  std::vector<double> off, on;
+  std::span<const float> logits;
+  s.reset();
+  KILN_ASSIGN_OR_RETURN(logits, s.decode(prompt));
+  for (int i = 0; i < 2 * steps && s.position() < s.n_ctx(); ++i) {
+    const bool traced = i % 2 == 1;
+    s.set_tracer(traced ? &t : nullptr);
+    const int next = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    const auto t0 = std::chrono::steady_clock::now();
+    KILN_ASSIGN_OR_RETURN(logits, s.decode(std::span<const int>(&next, 1)));
+    (traced ? on : off).push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  s.set_tracer(nullptr);
+  const double a = median(off), b = median(on);
+  std::fprintf(stderr, "kiln: overhead: decode step median %.4f ms off, %.4f ms %s (%+.2f %%), %zu steps each, alternated\n",
+               a * 1e3, b * 1e3, std::string(profile_level_name(level)).c_str(), a > 0 ? 100 * (b / a - 1) : 0.0, on.size());
   return Status::ok();
 }
 
@@ -89,7 +119,7 @@ int profile(ProfileCmd c) {
   if (!opened) return fail(opened.status());
   const CompiledModel& model = *opened->model;
   const ModelConfig& cfg = model.config();
-  const int n_ctx = c.n_prompt + c.n_gen;
+  const int n_ctx = c.n_prompt + std::max(c.n_gen, 2 * c.overhead);
   if (n_ctx > cfg.max_seq_len)
     return usage_error("-p plus -n is " + std::to_string(n_ctx) + " tokens, more than the model's maximum of " +
                        std::to_string(cfg.max_seq_len));
@@ -114,6 +144,8 @@ int profile(ProfileCmd c) {
   s.set_tracer(nullptr);
   if (!run && !tracer.fault()) return fail(run);
   const MemoryParts memory = memory_parts(s);
+  if (c.overhead > 0 && run)
+    if (Status st = measure_overhead(s, prompt, c.overhead, *level); !st) return fail(st);
 
   Profile p = build_profile(model, tracer, s.kv_dtype(), c.threads, memory, Ceilings{}, c.n_prompt);
   p.model = c.model;
@@ -139,7 +171,7 @@ void add_profile_command(CLI::App& app, int& exit_code) {
   auto c = std::make_shared<ProfileCmd>();
   CLI::App* cmd = app.add_subcommand("profile", "Where time and memory go, per instruction, op, layer and back end; trace and HTML report");
   cmd->add_option("model,-m,--model", c->model, ".kiln file or source model (default: the shipped stories260K)");
-  cmd->add_option("-p,--n-prompt", c->n_prompt, "prompt tokens (one prefill)")->check(at_least(1));
+  cmd->add_option("-p,--n-prompt", c->n_prompt, "prompt tokens (prefilled in steps of up to the program's step size)")->check(at_least(1));
   cmd->add_option("-n,--n-gen", c->n_gen, "tokens decoded after it")->check(at_least(0));
   cmd->add_option("-t,--threads", c->threads, "threads (default: all CPUs, as kiln bench)")->check(at_least(0));
   cmd->add_option("--level", c->level, "basic (per step) or detailed (per instruction)");
@@ -149,6 +181,8 @@ void add_profile_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--top", c->top, "rows of each table (0: all)")->check(at_least(0));
   cmd->add_flag("--check-numerics", c->check_numerics,
                 "scan every instruction's outputs; stop at the first NaN or infinity (exit status 2)");
+  cmd->add_option("--overhead", c->overhead,
+                  "then time N decode steps with the tracer off and N at --level, alternated (stderr)")->check(at_least(0));
   cmd->add_flag("--no-warmup", c->no_warmup, "skip the untimed run before the profiled one");
   cmd->add_flag("--no-ceilings", c->no_ceilings, "do not measure the bandwidth and compute ceilings");
   cmd->add_option("--bw-mib", c->bw_mib, "bandwidth probe buffer in MiB (default: max(1 GiB, 4 x LLC))")->check(at_least(0));

@@ -41,10 +41,15 @@ void StepTracer::end_step(size_t step) {
   StepRecord& r = steps_[step];
   r.end_ns = now_ns();
   r.n_instructions = static_cast<uint32_t>(instructions_.size()) - r.first_instruction;
-  r.rss_bytes = resident_bytes_now();
+  if (rss_ == 0 || r.end_ns - rss_at_ns_ >= 1000000) {
+    rss_ = resident_bytes_now();
+    rss_at_ns_ = r.end_ns;
+  }
+  r.rss_bytes = rss_;
 }
 
 void StepTracer::clear() {
+  rss_ = 0;
   steps_.clear();
   instructions_.clear();
   fault_.reset();
