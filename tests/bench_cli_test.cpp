@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "runtime/bandwidth.h"
-#include "runtime/compute_probe.h"
+#include "perf/bandwidth.h"
+#include "perf/compute_probe.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -193,6 +193,36 @@ TEST(ComputeProbe, CountsThePrefillProducts) {
   auto bad = prefill_products(g, 5, 2, 0);
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.status().message().find("w5a3"), std::string::npos) << bad.status().message();
+}
+
+// Issue 23 row 21: the peak RSS bench reports for the whole run is the one /usr/bin/time -v
+// sees, the bandwidth probe's helper process (its buffer set by --bw-mib) included; kiln's own
+// peak stays small.
+TEST(BenchCli, RunPeakIsWhatTimeSees) {
+  if (!std::filesystem::exists("/usr/bin/time") || test::under_emulator() || test::kSanitized)
+    GTEST_SKIP() << "needs /usr/bin/time, natively";
+  const std::string base = test::temp_dir() + "/time_bench";
+  const std::string cmd = "/usr/bin/time -v " + test::shell_quote(KILN_BINARY) + " bench " +
+                          test::shell_quote(test::shipped_model()) +
+                          " -p 16 -n 8 -r 2 --json --threads 1 --bw-mib 128 --bw-passes 2 >" + base + ".out 2>" + base + ".err";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << test::read_file(base + ".err");
+  const json j = json::parse(test::read_file(base + ".out"), nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  const std::string err = test::read_file(base + ".err");
+  const std::string key = "Maximum resident set size (kbytes): ";
+  const size_t at = err.find(key);
+  ASSERT_NE(at, std::string::npos) << err;
+  const double seen = std::stod(err.substr(at + key.size())) * 1024;
+  const double run_peak = j["run_peak_rss_bytes"].get<double>();
+  EXPECT_GE(run_peak, 128.0 * 1024 * 1024);  // the probe's buffer is in it
+  EXPECT_NEAR(run_peak, seen, 0.02 * seen);   // kiln's allocations after the JSON is written aside
+  EXPECT_LT(j["peak_rss_bytes"].get<double>(), 64.0 * 1024 * 1024);
+  auto text = test::run_kiln("bench " + test::shell_quote(test::shipped_model()) +
+                             " -p 16 -n 8 -r 2 --threads 1 --bw-mib 128 --bw-passes 2");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("the bandwidth probe's 128.0 MiB buffer included, is "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("(what /usr/bin/time -v reports; --bw-mib sets the buffer): the probe ran in a helper process"),
+            std::string::npos) << text.out;
 }
 
 }  // namespace

@@ -95,5 +95,7 @@ void add_detokenize_command(CLI::App& app, int& exit_code);
 void add_bench_tokenizer_command(CLI::App& app, int& exit_code);
 void add_synth_command(CLI::App& app, int& exit_code);
 void add_bench_command(CLI::App& app, int& exit_code);
+void add_profile_command(CLI::App& app, int& exit_code);
+void add_compare_command(CLI::App& app, int& exit_code);
 
 }  // namespace kiln::cli

@@ -1,5 +1,5 @@
 // kiln bench: prefill and decode speed in the spirit of llama-bench, against this machine's
-// rooflines measured in the same run (prefill: the kernels' arithmetic, runtime/compute_probe.h;
+// rooflines measured in the same run (prefill: the kernels' arithmetic, perf/compute_probe.h;
 // decode: the memory bandwidth); and (--cold-start) the time from process start to the first
 // generated token, page cache warm and cold.
 //
@@ -28,8 +28,10 @@
 #include <tuple>
 
 #include "quant/weight_params.h"
-#include "runtime/bandwidth.h"
-#include "runtime/compute_probe.h"
+#include "perf/bandwidth.h"
+#include "perf/compute_probe.h"
+#include "perf/profile.h"
+#include "perf/weight_summary.h"
 #include "runtime/program_session.h"
 #include "tools/cli_common.h"
 #include "engine/defaults.h"
@@ -99,59 +101,6 @@ Stats stats_of(std::vector<double> v) {
 
 OJ stats_json(const Stats& s) {
   return OJ{{"median", s.median}, {"min", s.min}, {"max", s.max}, {"stddev", s.stddev}, {"samples", s.samples}};
-}
-
-struct WeightSummary {
-  uint64_t weight_bytes = 0;    // every weight of the program
-  uint64_t read_per_token = 0;  // what one decoded token reads of them
-  std::string scheme;           // of most of the matmul bytes
-  int group = 0;
-  uint64_t parameters = 0;
-};
-
-WeightSummary summarize_weights(const CompiledModel& m) {
-  const Program& p = m.program();
-  const Graph& g = p.graph;
-  std::vector<bool> gathered_only(g.weights.size(), true);
-  std::vector<bool> used(g.weights.size(), false);
-  for (const Node& n : g.nodes)
-    for (int w : n.weights) {
-      used[static_cast<size_t>(w)] = true;
-      if (n.op != OpCode::kEmbed) gathered_only[static_cast<size_t>(w)] = false;
-    }
-  WeightSummary s;
-  std::map<std::string, uint64_t> by_scheme;
-  std::map<std::string, int> group_of;
-  for (size_t i = 0; i < g.weights.size(); ++i) {
-    const WeightDesc& w = g.weights[i];
-    const uint64_t bytes = m.image().weights[i].size();
-    uint64_t elems = 1;
-    for (int64_t d : w.shape) elems *= static_cast<uint64_t>(d);
-    s.parameters += elems;
-    s.weight_bytes += bytes;
-    const int64_t rows = w.shape.size() == 2 ? w.shape[0] : 1;
-    if (!used[i]) continue;
-    s.read_per_token += gathered_only[i] ? bytes / static_cast<uint64_t>(std::max<int64_t>(rows, 1)) : bytes;
-    if (w.shape.size() == 2 && w.name != "token_embd.weight" && w.name != "output.weight") {
-      by_scheme[w.scheme] += bytes;
-      group_of[w.scheme] = w.group_size;
-    }
-  }
-  uint64_t best = 0;
-  for (const auto& [scheme, bytes] : by_scheme)
-    if (bytes > best) {
-      best = bytes;
-      s.scheme = scheme;
-      s.group = group_of[scheme];
-    }
-  if (s.scheme.empty() && !g.weights.empty()) s.scheme = g.weights.front().scheme;
-  return s;
-}
-
-uint64_t peak_rss_bytes() {
-  struct rusage ru {};
-  ::getrusage(RUSAGE_SELF, &ru);
-  return static_cast<uint64_t>(ru.ru_maxrss) * 1024;  // KiB on Linux
 }
 
 // Resident memory now, by kind (Linux /proc/self/status; zeros elsewhere): where the peak went.
@@ -381,9 +330,13 @@ int bench(BenchCmd c) {
   const RssNow rss_end = rss_now();
   BandwidthResult bw;
   const bool probe_in_helper = probe != nullptr;
+  // The whole run's peak as `/usr/bin/time -v` reports it (wait4's maximum over the process and the
+  // children it reaped): the helper's buffer, or this process's after an in-process probe.
+  uint64_t run_peak = rss;
   if (probe) {
     bw = summarize_bandwidth(bw_passes, probe->bytes(), c.threads);
-    probe.reset();
+    probe.reset();  // reaped: its peak is now among the children's
+    run_peak = std::max(rss, children_peak_rss_bytes());
   } else {
     BandwidthOptions bo;
     bo.threads = c.threads;
@@ -392,6 +345,7 @@ int bench(BenchCmd c) {
     auto m = measure_read_bandwidth(bo);
     if (!m) return fail(m.status());
     bw = *m;
+    run_peak = peak_rss_bytes();
   }
 
   // The KV cache as the session keeps it (--kv-type), read in full up to the current position.
@@ -466,6 +420,7 @@ int bench(BenchCmd c) {
                         {"passes", bw.pass_gbs}, {"buffer_bytes", bw.bytes}, {"llc_bytes", bw.llc_bytes},
                         {"threads", bw.threads}, {"process", probe_in_helper ? "helper" : "self"}};
     j["peak_rss_bytes"] = rss;
+    j["run_peak_rss_bytes"] = run_peak;
     j["kv_cache_bytes"] = kv_cache;
     j["rss_budget_bytes"] = budget;
     j["rss_within_budget"] = rss <= budget;
@@ -522,6 +477,10 @@ int bench(BenchCmd c) {
               rss <= budget ? "within"
               : opened->kind == "kiln" ? "OVER"
                                        : "over (a source model compiled in memory also holds its source's pages)");
+  std::printf("           the run's peak, the bandwidth probe's %s buffer included, is %s (what /usr/bin/time -v "
+              "reports; --bw-mib sets the buffer): the probe ran %s\n",
+              mib(static_cast<double>(bw.bytes)).c_str(), mib(static_cast<double>(run_peak)).c_str(),
+              probe_in_helper ? "in a helper process" : "in this process, after the peak above was read");
   if (rss_end.total > 0)
     std::printf("           at the end: %s resident = %s file-backed (mapped weights, binary) + %s anonymous "
                 "(session %s: arena, scratch, KV cache; heap)\n",

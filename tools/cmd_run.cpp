@@ -31,6 +31,7 @@ struct RunOptions {
   std::string system;
   std::string chat_template;
   std::vector<std::string> sets;  // --set NAME=JSON, with --chat
+  bool check_numerics = false;
 };
 
 // A pipe or a regular file on stdin is a prompt; a terminal, /dev/null or a socket is not (a
@@ -88,8 +89,10 @@ int run(RunOptions o) {
   if (Status s = check_ctx_flag(g.n_ctx, cfg.max_seq_len, g.model); !s.is_ok()) return fail(s);
   auto executor = executor_for(g);
   if (!executor) return fail(executor.status());
+  StepTracer numerics(ProfileLevel::kOff, /*check_numerics=*/true);  // outlives the session
   auto session = ProgramSession::create(opened->model, g.n_ctx, *executor, kv_dtype(g.kv_type));
   if (!session) return fail(session.status().with_context(g.model));
+  if (o.check_numerics) (*session)->set_tracer(&numerics);
   std::fprintf(stderr, "kiln: loaded %s (%s, %s, %d layers, dim %d, vocab %d) in %.1f ms\n", g.model.c_str(),
                opened->kind.c_str(), std::string(arch_name(cfg.arch)).c_str(), cfg.n_layers, cfg.dim, cfg.vocab_size,
                load_ms);
@@ -132,6 +135,8 @@ void add_run_command(CLI::App& app, int& exit_code) {
       ->each([p = opts.get()](const std::string&) { p->prompt_given = true; });
   cmd->add_option("-f,--file", opts->prompt_file, "read the prompt from a file");
   cmd->add_flag("--echo", opts->echo, "print the prompt before the generated text");
+  cmd->add_flag("--check-numerics", opts->check_numerics,
+                "scan every instruction's outputs; stop at the first NaN or infinity (exit status 2)");
   cmd->add_flag("--chat", opts->chat, "send the prompt as a user message through the model's chat template");
   cmd->add_option("--system", opts->system, "with --chat: the system prompt");
   cmd->add_option("--chat-template", opts->chat_template, "with --chat: a Jinja template file instead of the model's");

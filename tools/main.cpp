@@ -80,6 +80,8 @@ int main(int argc, char** argv) {
   kiln::cli::add_bench_tokenizer_command(app, exit_code);
   kiln::cli::add_synth_command(app, exit_code);
   kiln::cli::add_bench_command(app, exit_code);
+  kiln::cli::add_profile_command(app, exit_code);
+  kiln::cli::add_compare_command(app, exit_code);
 
   // Before CLI11, which answers all of these with "A subcommand is required".
   if (argc < 2 || std::strcmp(argv[1], "help") == 0) {

@@ -187,6 +187,10 @@ KILN_API kiln_status kiln_detokenize(const kiln_model* model, const int32_t* ids
 /* ---- session ---------------------------------------------------------------------------- */
 
 typedef enum kiln_kv_type { KILN_KV_F32 = 0, KILN_KV_F16 } kiln_kv_type;
+/* What a session records of each call, for kiln_session_profile_json(): nothing (no cost), each
+ * step's totals (time to first token, prefill and decode rates, memory), or also every program
+ * instruction (op, layer, back end, kernel, time, bytes moved, FLOPs, achieved rates). */
+typedef enum kiln_profiling { KILN_PROFILE_OFF = 0, KILN_PROFILE_BASIC, KILN_PROFILE_DETAILED } kiln_profiling;
 #define KILN_SEED_RANDOM UINT64_MAX
 
 typedef struct kiln_session_params {
@@ -201,6 +205,10 @@ typedef struct kiln_session_params {
   float repeat_penalty;   /* 1: off (default) */
   int32_t repeat_last_n;  /* tokens the penalty looks back on; default 64 */
   int32_t priority;       /* under the budget, lower priorities are snapshotted first; default 0 */
+  kiln_profiling profiling; /* KILN_PROFILE_OFF (default), _BASIC or _DETAILED */
+  int32_t check_numerics;   /* non-zero: each instruction's outputs are scanned, and the first NaN or
+                               infinity ends the call with KILN_E_INTERNAL naming the op, its layer,
+                               the token position and the ranges of the op's inputs */
 } kiln_session_params;
 
 KILN_API kiln_session_params kiln_session_default_params(void);
@@ -283,6 +291,14 @@ typedef struct kiln_session_stats {
   int32_t evicted;          /* non-zero while the KV cache is in a snapshot file */
 } kiln_session_stats;
 KILN_API kiln_status kiln_session_stats_get(kiln_session* session, kiln_session_stats* out);
+/* The profile of the session's last generate or chat call, as one JSON object (UTF-8): level,
+ * time_to_first_token_s, prefill and decode (steps, tokens, seconds, tokens_per_second; at
+ * KILN_PROFILE_DETAILED also bytes moved and tables by_op, by_kind, by_backend, by_layer,
+ * by_instruction), memory (peak RSS and its parts), numerics_fault when check_numerics stopped it.
+ * Written as kiln_detokenize writes: `len` gets the bytes needed, nothing is written when they do
+ * not fit `capacity` (KILN_E_INVALID_ARGUMENT), a NUL follows when there is room. A session made
+ * with KILN_PROFILE_OFF, or before its first call: KILN_E_INVALID_ARGUMENT. */
+KILN_API kiln_status kiln_session_profile_json(kiln_session* session, char* buf, size_t capacity, size_t* len);
 
 #ifdef __cplusplus
 }

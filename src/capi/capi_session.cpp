@@ -125,6 +125,8 @@ KILN_API kiln_status kiln_session_create(kiln_model* model, const kiln_session_p
     if (!(p.top_p >= 0 && p.top_p <= 1)) return bad("top_p must be in 0..1");
     if (!(p.min_p >= 0 && p.min_p <= 1)) return bad("min_p must be in 0..1");
     if (!(p.repeat_penalty > 0)) return bad("repeat_penalty must be more than 0 (1 is off)");
+    if (p.profiling != KILN_PROFILE_OFF && p.profiling != KILN_PROFILE_BASIC && p.profiling != KILN_PROFILE_DETAILED)
+      return bad("profiling must be KILN_PROFILE_OFF, KILN_PROFILE_BASIC or KILN_PROFILE_DETAILED");
     SessionOptions o;
     o.n_ctx = p.n_ctx;
     o.kv_dtype = p.kv_type == KILN_KV_F16 ? DType::kF16 : DType::kF32;
@@ -136,6 +138,10 @@ KILN_API kiln_status kiln_session_create(kiln_model* model, const kiln_session_p
     o.sampler.repeat_last_n = p.repeat_last_n;
     o.sampler.seed = resolve_seed(p.seed == KILN_SEED_RANDOM ? std::nullopt : std::optional<uint64_t>(p.seed));
     o.priority = p.priority;
+    o.profiling = p.profiling == KILN_PROFILE_DETAILED ? ProfileLevel::kDetailed
+                  : p.profiling == KILN_PROFILE_BASIC  ? ProfileLevel::kBasic
+                                                       : ProfileLevel::kOff;
+    o.check_numerics = p.check_numerics != 0;
     auto s = model->model->new_session(o);
     if (!s) return fail(s.status().with_context("kiln_session_create"));
     auto* h = new kiln_session{std::move(*s)};
@@ -232,6 +238,23 @@ KILN_API kiln_status kiln_session_stats_get(kiln_session* session, kiln_session_
     r.generating = s.generating ? 1 : 0;
     r.evicted = s.evicted ? 1 : 0;
     write_sized(out, r);
+    return ok();
+  });
+}
+
+KILN_API kiln_status kiln_session_profile_json(kiln_session* session, char* buf, size_t capacity, size_t* len) {
+  return guarded("kiln_session_profile_json", [&] {
+    if (!check_handle(session, HandleKind::kSession, "kiln_session_profile_json")) return KILN_E_INVALID_ARGUMENT;
+    if (len == nullptr) return fail(KILN_E_INVALID_ARGUMENT, "kiln_session_profile_json: len is NULL");
+    if (buf == nullptr && capacity > 0) return fail(KILN_E_INVALID_ARGUMENT, "kiln_session_profile_json: buf is NULL");
+    auto j = session->session->profile_json();
+    if (!j) return fail(j.status().with_context("kiln_session_profile_json"));
+    *len = j->size();
+    if (j->size() > capacity)
+      return fail(KILN_E_INVALID_ARGUMENT, "kiln_session_profile_json: " + std::to_string(j->size()) +
+                                               " bytes do not fit a buffer of " + std::to_string(capacity));
+    std::memcpy(buf, j->data(), j->size());
+    if (j->size() < capacity) buf[j->size()] = '\0';
     return ok();
   });
 }

@@ -8,6 +8,8 @@
 #include <map>
 
 #include "core/byte_reader.h"
+#include "perf/profile.h"
+#include "perf/profile_json.h"
 #include "runtime/session_snapshot.h"
 
 namespace kiln {
@@ -230,6 +232,8 @@ Result<std::shared_ptr<RuntimeSession>> RuntimeModel::new_session(const SessionO
   s->options_ = o;
   s->n_ctx_ = n_ctx;
   s->sampler_.emplace(o.sampler, config_.vocab_size);
+  if (o.profiling != ProfileLevel::kOff || o.check_numerics)
+    s->tracer_ = std::make_unique<StepTracer>(o.profiling, o.check_numerics);
   {
     std::lock_guard<std::recursive_mutex> lock(rt_->mu_);
     sessions_.erase(std::remove_if(sessions_.begin(), sessions_.end(), [](const auto& w) { return w.expired(); }),
@@ -281,6 +285,7 @@ Status RuntimeSession::resume() {
     return s.status();
   }
   session_ = std::move(*s);
+  session_->set_tracer(tracer_.get());
   bytes_ = need;
   if (!snapshot_.empty()) {
     // The cache is only a cache: a snapshot that cannot be read costs a longer prefill, no more.
@@ -321,9 +326,16 @@ Result<GenerationStats> RuntimeSession::run(std::span<const int> prompt, const T
   go.stop_strings = turn.stop;
   go.cancel = &cancel_;
   go.decoding = &model_->rt_->executor_->decoding();
+  if (tracer_) tracer_->clear();
   generating_.store(true);
   auto st = generate_reusing(*session_, cached_, *sampler_, model_->tokenizer(), prompt, turn.max_tokens, sink, go);
   generating_.store(false);
+  if (tracer_ && tracer_->level() != ProfileLevel::kOff) {
+    Profile p = build_profile(*session_->model(), *tracer_, options_.kv_dtype, session_->n_threads(),
+                              memory_parts(*session_), Ceilings{}, st ? st->prompt_tokens : -1);
+    p.model = model_->path();
+    profile_ = profile_to_json(p).dump();
+  }
   position_.store(static_cast<int>(cached_.size()));
   {
     std::lock_guard<std::recursive_mutex> lock(model_->rt_->mu_);
@@ -389,6 +401,15 @@ Status RuntimeSession::restore(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(cached_, load_session_snapshot(*session_, path));
   position_.store(static_cast<int>(cached_.size()));
   return Status::ok();
+}
+
+Result<std::string> RuntimeSession::profile_json() {
+  KILN_RETURN_IF_ERROR(enter());
+  const Held held{this};
+  if (!tracer_ || tracer_->level() == ProfileLevel::kOff)
+    return invalid_argument("the session was created without profiling (set its profiling level)");
+  if (profile_.empty()) return invalid_argument("no call has run on the session yet");
+  return profile_;
 }
 
 SessionState RuntimeSession::state() {

@@ -27,6 +27,7 @@
 #include "runtime/generate.h"
 #include "runtime/perf_mode.h"
 #include "runtime/program_session.h"
+#include "runtime/step_trace.h"
 
 namespace kiln {
 
@@ -58,6 +59,10 @@ struct SessionOptions {
   DType kv_dtype = DType::kF32;
   SamplerParams sampler;
   int priority = 0;
+  // Records each call's steps (runtime/step_trace.h); profile_json() reports the last call.
+  ProfileLevel profiling = ProfileLevel::kOff;
+  // Each instruction's outputs scanned; the first NaN or infinity ends the call with an error.
+  bool check_numerics = false;
 };
 
 struct TurnOptions {
@@ -159,6 +164,9 @@ class RuntimeSession {
   Status save(const std::string& path);
   Status restore(const std::string& path);
   SessionState state();
+  // The profile of the last generate or chat call (perf/profile_json.h), as JSON text; an error
+  // when the session was made without profiling.
+  Result<std::string> profile_json();
   int n_ctx() const { return n_ctx_; }
   const std::shared_ptr<RuntimeModel>& model() const { return model_; }
 
@@ -197,6 +205,8 @@ class RuntimeSession {
   std::optional<Sampler> sampler_;
   std::optional<ChatFormat> chat_;
   uint64_t last_used_ = 0;
+  std::unique_ptr<StepTracer> tracer_;  // profiling or check_numerics; set on session_
+  std::string profile_;                 // the last call's profile, JSON
 };
 
 }  // namespace kiln

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <new>
 
+#include "runtime/numerics_check.h"
+
 namespace kiln {
 
 Result<std::unique_ptr<ProgramSession>> ProgramSession::create(std::shared_ptr<const CompiledModel> model, int n_ctx,
@@ -129,7 +131,9 @@ Result<std::span<const float>> ProgramSession::step(std::span<const int> tokens,
     std::unique_lock<std::mutex> hold(executor_->mutex(), std::defer_lock);
     if (!held) hold.lock();
     ctx.pool = executor_->pool();
-    for (const auto& k : model_->kernels()) KILN_RETURN_IF_ERROR(k->run(ctx));
+    if (tracer_ != nullptr) KILN_RETURN_IF_ERROR(run_traced(ctx, *tracer_));
+    else
+      for (const auto& k : model_->kernels()) KILN_RETURN_IF_ERROR(k->run(ctx));
   }
   pos_ += n;
   const Program& p = model_->program();
@@ -140,6 +144,30 @@ Result<std::span<const float>> ProgramSession::step(std::span<const int> tokens,
   // tail, every row was computed).
   const size_t row = logits_from_tail_ ? 0 : static_cast<size_t>(n - 1);
   return std::span<const float>(logits + v * row, v);
+}
+
+Status ProgramSession::run_traced(const StepContext& ctx, StepTracer& t) {
+  const bool steps = t.level() != ProfileLevel::kOff;
+  const bool each = t.per_instruction();
+  const size_t step = steps ? t.begin_step(ctx.n_tokens, ctx.first_pos, ctx.n_tokens, ctx.all_logits) : 0;
+  const Program& p = model_->program();
+  const auto& kernels = model_->kernels();
+  Status st;
+  for (size_t k = 0; k < kernels.size() && st; ++k) {
+    const uint64_t begin = each ? t.now_ns() : 0;
+    st = kernels[k]->run(ctx);
+    if (each) t.instruction(static_cast<int>(k), begin, t.now_ns());
+    if (!st) break;
+    const int rows = output_rows(p.graph.nodes[k], ctx);
+    if (t.after_instruction) t.after_instruction(static_cast<int>(k), ctx, rows);
+    if (t.check_numerics())
+      if (auto f = scan_outputs(p, static_cast<int>(k), ctx, rows, ctx.first_pos)) {
+        st = numerics_error(*f);
+        t.set_fault(std::move(*f));
+      }
+  }
+  if (steps) t.end_step(step);
+  return st;
 }
 
 namespace {
@@ -263,12 +291,52 @@ void ProgramSession::run_batch(std::span<DecodeRequest* const> batch) {
     c.kv_dtype = s.kv_dtype_;
     return c;
   };
+  // The batch's tracers (see step_trace.h): each records the whole step; a row whose session
+  // checks numerics and meets a non-finite value fails alone (rows do not mix).
+  std::array<Status, StepExecutor::kMaxBatch> row_status;
+  std::array<size_t, StepExecutor::kMaxBatch> trace_step{};
+  bool traced = false, checked = false, each = false;
+  for (int i = 0; i < n; ++i)
+    if (StepTracer* t = batch[static_cast<size_t>(i)]->session->tracer_) {
+      traced = true;
+      checked = checked || t->check_numerics();
+      each = each || t->per_instruction();
+      if (t->level() != ProfileLevel::kOff)
+        trace_step[static_cast<size_t>(i)] = t->begin_step(1, batch[static_cast<size_t>(i)]->session->pos_, n, false);
+    }
+  auto tracer_of = [&](int i) { return batch[static_cast<size_t>(i)]->session->tracer_; };
+  using Clock = std::chrono::steady_clock;
+  auto record = [&](size_t k, Clock::time_point begin) {
+    const Clock::time_point end = Clock::now();
+    for (int i = 0; i < n; ++i)
+      if (StepTracer* t = tracer_of(i); t != nullptr && t->per_instruction())
+        t->instruction(static_cast<int>(k), t->at(begin), t->at(end));
+  };
+  // After node k ran on row `row` of `c` (every row: -1): the numerics of the rows whose session checks.
+  auto check_rows = [&](size_t k, const StepContext& c, int row) {
+    int from = 0;
+    const int rows = row < 0 ? n : 1;
+    while (auto f = scan_outputs(p, static_cast<int>(k), c, rows, 0, from)) {
+      const int i = row < 0 ? f->row : row;
+      from = f->row + 1;
+      StepTracer* t = tracer_of(i);
+      if (t == nullptr || !t->check_numerics() || !row_status[static_cast<size_t>(i)]) continue;
+      f->position = batch[static_cast<size_t>(i)]->session->pos_;
+      row_status[static_cast<size_t>(i)] = numerics_error(*f);
+      t->set_fault(std::move(*f));
+    }
+  };
   Status st;
   const auto& kernels = model_->kernels();
   for (size_t k = 0; k < kernels.size() && st; ++k) {
     const Node& node = g.nodes[k];
+    const Clock::time_point begin = each ? Clock::now() : Clock::time_point();
     if (row_wise(node.op)) {
       st = kernels[k]->run(all);
+      if (traced) {
+        if (checked && st) check_rows(k, all, -1);
+        if (each) record(k, begin);
+      }
       continue;
     }
     // Row by row: inputs copied to row 0 of the row arena, outputs gathered, then written back
@@ -284,6 +352,7 @@ void ProgramSession::run_batch(std::span<DecodeRequest* const> batch) {
         std::memcpy(c.arena + at, all.arena + at + static_cast<size_t>(i) * w, w);
       }
       st = kernels[k]->run(c);
+      if (checked && st) check_rows(k, c, i);
       float* out = staging_.data() + static_cast<size_t>(i) * out_width;
       for (int v : node.outputs) {
         const size_t w = static_cast<size_t>(g.values[static_cast<size_t>(v)].width);
@@ -300,12 +369,17 @@ void ProgramSession::run_batch(std::span<DecodeRequest* const> batch) {
         in += w;
       }
     }
+    if (each) record(k, begin);
   }
+  if (traced)
+    for (int i = 0; i < n; ++i)
+      if (StepTracer* t = tracer_of(i); t != nullptr && t->level() != ProfileLevel::kOff)
+        t->end_step(trace_step[static_cast<size_t>(i)]);
   const auto* logits = reinterpret_cast<const float*>(all.arena + offsets[static_cast<size_t>(g.logits_output)]);
   for (int i = 0; i < n; ++i) {
     DecodeRequest* r = batch[static_cast<size_t>(i)];
-    if (!st) {
-      finish(r, st, {});
+    if (!st || !row_status[static_cast<size_t>(i)]) {
+      finish(r, st ? row_status[static_cast<size_t>(i)] : st, {});
       continue;
     }
     ProgramSession& s = *r->session;

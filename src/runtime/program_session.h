@@ -8,6 +8,7 @@
 
 #include "runtime/compiled_model.h"
 #include "runtime/decoder.h"
+#include "runtime/step_trace.h"
 #include "runtime/step_executor.h"
 
 namespace kiln {
@@ -47,7 +48,13 @@ class ProgramSession final : public Decoder {
   void reset() override { pos_ = 0; }
   void rewind(int position) override { pos_ = position < 0 ? 0 : position < pos_ ? position : pos_; }
   DType kv_dtype() const { return kv_dtype_; }
+  // Profiling and --check-numerics (step_trace.h): the session records its steps into `tracer`
+  // (null: none, the default), which must outlive it or be unset first.
+  void set_tracer(StepTracer* tracer) { tracer_ = tracer; }
+  StepTracer* tracer() const { return tracer_; }
   size_t kv_cache_bytes() const { return keys_.size() + values_.size(); }
+  size_t arena_bytes() const { return arena_.size() + row_arena_.size(); }
+  size_t scratch_bytes() const { return scratch_.size(); }
   size_t reserved_bytes() const { return arena_.size() + scratch_.size() + kv_cache_bytes(); }
   // What create() would reserve for these arguments, without reserving it (for a budget).
   static size_t bytes_needed(const CompiledModel& model, int n_ctx, DType kv_dtype);
@@ -63,6 +70,8 @@ class ProgramSession final : public Decoder {
   ProgramSession() = default;
   // `held`: the caller holds the executor's mutex already.
   Result<std::span<const float>> step(std::span<const int> tokens, bool all_logits, bool held = false);
+  // step()'s kernels, recorded into `t` (and checked, for check_numerics).
+  Status run_traced(const StepContext& ctx, StepTracer& t);
   // Checks a token this session may decode next.
   Status check_next(int token) const;
   // Runs one step for `batch` (this session's request first; the executor held): a batch of one
@@ -85,6 +94,7 @@ class ProgramSession final : public Decoder {
   std::vector<float> staging_;
   std::vector<float> batch_logits_;
   std::shared_ptr<StepExecutor> executor_;
+  StepTracer* tracer_ = nullptr;
 };
 
 }  // namespace kiln

@@ -53,9 +53,10 @@ class ComputeProbe {
 
   // The roofline of a `tokens`-token prefill; an error names the back end without a measure.
   Result<PrefillRoofline> prefill(int tokens, int step_tokens, int depth = 0);
+  // Products of `s` per second on all threads in `backend`'s kernels for steps of `step_tokens`.
+  Result<double> rate(const std::string& backend, Scheme s, int step_tokens);
 
  private:
-  Result<double> rate(const std::string& backend, Scheme s, int step_tokens);
   const CompiledModel& model_;
   int threads_;
   double seconds_;

@@ -1,10 +1,11 @@
-#include "runtime/compute_probe.h"
+#include "perf/compute_probe.h"
 
 #include <algorithm>
 #include <latch>
 #include <optional>
 #include <thread>
 
+#include "perf/instruction_cost.h"
 #include "runtime/compiled_model.h"
 
 namespace kiln {
@@ -21,23 +22,10 @@ Result<std::vector<ProductCount>> prefill_products(const Graph& g, int tokens, i
   };
   for (int first = 0; first < tokens; first += step_tokens) {
     const int n = std::min(step_tokens, tokens - first);
-    // Positions the step's queries attend to: min(p + 1, window) for each position p of the step.
-    double attended = 0;
-    for (int p = depth + first; p < depth + first + n; ++p) attended += window > 0 ? std::min(p + 1, window) : p + 1;
-    for (const Node& node : g.nodes) {
-      if (node.op == OpCode::kAttention) {
-        add(node.backend, Scheme::kF32, n, 2.0 * node.n_heads * node.head_dim * attended);  // q k, then p v
-        continue;
-      }
-      if (node.op == OpCode::kEmbed) continue;  // a gather, no products
-      for (int wi : node.weights) {
-        const WeightDesc& w = g.weights[static_cast<size_t>(wi)];
-        if (w.shape.size() != 2) continue;  // norms and biases
-        const auto s = parse_scheme(w.scheme);
-        if (!s) return invalid_argument("weight '" + w.name + "' has no scheme '" + w.scheme + "'");
-        add(node.backend, *s, n, static_cast<double>(w.shape[0]) * static_cast<double>(w.shape[1]) * (node.tail ? 1 : n));
-      }
-    }
+    const double attended = attended_positions(depth + first, n, window);
+    for (const Node& node : g.nodes)
+      KILN_RETURN_IF_ERROR(node_products(g, node, node.tail ? 1 : n, attended,
+                                         [&](Scheme s, double products) { add(node.backend, s, n, products); }));
   }
   return out;
 }

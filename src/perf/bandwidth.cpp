@@ -1,4 +1,4 @@
-#include "runtime/bandwidth.h"
+#include "perf/bandwidth.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

@@ -1,0 +1,198 @@
+// kiln profile: where a prefill and a decode spend their time, per instruction, op, layer and back
+// end, with the bytes each moves and the rates it reaches against this machine's ceilings
+// (bandwidth and products per second, measured after the run); where the memory is; optionally a
+// Chrome/Perfetto trace and a self-contained HTML report. --check-numerics stops at the first
+// NaN or infinity an instruction writes and names it (exit status 2).
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <thread>
+
+#include "core/temp_file.h"
+#include "engine/defaults.h"
+#include "engine/open_model.h"
+#include "perf/bandwidth.h"
+#include "perf/compute_probe.h"
+#include "perf/html_report.h"
+#include "perf/profile.h"
+#include "perf/profile_json.h"
+#include "perf/profile_text.h"
+#include "perf/trace_json.h"
+#include "runtime/program_session.h"
+#include "tools/cli_common.h"
+#include "tools/generation_flags.h"
+
+namespace kiln::cli {
+
+namespace {
+
+struct ProfileCmd {
+  std::string model, scheme = "w4a16", tokenizer, level = "detailed", trace, report;
+  int n_prompt = 128, n_gen = 64, threads = 0, group = 32, top = 10;
+  std::string kv_type = "f32";
+  bool json = false, check_numerics = false, no_warmup = false, no_ceilings = false;
+  bool scheme_given = false;
+  int64_t bw_mib = 0;
+  int bw_passes = 3;
+  int overhead = 0;  // --overhead N: decode steps, alternated with the tracer off and on
+};
+
+Status write_text(const std::string& path, const std::string& text) {
+  return write_file_atomically(path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()))
+      .with_context(path);
+}
+
+// The prompt (fixed pseudo-random tokens, as `kiln bench`'s) and greedy decoding after it.
+Status run_workload(ProgramSession& s, const std::vector<int>& prompt, int n_gen) {
+  s.reset();
+  std::span<const float> logits;
+  KILN_ASSIGN_OR_RETURN(logits, s.decode(prompt));
+  for (int i = 0; i < n_gen; ++i) {
+    const int next = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    KILN_ASSIGN_OR_RETURN(logits, s.decode(std::span<const int>(&next, 1)));
+  }
+  return Status::ok();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// The tracer's own cost: decode steps timed with the tracer off and at `level`, alternated token
+// by token in one session (so that a shared machine's drift falls on both alike).
+Status measure_overhead(ProgramSession& s, const std::vector<int>& prompt, int steps, ProfileLevel level) {
+  StepTracer t(level);
+  std::vector<double> off, on;
+  std::span<const float> logits;
+  s.reset();
+  KILN_ASSIGN_OR_RETURN(logits, s.decode(prompt));
+  for (int i = 0; i < 2 * steps && s.position() < s.n_ctx(); ++i) {
+    const bool traced = i % 2 == 1;
+    s.set_tracer(traced ? &t : nullptr);
+    const int next = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    const auto t0 = std::chrono::steady_clock::now();
+    KILN_ASSIGN_OR_RETURN(logits, s.decode(std::span<const int>(&next, 1)));
+    (traced ? on : off).push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  s.set_tracer(nullptr);
+  const double a = median(off), b = median(on);
+  std::fprintf(stderr, "kiln: overhead: decode step median %.4f ms off, %.4f ms %s (%+.2f %%), %zu steps each, alternated\n",
+               a * 1e3, b * 1e3, std::string(profile_level_name(level)).c_str(), a > 0 ? 100 * (b / a - 1) : 0.0, on.size());
+  return Status::ok();
+}
+
+Result<Ceilings> measure_ceilings(const ProfileCmd& c, const Profile& p, const CompiledModel& model) {
+  Ceilings out;
+  BandwidthOptions bo;
+  bo.bytes = static_cast<uint64_t>(c.bw_mib) << 20;
+  bo.threads = c.threads;
+  bo.passes = c.bw_passes;
+  KILN_ASSIGN_OR_RETURN(BandwidthResult bw, measure_read_bandwidth(bo));
+  out.bandwidth_gbs = bw.median_gbs;
+  ComputeProbe probe(model, c.threads);
+  for (const auto& key : needed_rates(p)) {
+    auto r = probe.rate(std::get<0>(key), std::get<1>(key), std::get<2>(key));
+    if (r) out.product_rate[key] = *r;  // a back end without a measure has no compute ceiling
+  }
+  return out;
+}
+
+int profile(ProfileCmd c) {
+  if (c.model.empty()) c.model = default_model_path();
+  if (c.threads <= 0) c.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  auto level = parse_profile_level(c.level);
+  if (!level) return usage_error("--level: " + level.status().message());
+  if (*level == ProfileLevel::kOff && !c.check_numerics) return usage_error("--level off profiles nothing");
+  if ((!c.trace.empty() || !c.report.empty()) && *level != ProfileLevel::kDetailed)
+    return usage_error("--trace and --report need --level detailed");
+  if (c.scheme_given)
+    if (std::string e = kiln_file_fixes(c.model, "-q", "quantization"); !e.empty()) return usage_error(e);
+  OpenOptions oo;
+  oo.tokenizer_path = c.tokenizer;
+  auto q = source_scheme(c.scheme, c.group);
+  if (!q) return usage_error(q.status().message());
+  oo.quant = *q;
+  auto opened = open_model(c.model, oo);
+  if (!opened) return fail(opened.status());
+  const CompiledModel& model = *opened->model;
+  const ModelConfig& cfg = model.config();
+  const int n_ctx = c.n_prompt + std::max(c.n_gen, 2 * c.overhead);
+  if (n_ctx > cfg.max_seq_len)
+    return usage_error("-p plus -n is " + std::to_string(n_ctx) + " tokens, more than the model's maximum of " +
+                       std::to_string(cfg.max_seq_len));
+  auto session = ProgramSession::create(opened->model, n_ctx, c.threads, kv_dtype(c.kv_type));
+  if (!session) return fail(session.status());
+  ProgramSession& s = **session;
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int> pick(0, cfg.vocab_size - 1);
+  std::vector<int> prompt(static_cast<size_t>(c.n_prompt));
+  for (int& t : prompt) t = pick(rng);
+
+  StepTracer tracer(*level, c.check_numerics);
+  s.set_tracer(&tracer);
+  // An untimed run first (page faults of the mapped weights, the workers' first wake-up), as
+  // `kiln bench` does; its records are dropped.
+  Status run;
+  if (!c.no_warmup) {
+    run = run_workload(s, prompt, std::min(c.n_gen, 4));
+    if (run) tracer.clear();
+  }
+  if (run) run = run_workload(s, prompt, c.n_gen);
+  s.set_tracer(nullptr);
+  if (!run && !tracer.fault()) return fail(run);
+  const MemoryParts memory = memory_parts(s);
+  if (c.overhead > 0 && run)
+    if (Status st = measure_overhead(s, prompt, c.overhead, *level); !st) return fail(st);
+
+  Profile p = build_profile(model, tracer, s.kv_dtype(), c.threads, memory, Ceilings{}, c.n_prompt);
+  p.model = c.model;
+  if (!c.no_ceilings && *level == ProfileLevel::kDetailed && !tracer.fault()) {
+    auto ceilings = measure_ceilings(c, p, model);
+    if (!ceilings) return fail(ceilings.status());
+    p = build_profile(model, tracer, s.kv_dtype(), c.threads, memory, *ceilings, c.n_prompt);
+    p.model = c.model;
+  }
+  if (!c.trace.empty())
+    if (Status st = write_text(c.trace, trace_to_json(p).dump()); !st) return fail(st);
+  if (!c.report.empty())
+    if (Status st = write_text(c.report, profile_to_html(p)); !st) return fail(st);
+  if (c.json) std::printf("%s\n", profile_to_json(p, static_cast<size_t>(c.top)).dump(2).c_str());
+  else std::fputs(profile_to_text(p, static_cast<size_t>(c.top)).c_str(), stdout);
+  if (!run) return finish_stdout(fail(run));
+  return finish_stdout(0);
+}
+
+}  // namespace
+
+void add_profile_command(CLI::App& app, int& exit_code) {
+  auto c = std::make_shared<ProfileCmd>();
+  CLI::App* cmd = app.add_subcommand("profile", "Where time and memory go, per instruction, op, layer and back end; trace and HTML report");
+  cmd->add_option("model,-m,--model", c->model, ".kiln file or source model (default: the shipped stories260K)");
+  cmd->add_option("-p,--n-prompt", c->n_prompt, "prompt tokens (prefilled in steps of up to the program's step size)")->check(at_least(1));
+  cmd->add_option("-n,--n-gen", c->n_gen, "tokens decoded after it")->check(at_least(0));
+  cmd->add_option("-t,--threads", c->threads, "threads (default: all CPUs, as kiln bench)")->check(at_least(0));
+  cmd->add_option("--level", c->level, "basic (per step) or detailed (per instruction)");
+  cmd->add_option("--trace", c->trace, "write a Chrome trace-event JSON (Perfetto, chrome://tracing)");
+  cmd->add_option("--report", c->report, "write a self-contained HTML report");
+  cmd->add_flag("--json", c->json, "print the profile as one JSON object");
+  cmd->add_option("--top", c->top, "rows of each table (0: all)")->check(at_least(0));
+  cmd->add_flag("--check-numerics", c->check_numerics,
+                "scan every instruction's outputs; stop at the first NaN or infinity (exit status 2)");
+  cmd->add_option("--overhead", c->overhead,
+                  "then time N decode steps with the tracer off and N at --level, alternated (stderr)")->check(at_least(0));
+  cmd->add_flag("--no-warmup", c->no_warmup, "skip the untimed run before the profiled one");
+  cmd->add_flag("--no-ceilings", c->no_ceilings, "do not measure the bandwidth and compute ceilings");
+  cmd->add_option("--bw-mib", c->bw_mib, "bandwidth probe buffer in MiB (default: max(1 GiB, 4 x LLC))")->check(at_least(0));
+  cmd->add_option("--bw-passes", c->bw_passes, "timed passes of the bandwidth probe")->check(at_least(1));
+  cmd->add_option("-q,--quant", c->scheme, "scheme for a source model compiled in memory")
+      ->each([p = c.get()](const std::string&) { p->scheme_given = true; });
+  cmd->add_option("--group", c->group, "group size of a 4-bit scheme");
+  cmd->add_option("--tokenizer", c->tokenizer, "tokenizer file, if not the model's own");
+  add_kv_type_flag(cmd, c->kv_type);
+  cmd->callback([c, &exit_code] { exit_code = profile(*c); });
+}
+
+}  // namespace kiln::cli
