@@ -90,5 +90,6 @@ void add_detokenize_command(CLI::App& app, int& exit_code);
 void add_bench_tokenizer_command(CLI::App& app, int& exit_code);
 void add_synth_command(CLI::App& app, int& exit_code);
 void add_bench_command(CLI::App& app, int& exit_code);
+void add_serve_command(CLI::App& app, int& exit_code);
 
 }  // namespace kiln::cli
