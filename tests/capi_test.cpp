@@ -175,6 +175,39 @@ TEST(CApi, StopStringsAndCallbackStop) {
   kiln_model_free(m);
 }
 
+// A server gives each request its own sampling on a session that keeps its cache: after
+// kiln_session_set_sampling the text equals a fresh session's with those params, and the prefix
+// the session held is still reused.
+TEST(CApi, SetSamplingKeepsTheCache) {
+  Runtime rt;
+  kiln_model* m = load(rt.rt, kiln::test::shipped_model());
+  kiln_session* s = session(m, 0, 1);
+  generate(s, "Once upon a time", 10);
+  kiln_session_params p = kiln_session_default_params();
+  p.temperature = 1.0f;
+  p.seed = 42;
+  ASSERT_EQ(kiln_session_set_sampling(s, &p), KILN_OK) << kiln_last_error();
+  kiln_generate_result r;
+  r.size = sizeof r;
+  const std::string sampled = generate(s, "Once upon a time", 40, &r);
+  EXPECT_GT(r.reused_tokens, 3);
+  kiln_session* fresh = session(m, 1.0f, 42);
+  EXPECT_EQ(generate(fresh, "Once upon a time", 40), sampled);
+  // Back to greedy on the same session: the golden greedy text again.
+  kiln_session* greedy = session(m, 0, 1);
+  p.temperature = 0;
+  ASSERT_EQ(kiln_session_set_sampling(s, &p), KILN_OK);
+  EXPECT_EQ(generate(s, "Once upon a time", 40), generate(greedy, "Once upon a time", 40));
+  p.top_p = 2;
+  EXPECT_EQ(kiln_session_set_sampling(s, &p), KILN_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kiln_last_error()).find("top_p"), std::string::npos);
+  EXPECT_EQ(kiln_session_set_sampling(nullptr, &p), KILN_E_INVALID_ARGUMENT);
+  kiln_session_free(greedy);
+  kiln_session_free(fresh);
+  kiln_session_free(s);
+  kiln_model_free(m);
+}
+
 // Four sessions of one model on four threads, greedy and seeded: each equals its solo run.
 TEST(CApi, ConcurrentSessionsGiveTheirSoloResults) {
   Runtime rt(0, 2);

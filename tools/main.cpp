@@ -82,6 +82,9 @@ int main(int argc, char** argv) {
   kiln::cli::add_bench_command(app, exit_code);
   kiln::cli::add_profile_command(app, exit_code);
   kiln::cli::add_compare_command(app, exit_code);
+#ifdef KILN_HAVE_SERVER
+  kiln::cli::add_serve_command(app, exit_code);
+#endif
 
   // Before CLI11, which answers all of these with "A subcommand is required".
   if (argc < 2 || std::strcmp(argv[1], "help") == 0) {

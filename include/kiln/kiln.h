@@ -273,6 +273,10 @@ KILN_API kiln_status kiln_session_chat(kiln_session* session, const kiln_message
 /* Stops the session's generation before its next step (a prefill chunk or a token). Any thread,
  * any time; a session that is not generating ignores it. */
 KILN_API kiln_status kiln_session_cancel(kiln_session* session);
+/* The sampling of the next calls from `params`' seed, temperature, top_k, top_p, min_p,
+ * repeat_penalty and repeat_last_n (its other fields are ignored); the KV cache stays, so a server
+ * can give each request its own sampling on a session that holds a shared prefix. */
+KILN_API kiln_status kiln_session_set_sampling(kiln_session* session, const kiln_session_params* params);
 /* Forgets the conversation: the next call starts at position 0. */
 KILN_API kiln_status kiln_session_reset(kiln_session* session);
 /* The tokens and KV cache to `path` (written to a temporary file and renamed; checksummed; bound to

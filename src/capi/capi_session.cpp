@@ -80,6 +80,27 @@ kiln_status finish(const Result<GenerationStats>& r, kiln_generate_result* out, 
   return KILN_OK;
 }
 
+// What is wrong with a params struct's sampling fields, or nullptr.
+const char* sampler_error(const kiln_session_params& p) {
+  if (!(p.temperature >= 0)) return "temperature must be 0 (greedy) or more";
+  if (!(p.top_p >= 0 && p.top_p <= 1)) return "top_p must be in 0..1";
+  if (!(p.min_p >= 0 && p.min_p <= 1)) return "min_p must be in 0..1";
+  if (!(p.repeat_penalty > 0)) return "repeat_penalty must be more than 0 (1 is off)";
+  return nullptr;
+}
+
+SamplerParams sampler_of(const kiln_session_params& p) {
+  SamplerParams o;
+  o.temperature = p.temperature;
+  o.top_k = p.top_k;
+  o.top_p = p.top_p;
+  o.min_p = p.min_p;
+  o.repeat_penalty = p.repeat_penalty;
+  o.repeat_last_n = p.repeat_last_n;
+  o.seed = resolve_seed(p.seed == KILN_SEED_RANDOM ? std::nullopt : std::optional<uint64_t>(p.seed));
+  return o;
+}
+
 }  // namespace
 
 extern "C" {
@@ -121,22 +142,13 @@ KILN_API kiln_status kiln_session_create(kiln_model* model, const kiln_session_p
     auto bad = [](const std::string& m) { return fail(KILN_E_INVALID_ARGUMENT, "kiln_session_create: " + m); };
     if (p.n_ctx < 0) return bad("n_ctx " + std::to_string(p.n_ctx) + " is negative (0 takes the default)");
     if (p.kv_type != KILN_KV_F32 && p.kv_type != KILN_KV_F16) return bad("kv_type must be KILN_KV_F32 or KILN_KV_F16");
-    if (!(p.temperature >= 0)) return bad("temperature must be 0 (greedy) or more");
-    if (!(p.top_p >= 0 && p.top_p <= 1)) return bad("top_p must be in 0..1");
-    if (!(p.min_p >= 0 && p.min_p <= 1)) return bad("min_p must be in 0..1");
-    if (!(p.repeat_penalty > 0)) return bad("repeat_penalty must be more than 0 (1 is off)");
+    if (const char* why = sampler_error(p)) return bad(why);
     if (p.profiling != KILN_PROFILE_OFF && p.profiling != KILN_PROFILE_BASIC && p.profiling != KILN_PROFILE_DETAILED)
       return bad("profiling must be KILN_PROFILE_OFF, KILN_PROFILE_BASIC or KILN_PROFILE_DETAILED");
     SessionOptions o;
     o.n_ctx = p.n_ctx;
     o.kv_dtype = p.kv_type == KILN_KV_F16 ? DType::kF16 : DType::kF32;
-    o.sampler.temperature = p.temperature;
-    o.sampler.top_k = p.top_k;
-    o.sampler.top_p = p.top_p;
-    o.sampler.min_p = p.min_p;
-    o.sampler.repeat_penalty = p.repeat_penalty;
-    o.sampler.repeat_last_n = p.repeat_last_n;
-    o.sampler.seed = resolve_seed(p.seed == KILN_SEED_RANDOM ? std::nullopt : std::optional<uint64_t>(p.seed));
+    o.sampler = sampler_of(p);
     o.priority = p.priority;
     o.profiling = p.profiling == KILN_PROFILE_DETAILED ? ProfileLevel::kDetailed
                   : p.profiling == KILN_PROFILE_BASIC  ? ProfileLevel::kBasic
@@ -194,6 +206,18 @@ KILN_API kiln_status kiln_session_cancel(kiln_session* session) {
     if (!check_handle(session, HandleKind::kSession, "kiln_session_cancel")) return KILN_E_INVALID_ARGUMENT;
     session->session->cancel();
     return ok();
+  });
+}
+
+KILN_API kiln_status kiln_session_set_sampling(kiln_session* session, const kiln_session_params* params) {
+  return guarded("kiln_session_set_sampling", [&] {
+    if (!check_handle(session, HandleKind::kSession, "kiln_session_set_sampling")) return KILN_E_INVALID_ARGUMENT;
+    kiln_session_params p = kiln_session_default_params();
+    if (!read_params(params, p, "kiln_session_set_sampling")) return KILN_E_INVALID_ARGUMENT;
+    if (const char* why = sampler_error(p))
+      return fail(KILN_E_INVALID_ARGUMENT, std::string("kiln_session_set_sampling: ") + why);
+    const Status st = session->session->set_sampler(sampler_of(p));
+    return st ? ok() : fail(st.with_context("kiln_session_set_sampling"));
   });
 }
 

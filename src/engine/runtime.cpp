@@ -386,6 +386,14 @@ Status RuntimeSession::reset() {
   return Status::ok();
 }
 
+Status RuntimeSession::set_sampler(const SamplerParams& p) {
+  KILN_RETURN_IF_ERROR(enter());
+  const Held held{this};
+  options_.sampler = p;
+  sampler_.emplace(p, model_->config().vocab_size);
+  return Status::ok();
+}
+
 Status RuntimeSession::save(const std::string& path) {
   KILN_RETURN_IF_ERROR(enter());
   const Held held{this};

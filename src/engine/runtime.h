@@ -161,6 +161,8 @@ class RuntimeSession {
   // Any thread: the running call stops before its next step.
   void cancel() { cancel_.store(true); }
   Status reset();
+  // The sampler of the next calls (a server's per-request temperature and seed); the cache stays.
+  Status set_sampler(const SamplerParams& p);
   Status save(const std::string& path);
   Status restore(const std::string& path);
   SessionState state();

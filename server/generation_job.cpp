@@ -1,0 +1,90 @@
+// The generating thread calls the C API; the token callback hands text over under a mutex and
+// returns non-zero once the job is cancelled, so a cancel takes effect within one step.
+#include "server/generation_job.h"
+
+#include <cstring>
+
+namespace kiln::server {
+
+GenerationJob::GenerationJob(kiln_session* session, const GenerationRequest& req, int max_tokens) : session_(session) {
+  result_.size = sizeof result_;
+  thread_ = std::thread([this, session, req, max_tokens] { run(session, req, max_tokens); });
+}
+
+GenerationJob::~GenerationJob() {
+  cancel();
+  if (thread_.joinable()) thread_.join();
+}
+
+void GenerationJob::cancel() {
+  // Under mu_ and only while running: once finished the slot may already serve another request,
+  // and a late kiln_session_cancel would stop that one.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (finished_) return;
+  cancelled_.store(true);
+  kiln_session_cancel(session_);
+}
+
+int GenerationJob::on_token(void* self, const char* text, size_t len, const int32_t*, size_t) {
+  auto* job = static_cast<GenerationJob*>(self);
+  {
+    std::lock_guard<std::mutex> lock(job->mu_);
+    job->pending_.append(text, len);
+  }
+  job->cv_.notify_all();
+  return job->cancelled_.load() ? 1 : 0;
+}
+
+void GenerationJob::run(kiln_session* session, GenerationRequest req, int max_tokens) {
+  kiln_session_params sp = kiln_session_default_params();
+  if (req.temperature) sp.temperature = static_cast<float>(*req.temperature);
+  if (req.top_p) sp.top_p = static_cast<float>(*req.top_p);
+  sp.seed = req.seed ? *req.seed : KILN_SEED_RANDOM;
+  kiln_status st = kiln_session_set_sampling(session, &sp);
+  kiln_generate_result res{};
+  res.size = sizeof res;
+  if (st == KILN_OK) {
+    std::vector<const char*> stops;
+    for (const std::string& s : req.stop) stops.push_back(s.c_str());
+    kiln_generate_params gp = kiln_generate_default_params();
+    gp.max_tokens = max_tokens;
+    gp.stop = stops.empty() ? nullptr : stops.data();
+    gp.n_stop = stops.size();
+    if (req.chat) {
+      std::vector<kiln_message> ms;
+      for (const ChatMessage& m : req.messages) ms.push_back(kiln_message{m.role.c_str(), m.content.c_str()});
+      st = kiln_session_chat(session, ms.data(), ms.size(), &gp, &GenerationJob::on_token, this, &res);
+    } else {
+      st = kiln_session_generate(session, req.prompt.c_str(), &gp, &GenerationJob::on_token, this, &res);
+    }
+  }
+  const std::string err = st == KILN_OK ? std::string() : std::string(kiln_last_error());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = st;
+    error_ = err;
+    result_ = res;
+    finished_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool GenerationJob::next(std::string& text) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !pending_.empty() || finished_; });
+  text.clear();
+  text.swap(pending_);
+  return !text.empty() || !finished_;
+}
+
+void GenerationJob::wait_started() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !pending_.empty() || finished_; });
+}
+
+bool GenerationJob::finished() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return finished_;
+}
+
+}  // namespace kiln::server

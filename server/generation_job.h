@@ -1,0 +1,55 @@
+// One request's generation on a slot's session, on a thread of its own: the HTTP thread reads its
+// text as it comes (SSE) or waits for the end, and cancels it when the client goes away.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kiln/kiln.h"
+#include "server/request_parser.h"
+
+namespace kiln::server {
+
+class GenerationJob {
+ public:
+  // Starts generating `req` on `session` (sampling set from the request first).
+  GenerationJob(kiln_session* session, const GenerationRequest& req, int max_tokens);
+  ~GenerationJob();  // cancels and joins
+  GenerationJob(const GenerationJob&) = delete;
+  GenerationJob& operator=(const GenerationJob&) = delete;
+
+  // Waits for new text or the end. Returns false once finished and all text was taken.
+  bool next(std::string& text);
+  // Waits until text has come or the job has finished (a request that fails before its first
+  // token is answered with an error status, not a stream).
+  void wait_started();
+  // Any thread: the generation stops before its next step.
+  void cancel();
+
+  // After next() returned false (or wait_started() saw it finish):
+  bool finished();
+  kiln_status status() const { return status_; }
+  const std::string& error() const { return error_; }
+  const kiln_generate_result& result() const { return result_; }
+
+ private:
+  static int on_token(void* self, const char* text, size_t len, const int32_t* ids, size_t n_ids);
+  void run(kiln_session* session, GenerationRequest req, int max_tokens);
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string pending_;
+  bool finished_ = false;
+  std::atomic<bool> cancelled_{false};
+  kiln_session* session_;
+  kiln_status status_ = KILN_OK;
+  std::string error_;
+  kiln_generate_result result_{};
+  std::thread thread_;
+};
+
+}  // namespace kiln::server

@@ -1,0 +1,70 @@
+// The request parser: an HTTP body (JSON) to a validated request, or an OpenAI-style error that
+// names the field. It only reads the body; the server checks what needs a model (its name, the
+// prompt's length in tokens). The fuzz target fuzz/fuzz_serve_request.cpp calls it directly.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace kiln::server {
+
+// An OpenAI error object: {"error": {"message", "type", "param", "code"}} with its HTTP status.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // empty: null
+  std::string code;   // empty: null
+};
+
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant"
+  std::string content;
+};
+
+// POST /v1/chat/completions (messages) or POST /v1/completions (prompt).
+struct GenerationRequest {
+  bool chat = true;
+  std::string model;
+  std::vector<ChatMessage> messages;
+  std::string prompt;
+  bool stream = false;
+  bool include_usage = false;         // stream_options.include_usage
+  int max_tokens = 0;                 // 0: not given (the server's default)
+  std::optional<double> temperature;  // not given: the runtime's default sampler
+  std::optional<double> top_p;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  bool echo = false;                  // /v1/completions: the prompt first
+};
+
+// POST /tokenize {"content", "add_special", "parse_special", "with_pieces"} (llama-server's shape).
+struct TokenizeRequest {
+  std::string model;  // empty: the first model
+  std::string content;
+  bool add_special = false;
+  bool parse_special = true;
+  bool with_pieces = false;
+};
+
+// POST /detokenize {"tokens": [...]}.
+struct DetokenizeRequest {
+  std::string model;
+  std::vector<int32_t> tokens;
+};
+
+struct ParseLimits {
+  int max_tokens = 4096;  // a larger max_tokens is refused, naming this cap
+  size_t max_stop = 4;    // OpenAI's limit on stop strings
+};
+
+std::variant<GenerationRequest, ApiError> parse_chat_request(std::string_view body, const ParseLimits& limits);
+std::variant<GenerationRequest, ApiError> parse_completion_request(std::string_view body, const ParseLimits& limits);
+std::variant<TokenizeRequest, ApiError> parse_tokenize_request(std::string_view body);
+std::variant<DetokenizeRequest, ApiError> parse_detokenize_request(std::string_view body);
+
+}  // namespace kiln::server

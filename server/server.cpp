@@ -1,0 +1,520 @@
+// The routes of kiln serve. Each generation request takes a slot (a session) of its model's pool,
+// runs as a GenerationJob and answers as JSON or as an SSE stream; everything else is small.
+#include "server/server.h"
+
+#include <httplib.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "kiln/kiln.h"
+#include "server/chat_page.h"
+#include "server/generation_job.h"
+#include "server/metrics.h"
+#include "server/openai_format.h"
+#include "server/request_parser.h"
+#include "server/slot_pool.h"
+
+namespace kiln::server {
+
+namespace {
+
+using nlohmann::json;
+
+struct ServedModel {
+  std::string name;
+  kiln_model* model = nullptr;
+  kiln_model_info_t info{};
+  int n_ctx = 0;
+  int64_t created = 0;
+  std::unique_ptr<SlotPool> pool;
+};
+
+// Equal-length compare of every byte, so the time does not tell how much of a guess was right.
+bool constant_time_equal(const std::string& a, const std::string& b) {
+  const size_t n = std::max(a.size(), b.size());
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned char>(x ^ y);
+  }
+  return diff == 0;
+}
+
+ApiError api_error(int status, std::string message, std::string type, std::string param = {}, std::string code = {}) {
+  ApiError e;
+  e.status = status;
+  e.message = std::move(message);
+  e.type = std::move(type);
+  e.param = std::move(param);
+  e.code = std::move(code);
+  return e;
+}
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(dump(error_body(e)), "application/json");
+}
+
+void send_json(httplib::Response& res, const json& j) { res.set_content(dump(j), "application/json"); }
+
+Usage usage_of(const kiln_generate_result& g) {
+  return Usage{g.prompt_tokens, g.generated_tokens, g.reused_tokens, g.time_to_first_token_ms, g.decode_tokens_per_second};
+}
+
+std::string finish_reason(kiln_stop_reason r) {
+  return r == KILN_STOP_LENGTH || r == KILN_STOP_CONTEXT_FULL ? "length" : "stop";
+}
+
+// A failure of the C API, as the HTTP status and error object it means for the client.
+ApiError from_status(kiln_status st, const std::string& message) {
+  switch (st) {
+    case KILN_E_CONTEXT_FULL: return api_error(400, message, "invalid_request_error", "messages", "context_length_exceeded");
+    case KILN_E_INVALID_ARGUMENT: return api_error(400, message, "invalid_request_error");
+    case KILN_E_NOT_FOUND: return api_error(400, message, "invalid_request_error");
+    case KILN_E_BUDGET:
+    case KILN_E_OUT_OF_MEMORY: return api_error(503, message, "server_error");
+    default: return api_error(500, message, "server_error");
+  }
+}
+
+std::vector<int32_t> tokenize(kiln_model* model, const std::string& text, int flags) {
+  std::vector<int32_t> ids(text.size() + 8);
+  size_t n = 0;
+  if (kiln_tokenize(model, text.data(), text.size(), flags, ids.data(), ids.size(), &n) != KILN_OK) return {};
+  ids.resize(n);
+  return ids;
+}
+
+// The id of the first special token `text` would be read as, or -1 when it holds none: the ids
+// with special tokens parsed differ from the plain ones exactly then.
+int32_t first_special_token(kiln_model* model, const std::string& text) {
+  if (text.empty()) return -1;
+  const std::vector<int32_t> parsed = tokenize(model, text, KILN_TOKENIZE_PARSE_SPECIAL);
+  const std::vector<int32_t> plain = tokenize(model, text, 0);
+  if (parsed == plain) return -1;
+  size_t i = 0;  // where the two encodings part
+  while (i < parsed.size() && i < plain.size() && parsed[i] == plain[i]) ++i;
+  return i < parsed.size() ? parsed[i] : parsed.back();
+}
+
+class Server {
+ public:
+  explicit Server(const ServeOptions& o) : opt_(o) {}
+  ~Server() {
+    models_.clear();  // the pools free their sessions first
+    for (kiln_model* m : loaded_) kiln_model_free(m);
+    if (rt_ != nullptr) kiln_runtime_free(rt_);
+  }
+
+  int start();
+
+ private:
+  bool load();
+  void routes();
+  bool authorized(const httplib::Request& req, httplib::Response& res);
+  ServedModel* find(const std::string& name);
+  // /tokenize and /detokenize: the named model, the first one when unnamed, or nullptr after a 400.
+  ServedModel* model_or_error(const std::string& name, httplib::Response& res);
+  void generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  void tokenize_route(const httplib::Request& req, httplib::Response& res);
+  void detokenize(const httplib::Request& req, httplib::Response& res);
+  std::string metrics_text();
+
+  ServeOptions opt_;
+  kiln_runtime* rt_ = nullptr;
+  std::vector<kiln_model*> loaded_;
+  std::vector<std::unique_ptr<ServedModel>> models_;
+  Metrics metrics_;
+  httplib::Server http_;
+};
+
+bool Server::load() {
+  kiln_runtime_params rp = kiln_runtime_default_params();
+  rp.n_threads = opt_.threads;
+  rp.memory_budget_bytes = opt_.memory_budget;
+  rp.perf_mode = static_cast<kiln_perf_mode>(opt_.perf_mode);
+  if (kiln_runtime_create(&rp, &rt_) != KILN_OK) {
+    std::fprintf(stderr, "kiln: error: %s\n", kiln_last_error());
+    return false;
+  }
+  for (const ModelSpec& spec : opt_.models) {
+    auto m = std::make_unique<ServedModel>();
+    m->name = spec.name;
+    if (kiln_model_load(rt_, spec.path.c_str(), nullptr, &m->model) != KILN_OK) {
+      std::fprintf(stderr, "kiln: error: --model %s=%s: %s\n", spec.name.c_str(), spec.path.c_str(), kiln_last_error());
+      return false;
+    }
+    loaded_.push_back(m->model);
+    m->info.size = sizeof m->info;
+    kiln_model_info(m->model, &m->info);
+    kiln_session_params sp = kiln_session_default_params();
+    // --ctx is at most each model's own maximum, so that one flag serves models of any size.
+    sp.n_ctx = opt_.n_ctx > 0 ? std::min(opt_.n_ctx, m->info.n_ctx_max) : 0;
+    sp.kv_type = opt_.kv_f16 ? KILN_KV_F16 : KILN_KV_F32;
+    std::vector<kiln_session*> sessions;
+    for (int i = 0; i < opt_.parallel; ++i) {
+      kiln_session* s = nullptr;
+      if (kiln_session_create(m->model, &sp, &s) != KILN_OK) {
+        std::fprintf(stderr, "kiln: error: --model %s: session %d of --parallel %d: %s\n", spec.name.c_str(), i + 1,
+                     opt_.parallel, kiln_last_error());
+        for (kiln_session* x : sessions) kiln_session_free(x);
+        return false;
+      }
+      sessions.push_back(s);
+    }
+    kiln_session_stats ss{};
+    ss.size = sizeof ss;
+    kiln_session_stats_get(sessions[0], &ss);
+    m->n_ctx = ss.n_ctx;
+    m->created = new_response_id(false, "").created;
+    m->pool = std::make_unique<SlotPool>(std::move(sessions), opt_.queue);
+    std::fprintf(stderr, "kiln serve: model '%s' (%s, %s, %s) ctx %d, %d slots%s\n", m->name.c_str(), spec.path.c_str(),
+                 m->info.arch, m->info.scheme, m->n_ctx, opt_.parallel,
+                 m->info.has_chat_template ? ", chat template" : ", no chat template (completions only)");
+    models_.push_back(std::move(m));
+  }
+  return true;
+}
+
+ServedModel* Server::model_or_error(const std::string& name, httplib::Response& res) {
+  if (name.empty()) return models_.front().get();
+  ServedModel* m = find(name);
+  if (m == nullptr)
+    send_error(res, api_error(400, "the model '" + name + "' is not served here", "invalid_request_error", "model",
+                              "model_not_found"));
+  return m;
+}
+
+ServedModel* Server::find(const std::string& name) {
+  for (auto& m : models_)
+    if (m->name == name) return m.get();
+  return nullptr;
+}
+
+bool Server::authorized(const httplib::Request& req, httplib::Response& res) {
+  if (opt_.api_key.empty()) return true;
+  const std::string h = req.get_header_value("Authorization");
+  const std::string prefix = "Bearer ";
+  const bool ok = h.compare(0, prefix.size(), prefix) == 0 && constant_time_equal(h.substr(prefix.size()), opt_.api_key);
+  if (ok) return true;
+  send_error(res, api_error(401, h.empty() ? "no API key: send the header 'Authorization: Bearer KEY'"
+                                           : "the API key is not valid",
+                            "invalid_request_error", "", "invalid_api_key"));
+  return false;
+}
+
+void Server::generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+  ParseLimits limits;
+  limits.max_tokens = opt_.max_tokens;
+  auto parsed = chat ? parse_chat_request(req.body, limits) : parse_completion_request(req.body, limits);
+  if (auto* e = std::get_if<ApiError>(&parsed)) {
+    metrics_.record_rejected("", e->status);
+    return send_error(res, *e);
+  }
+  GenerationRequest r = std::get<GenerationRequest>(std::move(parsed));
+  ServedModel* m = find(r.model);
+  if (m == nullptr) {
+    std::string names;
+    for (auto& x : models_) names += (names.empty() ? "'" : ", '") + x->name + "'";
+    metrics_.record_rejected("", 400);
+    return send_error(res, api_error(400, "the model '" + r.model + "' is not served here (served: " + names + ")",
+                                     "invalid_request_error", "model", "model_not_found"));
+  }
+  if (chat && !m->info.has_chat_template) {
+    metrics_.record_rejected(m->name, 400);
+    return send_error(res, api_error(400, "the model '" + m->name + "' has no chat template; use /v1/completions",
+                                     "invalid_request_error", "model"));
+  }
+  // kiln_session_chat encodes the rendered conversation with special-token strings read as
+  // tokens, message text included (src/runtime/chat_format.cpp), although kiln.h promises plain
+  // text. Until the runtime keeps content plain, a message that would become a control token
+  // (a typed <|im_start|> opening a forged turn) is refused instead of run.
+  for (size_t i = 0; i < r.messages.size(); ++i) {
+    if (const int32_t special = first_special_token(m->model, r.messages[i].content); special >= 0) {
+      metrics_.record_rejected(m->name, 400);
+      return send_error(res, api_error(400,
+                                       "messages[" + std::to_string(i) + "].content holds the text of special token " +
+                                           std::to_string(special) + " of the model's vocabulary; this server cannot yet "
+                                           "encode it as plain text, and will not let it act as a control token",
+                                       "invalid_request_error", "messages[" + std::to_string(i) + "].content"));
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> turns;
+  for (const ChatMessage& cm : r.messages) turns.emplace_back(cm.role, cm.content);
+  const std::string key = chat ? prefix_key_for_chat(turns) : prefix_key_for_prompt(r.prompt);
+
+  const std::optional<int> slot = m->pool->acquire(key);
+  if (!slot) {
+    metrics_.record_rejected(m->name, 429);
+    res.set_header("Retry-After", "1");
+    return send_error(res, api_error(429,
+                                     "every slot of '" + m->name + "' is busy and its queue of " +
+                                         std::to_string(opt_.queue) + " is full; retry later",
+                                     "rate_limit_exceeded", "", "rate_limit_exceeded"));
+  }
+  const int max_tokens = r.max_tokens > 0 ? r.max_tokens : std::min(opt_.max_tokens, m->n_ctx);
+  auto job = std::make_shared<GenerationJob>(m->pool->session(*slot), r, max_tokens);
+  const ResponseId id = new_response_id(chat, m->name);
+
+  // Ends the request: the slot goes back with what its cache now holds, the metrics count it.
+  auto finish = [this, m, slot, key, chat, job](const std::string& text, bool client_gone) {
+    const kiln_generate_result& g = job->result();
+    const bool ok = job->status() == KILN_OK;
+    std::string held;
+    if (ok) held = chat ? key + "\x1f" "assistant\x1e" + text : key + text;
+    m->pool->release(*slot, held);
+    RequestRecord rec;
+    rec.model = m->name;
+    rec.ok = ok || client_gone;
+    rec.cancelled = client_gone;
+    rec.prompt_tokens = g.prompt_tokens;
+    rec.reused_tokens = g.reused_tokens;
+    rec.generated_tokens = g.generated_tokens;
+    rec.ttft_ms = g.time_to_first_token_ms;
+    rec.decode_tokens_per_second = g.decode_tokens_per_second;
+    metrics_.record(rec);
+  };
+
+  job->wait_started();
+  if (job->finished() && job->status() != KILN_OK) {
+    std::string t;
+    while (job->next(t)) {
+    }
+    const ApiError e = from_status(job->status(), job->error());
+    finish("", false);
+    return send_error(res, e);
+  }
+
+  if (!r.stream) {
+    std::string text = r.echo ? r.prompt : std::string(), piece;
+    while (job->next(piece)) text += piece;
+    if (job->status() != KILN_OK) {
+      finish("", false);
+      return send_error(res, from_status(job->status(), job->error()));
+    }
+    const kiln_generate_result& g = job->result();
+    finish(r.echo ? text.substr(r.prompt.size()) : text, false);
+    return send_json(res, completion_body(id, chat, text, finish_reason(g.stop_reason),
+                                          usage_of(g)));
+  }
+
+  // The stream: the provider runs on this connection's thread until the job ends or a write fails.
+  struct StreamState {
+    std::string text;  // what was sent, for the slot's key
+    bool client_gone = false;
+    bool done = false;
+  };
+  auto state = std::make_shared<StreamState>();
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [job, state, id, chat, r](size_t, httplib::DataSink& sink) {
+        auto send = [&](const std::string& event) {
+          if (state->client_gone) return false;
+          if (!sink.is_writable() || !sink.write(event.data(), event.size())) {
+            state->client_gone = true;
+            job->cancel();
+            return false;
+          }
+          return true;
+        };
+        const std::string role = "assistant";
+        if (chat) {
+          if (!send(sse_event(chunk_body(id, chat, &role, "", "")))) return false;
+        } else if (r.echo && !send(sse_event(chunk_body(id, chat, nullptr, r.prompt, "")))) {
+          return false;
+        }
+        std::string piece;
+        while (job->next(piece)) {
+          state->text += piece;
+          if (!send(sse_event(chunk_body(id, chat, nullptr, piece, "")))) return false;
+        }
+        const kiln_generate_result& g = job->result();
+        if (job->status() != KILN_OK) {
+          // Headers are gone already: the error travels as an event, as OpenAI's stream does.
+          send(sse_event(error_body(from_status(job->status(), job->error()))));
+        } else {
+          if (!send(sse_event(chunk_body(id, chat, nullptr, "", finish_reason(g.stop_reason))))) return false;
+          if (r.include_usage &&
+              !send(sse_event(usage_chunk_body(id, chat, usage_of(g)))))
+            return false;
+        }
+        if (!send("data: [DONE]\n\n")) return false;
+        state->done = true;
+        sink.done();
+        return true;
+      },
+      [job, state, finish](bool) {
+        if (!state->done) {
+          state->client_gone = true;
+          job->cancel();
+        }
+        std::string rest;
+        while (job->next(rest)) {
+        }
+        finish(state->client_gone ? std::string() : state->text, state->client_gone);
+      });
+}
+
+void Server::tokenize_route(const httplib::Request& req, httplib::Response& res) {
+  auto parsed = parse_tokenize_request(req.body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
+  const TokenizeRequest& r = std::get<TokenizeRequest>(parsed);
+  ServedModel* m = model_or_error(r.model, res);
+  if (m == nullptr) return;
+  const int flags = (r.add_special ? KILN_TOKENIZE_ADD_BOS : 0) | (r.parse_special ? KILN_TOKENIZE_PARSE_SPECIAL : 0);
+  std::vector<int32_t> ids(r.content.size() + 8);
+  size_t n = 0;
+  if (kiln_tokenize(m->model, r.content.data(), r.content.size(), flags, ids.data(), ids.size(), &n) != KILN_OK)
+    return send_error(res, api_error(400, kiln_last_error(), "invalid_request_error", "content"));
+  ids.resize(n);  // (the capacity holds every id: a token is at least one byte, plus BOS/EOS)
+  json tokens = json::array();
+  for (int32_t id : ids) {
+    if (!r.with_pieces) {
+      tokens.push_back(id);
+      continue;
+    }
+    char buf[256];
+    size_t len = 0;
+    kiln_detokenize(m->model, &id, 1, buf, sizeof buf, &len);
+    tokens.push_back({{"id", id}, {"piece", std::string(buf, std::min(len, sizeof buf))}});
+  }
+  send_json(res, {{"tokens", tokens}});
+}
+
+void Server::detokenize(const httplib::Request& req, httplib::Response& res) {
+  auto parsed = parse_detokenize_request(req.body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
+  const DetokenizeRequest& r = std::get<DetokenizeRequest>(parsed);
+  ServedModel* m = model_or_error(r.model, res);
+  if (m == nullptr) return;
+  for (size_t i = 0; i < r.tokens.size(); ++i)
+    if (r.tokens[i] >= m->info.vocab_size)
+      return send_error(res, api_error(400,
+                                       "tokens[" + std::to_string(i) + "] = " + std::to_string(r.tokens[i]) +
+                                           " is outside the vocabulary of " + std::to_string(m->info.vocab_size),
+                                       "invalid_request_error", "tokens"));
+  size_t len = 0;
+  kiln_detokenize(m->model, r.tokens.data(), r.tokens.size(), nullptr, 0, &len);
+  std::string text(len, '\0');
+  if (kiln_detokenize(m->model, r.tokens.data(), r.tokens.size(), text.data(), text.size(), &len) != KILN_OK)
+    return send_error(res, api_error(400, kiln_last_error(), "invalid_request_error", "tokens"));
+  text.resize(len);
+  send_json(res, {{"content", text}});
+}
+
+std::string Server::metrics_text() {
+  std::vector<ModelGauges> g;
+  for (auto& m : models_) g.push_back(ModelGauges{m->name, m->pool->size(), m->pool->busy(), m->pool->queued()});
+  kiln_runtime_stats rs{};
+  rs.size = sizeof rs;
+  kiln_runtime_stats_get(rt_, &rs);
+  return metrics_.prometheus(g, rs);
+}
+
+void Server::routes() {
+  http_.set_payload_max_length(opt_.max_body_bytes);
+  // A thread per connection that can be busy at once: every slot, every queued request, and a
+  // few for /health, /metrics and the page while all of those wait.
+  size_t threads = 8;
+  for (auto& m : models_) threads += static_cast<size_t>(m->pool->size() + opt_.queue);
+  http_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http_.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 413)
+      send_error(res, api_error(413, "the request body is larger than this server accepts", "invalid_request_error"));
+    else if (res.status == 404)
+      send_error(res, api_error(404, "no such endpoint", "invalid_request_error", "", "not_found"));
+  });
+  http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    const bool guarded = req.path.rfind("/v1/", 0) == 0 || req.path == "/tokenize" || req.path == "/detokenize";
+    if (guarded && !authorized(req, res)) return httplib::Server::HandlerResponse::Handled;
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  http_.Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& s) { generate(q, s, true); });
+  http_.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& s) { generate(q, s, false); });
+  http_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    json data = json::array();
+    for (auto& m : models_)
+      data.push_back({{"id", m->name},
+                      {"object", "model"},
+                      {"created", m->created},
+                      {"owned_by", "kiln"},
+                      {"meta",
+                       {{"arch", m->info.arch},
+                        {"scheme", m->info.scheme},
+                        {"n_params", m->info.n_params},
+                        {"n_ctx", m->n_ctx},
+                        {"vocab_size", m->info.vocab_size},
+                        {"chat_template", m->info.has_chat_template != 0}}}});
+    send_json(res, {{"object", "list"}, {"data", data}});
+  });
+  http_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    json slots = json::object();
+    for (auto& m : models_)
+      slots[m->name] = {{"slots", m->pool->size()}, {"busy", m->pool->busy()}, {"queued", m->pool->queued()}};
+    send_json(res, {{"status", "ok"}, {"models", slots}});
+  });
+  http_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_text(), "text/plain; version=0.0.4");
+  });
+  http_.Post("/tokenize", [this](const httplib::Request& q, httplib::Response& s) { tokenize_route(q, s); });
+  http_.Post("/detokenize", [this](const httplib::Request& q, httplib::Response& s) { detokenize(q, s); });
+  http_.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(chat_page_html(), "text/html; charset=utf-8");
+  });
+}
+
+int Server::start() {
+  if (!load()) return 2;
+  routes();
+  int port = opt_.port;
+  if (port == 0) {
+    port = http_.bind_to_any_port(opt_.host);
+    if (port < 0) {
+      std::fprintf(stderr, "kiln: error: cannot listen on %s\n", opt_.host.c_str());
+      return 2;
+    }
+  } else if (!http_.bind_to_port(opt_.host, port)) {
+    std::fprintf(stderr, "kiln: error: cannot listen on %s:%d (in use, or not an address of this machine)\n",
+                 opt_.host.c_str(), port);
+    return 2;
+  }
+  // SIGINT/SIGTERM stop the server from a thread of their own (httplib's stop() is not
+  // async-signal-safe); the signals are blocked in every other thread.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  std::thread waiter([this, set] {
+    int sig = 0;
+    sigwait(&set, &sig);
+    http_.stop();
+  });
+  waiter.detach();
+  std::fprintf(stderr, "kiln serve: listening on http://%s:%d\n", opt_.host.c_str(), port);
+  std::fflush(stderr);
+  http_.listen_after_bind();
+  return 0;
+}
+
+}  // namespace
+
+int serve(const ServeOptions& options) {
+  // Blocked before any thread starts, so that every thread inherits the mask.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  Server s(options);
+  return s.start();
+}
+
+}  // namespace kiln::server

@@ -1,0 +1,83 @@
+"""The chat page at GET / in headless Chromium (Debian's chromium + chromium-driver, via selenium):
+type a message, see the reply stream in, press stop; a screenshot for the README."""
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from conftest import ROOT
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+
+@pytest.fixture()
+def browser():
+    if not (os.path.exists(CHROMIUM) and os.path.exists(DRIVER)):
+        pytest.fail("chromium and chromium-driver are needed (scripts/install-deps.sh installs them)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1100,760"):
+        opts.add_argument(a)
+    d = webdriver.Chrome(service=Service(DRIVER), options=opts)
+    yield d
+    d.quit()
+
+
+def test_page_is_served_without_external_resources(server):
+    r = requests.get(server.url + "/")
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/html")
+    assert "<select id=\"model\">" in r.text
+    assert "http://" not in r.text and "https://" not in r.text  # no CDN
+
+
+def test_chat_page_streams_and_stops(server, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    browser.get(server.url + "/")
+    wait = WebDriverWait(browser, 60, poll_frequency=0.02)
+    wait.until(lambda d: len(Select(d.find_element(By.ID, "model")).options) == 2)
+    picker = Select(browser.find_element(By.ID, "model"))
+    assert [o.get_attribute("value") for o in picker.options] == ["stories260K", "chat"]
+
+    # The shipped model, as a text completion: the reply streams in and finishes.
+    picker.select_by_value("stories260K")
+    browser.find_element(By.ID, "max_tokens").clear()
+    browser.find_element(By.ID, "max_tokens").send_keys("120")
+    box = browser.find_element(By.ID, "input")
+    box.send_keys("Once upon a time")
+    browser.find_element(By.ID, "send").click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".assistant[data-state=done]"))
+    reply = browser.find_element(By.CSS_SELECTOR, ".assistant[data-state=done]").text
+    assert len(reply) > 100
+    assert "tokens/s" in browser.find_element(By.ID, "stats").text
+    assert browser.find_element(By.CSS_SELECTOR, ".user").text == "Once upon a time"
+    # KILN_SERVE_SCREENSHOT=docs/img/serve_chat.png refreshes the README's picture.
+    shot = Path(os.environ.get("KILN_SERVE_SCREENSHOT", tmp_path / "serve_chat.png"))
+    if not shot.is_absolute():
+        shot = ROOT / shot
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    assert browser.save_screenshot(str(shot))
+
+    # The chat model, a long reply: stop while it streams; the slot comes back.
+    picker.select_by_value("chat")
+    browser.find_element(By.ID, "max_tokens").clear()
+    browser.find_element(By.ID, "max_tokens").send_keys("1900")
+    box.send_keys("Tell me a long story")
+    browser.find_element(By.ID, "send").click()
+    last_reply = "const r = document.querySelectorAll('.assistant'); return r[r.length - 1].textContent.length"
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".assistant[data-state=streaming]") and
+               d.execute_script(last_reply) > 0)
+    browser.find_element(By.ID, "stop").click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".assistant[data-state=stopped]"))
+    assert browser.find_elements(By.CSS_SELECTOR, ".assistant")[-1].text.endswith("[stopped]")
+    deadline = time.time() + 10
+    while time.time() < deadline and server.health()["models"]["chat"]["busy"] != 0:
+        time.sleep(0.05)
+    assert server.health()["models"]["chat"]["busy"] == 0
