@@ -1,5 +1,6 @@
 // kiln.h: sessions: create, generate, chat, cancel, reset, save and restore, stats.
 #include <cstring>
+#include <type_traits>
 #include <string>
 
 #include "capi/guard.h"
@@ -143,7 +144,10 @@ KILN_API kiln_status kiln_session_create(kiln_model* model, const kiln_session_p
     if (p.n_ctx < 0) return bad("n_ctx " + std::to_string(p.n_ctx) + " is negative (0 takes the default)");
     if (p.kv_type != KILN_KV_F32 && p.kv_type != KILN_KV_F16) return bad("kv_type must be KILN_KV_F32 or KILN_KV_F16");
     if (const char* why = sampler_error(p)) return bad(why);
-    if (p.profiling != KILN_PROFILE_OFF && p.profiling != KILN_PROFILE_BASIC && p.profiling != KILN_PROFILE_DETAILED)
+    // The caller's bytes as an integer: an out-of-range value loaded as the enum is undefined.
+    std::underlying_type_t<kiln_profiling> level;
+    std::memcpy(&level, &p.profiling, sizeof level);
+    if (level != KILN_PROFILE_OFF && level != KILN_PROFILE_BASIC && level != KILN_PROFILE_DETAILED)
       return bad("profiling must be KILN_PROFILE_OFF, KILN_PROFILE_BASIC or KILN_PROFILE_DETAILED");
     SessionOptions o;
     o.n_ctx = p.n_ctx;
