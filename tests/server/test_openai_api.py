@@ -187,7 +187,13 @@ def test_queue_full_is_429_and_disconnect_frees_the_slot(start_server, chat_mode
     payload = json.dumps(body).encode()
     sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                  b"Content-Length: " + str(len(payload)).encode() + b"\r\n\r\n" + payload)
-    assert b"data: " in sock.recv(4096)
+    # The headers and the first event may arrive in separate reads.
+    sock.settimeout(30)
+    got = b""
+    while b"data: " not in got:
+        chunk = sock.recv(4096)
+        assert chunk, got
+        got += chunk
     assert s.health()["models"]["chat"]["busy"] == 1
     r = requests.post(s.base_url + "/completions", json={"model": "chat", "prompt": "b", "max_tokens": 2})
     assert r.status_code == 429
