@@ -1,7 +1,6 @@
 #include "tools/bench_sessions.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -9,12 +8,12 @@
 #include "engine/defaults.h"
 #include "engine/runtime.h"
 #include "quant/overrides.h"
+#include "tools/bench_common.h"
 #include "tools/cli_common.h"
 
 namespace kiln::cli {
 
 namespace {
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 struct Run {
   int sessions = 0;

@@ -19,6 +19,7 @@
 #include "perf/profile.h"
 #include "perf/profile_json.h"
 #include "perf/profile_text.h"
+#include "perf/sample_stats.h"
 #include "perf/trace_json.h"
 #include "runtime/program_session.h"
 #include "tools/cli_common.h"
@@ -56,11 +57,6 @@ Status run_workload(ProgramSession& s, const std::vector<int>& prompt, int n_gen
   return Status::ok();
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
 // The tracer's own cost: decode steps timed with the tracer off and at `level`, alternated token
 // by token in one session (so that a shared machine's drift falls on both alike).
 Status measure_overhead(ProgramSession& s, const std::vector<int>& prompt, int steps, ProfileLevel level) {
@@ -78,7 +74,7 @@ Status measure_overhead(ProgramSession& s, const std::vector<int>& prompt, int s
     (traced ? on : off).push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   s.set_tracer(nullptr);
-  const double a = median(off), b = median(on);
+  const double a = median_of(off), b = median_of(on);
   std::fprintf(stderr, "kiln: overhead: decode step median %.4f ms off, %.4f ms %s (%+.2f %%), %zu steps each, alternated\n",
                a * 1e3, b * 1e3, std::string(profile_level_name(level)).c_str(), a > 0 ? 100 * (b / a - 1) : 0.0, on.size());
   return Status::ok();

@@ -13,6 +13,8 @@
 #include <string>
 #include <thread>
 
+#include "perf/sample_stats.h"
+
 namespace kiln {
 
 namespace {
@@ -158,11 +160,10 @@ BandwidthResult summarize_bandwidth(std::vector<double> passes, uint64_t bytes, 
   r.threads = threads;
   r.llc_bytes = last_level_cache_bytes();
   if (passes.empty()) return r;
-  std::sort(passes.begin(), passes.end());
-  const size_t m = passes.size();
-  r.min_gbs = passes.front();
-  r.max_gbs = passes.back();
-  r.median_gbs = m % 2 ? passes[m / 2] : 0.5 * (passes[m / 2 - 1] + passes[m / 2]);
+  const SampleStats st = summarize_samples(std::move(passes));
+  r.min_gbs = st.min;
+  r.max_gbs = st.max;
+  r.median_gbs = st.median;
   return r;
 }
 

@@ -1,28 +1,16 @@
 #include "perf/profile.h"
 
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <functional>
 
+#include "perf/process_memory.h"
 #include "runtime/compiled_model.h"
 #include "runtime/program_session.h"
 
 namespace kiln {
-
-uint64_t peak_rss_bytes() {
-  struct rusage ru {};
-  ::getrusage(RUSAGE_SELF, &ru);
-  return static_cast<uint64_t>(ru.ru_maxrss) * 1024;  // KiB on Linux
-}
-
-uint64_t children_peak_rss_bytes() {
-  struct rusage ru {};
-  ::getrusage(RUSAGE_CHILDREN, &ru);
-  return static_cast<uint64_t>(ru.ru_maxrss) * 1024;
-}
 
 namespace {
 

@@ -30,9 +30,6 @@ struct MemoryParts {
 };
 // The parts for `session` now.
 MemoryParts memory_parts(const ProgramSession& session);
-uint64_t peak_rss_bytes();
-// The largest peak among the child processes reaped so far (getrusage RUSAGE_CHILDREN).
-uint64_t children_peak_rss_bytes();
 
 // The ceilings an instruction is put against; rates in products per second, all threads.
 struct Ceilings {
