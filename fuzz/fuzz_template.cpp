@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "core/byte_reader.h"
+#include "core/utf8.h"
 #include "tokenizer/chat_template.h"
 
 namespace {

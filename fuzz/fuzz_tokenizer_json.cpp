@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "core/byte_reader.h"
+#include "core/utf8.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8_stream.h"
 

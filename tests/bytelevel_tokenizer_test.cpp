@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/byte_reader.h"
+#include "core/utf8.h"
 #include "formats/gguf.h"
 #include "engine/open_tokenizer.h"
 #include "test_util.h"

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/byte_reader.h"
+#include "core/utf8.h"
 #include "kiln/kiln.h"
 #include "test_util.h"
 

@@ -10,6 +10,7 @@
 
 #include "core/byte_reader.h"
 #include "core/mapped_file.h"
+#include "core/utf8.h"
 #include "formats/gguf.h"
 #include "test_util.h"
 #include "tokenizer/spm_bpe.h"

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "core/byte_reader.h"
+#include "core/utf8.h"
 #include "test_util.h"
 #include "tokenizer/utf8_stream.h"
 
@@ -170,6 +171,77 @@ TEST(Utf8Stream, AppendDoesNotAllocate) {
   EXPECT_EQ(test::allocation_count(), before);
   EXPECT_TRUE(is_valid_utf8(out));
   EXPECT_EQ(out.size(), 1000 * (piece.size() + rest.size()));
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// An independent definition of well-formed: decode by the bit patterns, then reject overlongs,
+// surrogates and code points above U+10FFFF (the rule core/utf8's lead table encodes).
+bool well_formed_by_decoding(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t len;
+    uint32_t cp;
+    if (c < 0x80) { len = 1; cp = c; }
+    else if ((c & 0xe0) == 0xc0) { len = 2; cp = c & 0x1f; }
+    else if ((c & 0xf0) == 0xe0) { len = 3; cp = c & 0x0f; }
+    else if ((c & 0xf8) == 0xf0) { len = 4; cp = c & 0x07; }
+    else return false;
+    if (i + len > s.size()) return false;
+    for (size_t k = 1; k < len; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xc0) != 0x80) return false;
+      cp = cp << 6 | (cc & 0x3f);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000)) return false;
+    if (cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += len;
+  }
+  return true;
+}
+
+// Every 1-, 2- and 3-byte string, and 4-byte ones over every lead and second byte: the one
+// validator agrees with decoding, and the stream passes exactly the valid ones through unchanged.
+TEST(Utf8, ValidatorAgreesWithDecodingExhaustively) {
+  std::string s;
+  auto check = [&] {
+    const bool valid = well_formed_by_decoding(s);
+    ASSERT_EQ(is_valid_utf8(s), valid) << testing::PrintToString(s);
+    if (valid) ASSERT_EQ(decode_all(s), s);
+  };
+  for (int a = 0; a < 256; ++a) {
+    s.assign(1, static_cast<char>(a));
+    check();
+    for (int b = 0; b < 256; ++b) {
+      s.assign({static_cast<char>(a), static_cast<char>(b)});
+      check();
+      if (a < 0xe0 || a > 0xef) continue;  // 3-byte strings: every one with a 3-byte lead
+      for (int c = 0; c < 256; ++c) {
+        s.assign({static_cast<char>(a), static_cast<char>(b), static_cast<char>(c)});
+        check();
+      }
+    }
+  }
+  for (int a = 0xf0; a < 0x100; ++a)
+    for (int b = 0; b < 256; ++b)
+      for (int c : {0x41, 0x80, 0xbf, 0xc0})
+        for (int d : {0x80, 0xbf, 0x7f}) {
+          s.assign({static_cast<char>(a), static_cast<char>(b), static_cast<char>(c), static_cast<char>(d)});
+          check();
+        }
+}
+
+TEST(Utf8, InvalidOffsetPointsAtTheFirstBadSequence) {
+  EXPECT_EQ(invalid_utf8_offset("abcdefgh\xE2\x82\xAC" "ok"), std::string_view::npos);
+  EXPECT_EQ(invalid_utf8_offset("abcdefghij\xED\xA0\x80"), 10u);  // a surrogate
+  EXPECT_EQ(invalid_utf8_offset("\xC0\xAF"), 0u);                  // an overlong '/'
+  EXPECT_EQ(utf8_sequence_length("\xF4\x8F\xBF\xBF", 0), 4u);     // U+10FFFF
+  EXPECT_EQ(utf8_sequence_length("\xF4\x90\x80\x80", 0), 0u);     // above it
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "core/byte_reader.h"
+#include "core/utf8.h"
 #include "runtime/chat_session.h"
 #include "runtime/program_session.h"
 #include "tools/cli_common.h"

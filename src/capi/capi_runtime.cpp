@@ -4,6 +4,7 @@
 
 #include "capi/guard.h"
 #include "core/byte_reader.h"
+#include "core/utf8.h"
 #include "engine/defaults.h"
 
 using namespace kiln;

@@ -58,7 +58,4 @@ class ByteReader {
   size_t pos_ = 0;
 };
 
-// True when s is well-formed UTF-8 (no overlongs, no surrogates).
-bool is_valid_utf8(std::string_view s);
-
 }  // namespace kiln

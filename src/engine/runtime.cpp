@@ -8,6 +8,7 @@
 #include <map>
 
 #include "core/byte_reader.h"
+#include "core/utf8.h"
 #include "perf/profile.h"
 #include "perf/profile_json.h"
 #include "runtime/session_snapshot.h"

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/byte_reader.h"
+#include "core/utf8.h"
 
 namespace kiln {
 

@@ -3,6 +3,7 @@
 #include <climits>
 
 #include "core/byte_reader.h"
+#include "core/utf8.h"
 
 namespace kiln {
 

@@ -16,6 +16,7 @@
 #include <numeric>
 
 #include "core/byte_reader.h"
+#include "core/utf8.h"
 
 // The Debian library by default; a cross build without libxxhash may define KILN_XXHASH_INLINE
 // to compile xxHash from its header alone.

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "core/byte_reader.h"
+#include "core/utf8.h"
 #include "tokenizer/jinja_text.h"
 
 namespace kiln::jinja {

@@ -1,3 +1,4 @@
+#include "core/utf8.h"
 #include "tokenizer/spm_bpe.h"
 
 #include <climits>
@@ -17,29 +18,8 @@ int hex_digit(char c) {
 // The length of the well-formed UTF-8 sequence at s[i], or 1 for a byte that starts none
 // (that byte then is a character of its own).
 size_t utf8_char_len(std::string_view s, size_t i) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  if (c < 0x80) return 1;
-  size_t len;
-  unsigned char lo = 0x80, hi = 0xbf;  // the allowed range of the second byte
-  if (c >= 0xc2 && c <= 0xdf) {
-    len = 2;
-  } else if (c >= 0xe0 && c <= 0xef) {
-    len = 3;
-    if (c == 0xe0) lo = 0xa0;
-    if (c == 0xed) hi = 0x9f;
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    len = 4;
-    if (c == 0xf0) lo = 0x90;
-    if (c == 0xf4) hi = 0x8f;
-  } else {
-    return 1;
-  }
-  if (i + len > s.size()) return 1;
-  for (size_t k = 1; k < len; ++k) {
-    const auto cc = static_cast<unsigned char>(s[i + k]);
-    if (k == 1 ? (cc < lo || cc > hi) : (cc & 0xc0) != 0x80) return 1;
-  }
-  return len;
+  const size_t len = utf8_sequence_length(s, i);
+  return len == 0 ? 1 : len;
 }
 
 // run.c's grouping: a byte and up to 3 continuation bytes after it.

@@ -8,13 +8,15 @@
 #include <string>
 #include <string_view>
 
+#include "core/utf8.h"
+
 namespace kiln::unicode {
 
 constexpr size_t kNpos = static_cast<size_t>(-1);
 
-// The offset of the first byte that is not part of well-formed UTF-8 (no overlongs, no
-// surrogates, nothing above U+10FFFF), or kNpos when `s` is all valid.
-size_t invalid_utf8_offset(std::string_view s);
+// The offset of the first byte that is not part of well-formed UTF-8, or kNpos when `s` is all
+// valid (core/utf8.h).
+using kiln::invalid_utf8_offset;
 
 // The code point at s[i] of valid UTF-8; advances i past it.
 inline uint32_t next_code_point(std::string_view s, size_t& i) {

@@ -1,5 +1,7 @@
 #include "tokenizer/utf8_stream.h"
 
+#include "core/utf8.h"
+
 namespace kiln {
 
 namespace {
@@ -20,23 +22,15 @@ void Utf8Stream::push(std::string_view bytes, std::string& out) {
         i = j;
         continue;
       }
-      lo_ = 0x80;
-      hi_ = 0xbf;
-      if (c >= 0xc2 && c <= 0xdf) {
-        need_ = 1;
-      } else if (c >= 0xe0 && c <= 0xef) {
-        need_ = 2;
-        if (c == 0xe0) lo_ = 0xa0;  // no overlongs
-        if (c == 0xed) hi_ = 0x9f;  // no surrogates
-      } else if (c >= 0xf0 && c <= 0xf4) {
-        need_ = 3;
-        if (c == 0xf0) lo_ = 0x90;  // no overlongs
-        if (c == 0xf4) hi_ = 0x8f;  // nothing above U+10FFFF
-      } else {
+      const Utf8Lead lead = utf8_lead(c);
+      if (lead.length == 0) {
         out += kReplacement;  // a stray continuation byte, C0, C1 or F5..FF
         ++i;
         continue;
       }
+      need_ = static_cast<uint8_t>(lead.length - 1);
+      lo_ = lead.lo;
+      hi_ = lead.hi;
       held_[0] = static_cast<char>(c);
       held_len_ = 1;
       ++i;
