@@ -82,26 +82,6 @@ ApiError from_status(kiln_status st, const std::string& message) {
   }
 }
 
-std::vector<int32_t> tokenize(kiln_model* model, const std::string& text, int flags) {
-  std::vector<int32_t> ids(text.size() + 8);
-  size_t n = 0;
-  if (kiln_tokenize(model, text.data(), text.size(), flags, ids.data(), ids.size(), &n) != KILN_OK) return {};
-  ids.resize(n);
-  return ids;
-}
-
-// The id of the first special token `text` would be read as, or -1 when it holds none: the ids
-// with special tokens parsed differ from the plain ones exactly then.
-int32_t first_special_token(kiln_model* model, const std::string& text) {
-  if (text.empty()) return -1;
-  const std::vector<int32_t> parsed = tokenize(model, text, KILN_TOKENIZE_PARSE_SPECIAL);
-  const std::vector<int32_t> plain = tokenize(model, text, 0);
-  if (parsed == plain) return -1;
-  size_t i = 0;  // where the two encodings part
-  while (i < parsed.size() && i < plain.size() && parsed[i] == plain[i]) ++i;
-  return i < parsed.size() ? parsed[i] : parsed.back();
-}
-
 class Server {
  public:
   explicit Server(const ServeOptions& o) : opt_(o) {}
@@ -229,20 +209,6 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
     metrics_.record_rejected(m->name, 400);
     return send_error(res, api_error(400, "the model '" + m->name + "' has no chat template; use /v1/completions",
                                      "invalid_request_error", "model"));
-  }
-  // kiln_session_chat encodes the rendered conversation with special-token strings read as
-  // tokens, message text included (src/runtime/chat_format.cpp), although kiln.h promises plain
-  // text. Until the runtime keeps content plain, a message that would become a control token
-  // (a typed <|im_start|> opening a forged turn) is refused instead of run.
-  for (size_t i = 0; i < r.messages.size(); ++i) {
-    if (const int32_t special = first_special_token(m->model, r.messages[i].content); special >= 0) {
-      metrics_.record_rejected(m->name, 400);
-      return send_error(res, api_error(400,
-                                       "messages[" + std::to_string(i) + "].content holds the text of special token " +
-                                           std::to_string(special) + " of the model's vocabulary; this server cannot yet "
-                                           "encode it as plain text, and will not let it act as a control token",
-                                       "invalid_request_error", "messages[" + std::to_string(i) + "].content"));
-    }
   }
   std::vector<std::pair<std::string, std::string>> turns;
   for (const ChatMessage& cm : r.messages) turns.emplace_back(cm.role, cm.content);

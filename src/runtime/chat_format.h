@@ -22,7 +22,9 @@ class ChatFormat {
   // The prompt text for `messages`, ending with the assistant's turn opened
   // (add_generation_prompt), as Hugging Face's apply_chat_template renders it.
   Result<std::string> render(const nlohmann::ordered_json& messages) const;
-  // The same, encoded as apply_chat_template(tokenize=True) does: the template writes BOS itself.
+  // The same, encoded as apply_chat_template(tokenize=True) does (the template writes BOS itself),
+  // except that special-token text typed in user, system or tool content is text, not a token
+  // (so that a user cannot close a turn or open a system one).
   Result<std::vector<int>> encode(const nlohmann::ordered_json& messages) const;
   // Tokens that end a reply besides the model's own stop tokens: the template's end-of-turn token
   // and the tokenizer's EOS.
@@ -32,6 +34,8 @@ class ChatFormat {
   ChatFormat(const Tokenizer& t, ChatTemplate tpl, std::vector<std::pair<std::string, std::string>> special,
              nlohmann::ordered_json kwargs);
   Result<std::vector<int>> find_end_of_turn() const;
+  Result<std::vector<std::pair<size_t, size_t>>> plain_content_ranges(const nlohmann::ordered_json& messages,
+                                                                      const std::string& text) const;
 
   const Tokenizer* tokenizer_;
   ChatTemplate template_;

@@ -44,7 +44,8 @@ uint32_t code_point_before(std::string_view s, size_t end) {
 
 }  // namespace
 
-void AddedTokenMatcher::split(std::string_view text, bool plain, const std::function<void(std::string_view)>& on_text,
+void AddedTokenMatcher::split(std::string_view text, const SpecialRule& special,
+                              const std::function<void(std::string_view)>& on_text,
                               const std::function<void(size_t)>& on_token) const {
   if (nodes_.empty()) {
     if (!text.empty()) on_text(text);
@@ -79,7 +80,11 @@ void AddedTokenMatcher::split(std::string_view text, bool plain, const std::func
     const AddedToken& t = tokens_[static_cast<size_t>(best)];
     size_t start = i, stop = i + best_len;
     i = stop;  // a discarded match still consumes its span
-    if (plain && t.special) continue;
+    if (t.special) {
+      const SpecialMatch m = special(start, stop);
+      if (m == SpecialMatch::kTextNextByte) i = start + 1;
+      if (m != SpecialMatch::kToken) continue;
+    }
     if (t.single_word) {
       const bool start_space = start == 0 || !unicode::is_word_char(code_point_before(text, start));
       size_t at = stop;

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tokenizer/tokenizer.h"
+
 namespace kiln {
 
 struct AddedToken {
@@ -22,8 +24,8 @@ struct AddedToken {
 
 // Leftmost-longest matching of a set of added tokens in a text, as HF's AddedVocabulary::
 // find_matches: non-overlapping matches (a discarded one still consumes its span), single_word
-// with Unicode \w, lstrip/rstrip with Unicode whitespace, and, with `plain`, special tokens
-// discarded (HF's encode_special_tokens).
+// with Unicode \w, lstrip/rstrip with Unicode whitespace, and special tokens discarded where the
+// caller's rule says (HF's encode_special_tokens; plain ranges).
 class AddedTokenMatcher {
  public:
   AddedTokenMatcher() = default;
@@ -33,7 +35,9 @@ class AddedTokenMatcher {
 
   // Cuts `text` (valid UTF-8): calls on_text(segment) for the text between tokens (only
   // non-empty segments) and on_token(index into the constructor's `tokens`) for each token, in order.
-  void split(std::string_view text, bool plain, const std::function<void(std::string_view)>& on_text,
+  // `special` says what a special token's match at [begin, end) of `text` is (tokenizer.h).
+  using SpecialRule = std::function<SpecialMatch(size_t begin, size_t end)>;
+  void split(std::string_view text, const SpecialRule& special, const std::function<void(std::string_view)>& on_text,
              const std::function<void(size_t)>& on_token) const;
 
  private:

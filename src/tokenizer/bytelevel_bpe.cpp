@@ -360,9 +360,9 @@ Result<std::vector<int>> ByteLevelBpeTokenizer::encode(std::string_view text, co
   s.use_caches = text.size() >= cache_min_bytes_;
   Status st;
   raw_added_.split(
-      text, options.plain,
+      text, [&](size_t b, size_t e) { return special_match(options, b, e); },
       [&](std::string_view seg) {
-        if (st.is_ok()) st = encode_normalized(seg, options.plain, s, out);
+        if (st.is_ok()) st = encode_normalized(seg, static_cast<size_t>(seg.data() - text.data()), options, s, out);
       },
       [&](size_t i) { out.push_back(raw_added_ids_[i]); });
   KILN_RETURN_IF_ERROR(st);
@@ -370,12 +370,21 @@ Result<std::vector<int>> ByteLevelBpeTokenizer::encode(std::string_view text, co
   return out;
 }
 
-Status ByteLevelBpeTokenizer::encode_normalized(std::string_view text, bool plain, Scratch& s, std::vector<int>& out) const {
+Status ByteLevelBpeTokenizer::encode_normalized(std::string_view text, size_t offset, const EncodeOptions& options,
+                                                Scratch& s, std::vector<int>& out) const {
   std::string norm_buf;  // owned here: normalized_added_ may hand out pieces of it
   std::string_view norm = spec_.normalizers.empty() ? text : normalize(text, norm_buf, s.norm_tmp);
+  // Offsets in normalized text are not the caller's: there a plain range anywhere in the
+  // segment makes the whole segment plain.
+  const bool whole = !spec_.normalizers.empty() &&
+                     special_match(options, offset, offset + text.size()) != SpecialMatch::kToken;
   Status st;
   normalized_added_.split(
-      norm, plain,
+      norm,
+      [&](size_t b, size_t e) {
+        if (spec_.normalizers.empty()) return special_match(options, offset + b, offset + e);
+        return whole ? SpecialMatch::kTextConsumed : SpecialMatch::kToken;
+      },
       [&](std::string_view seg) {
         if (st.is_ok()) st = pre_tokenize(seg, s, out);
       },

@@ -123,7 +123,8 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   ByteLevelBpeTokenizer() = default;
   Status build();
   struct Scratch;
-  Status encode_normalized(std::string_view text, bool plain, Scratch& s, std::vector<int>& out) const;
+  Status encode_normalized(std::string_view text, size_t offset, const EncodeOptions& options, Scratch& s,
+                           std::vector<int>& out) const;
   Status pre_tokenize(std::string_view text, Scratch& s, std::vector<int>& out) const;
   void encode_word(std::string_view word, Scratch& s, std::vector<int>& out) const;
   std::string_view normalize(std::string_view text, std::string& buf, std::string& tmp) const;

@@ -439,9 +439,18 @@ Result<std::vector<int>> SpmBpeTokenizer::encode(std::string_view text, const En
         best_len = k + 1 - i;
       }
     }
-    if (best >= 0 && options.plain && spec_.added[static_cast<size_t>(best)].special) {
-      i += best_len;  // a discarded match still consumes its span (HF's encode_special_tokens)
-      continue;
+    if (best >= 0 && spec_.added[static_cast<size_t>(best)].special) {
+      // A discarded match still consumes its span (HF's encode_special_tokens), unless it
+      // crosses a plain range's edge (tokenizer.h).
+      const SpecialMatch m = special_match(options, i, i + best_len);
+      if (m == SpecialMatch::kTextConsumed) {
+        i += best_len;
+        continue;
+      }
+      if (m == SpecialMatch::kTextNextByte) {
+        ++i;
+        continue;
+      }
     }
     if (best >= 0) {
       const AddedToken& a = spec_.added[static_cast<size_t>(best)];

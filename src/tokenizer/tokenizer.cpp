@@ -4,6 +4,16 @@
 
 namespace kiln {
 
+SpecialMatch special_match(const EncodeOptions& options, size_t begin, size_t end) {
+  if (options.plain) return SpecialMatch::kTextConsumed;
+  for (const auto& [b, e] : options.plain_ranges) {
+    if (e <= begin) continue;
+    if (b >= end) break;  // sorted: no later range reaches the match
+    return b <= begin && end <= e ? SpecialMatch::kTextConsumed : SpecialMatch::kTextNextByte;
+  }
+  return SpecialMatch::kToken;
+}
+
 Result<std::vector<int>> Tokenizer::encode(std::string_view text, bool add_bos) const {
   KILN_ASSIGN_OR_RETURN(std::vector<int> ids, encode(text, EncodeOptions{}));
   if (add_bos && bos_id() >= 0) ids.insert(ids.begin(), bos_id());

@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -25,7 +26,19 @@ struct EncodeOptions {
   // encode_special_tokens=True), as a chat server must treat user content. As in HF, added tokens
   // that are not special (Qwen's <think>, <tool_call>) still match.
   bool plain = false;
+  // Byte ranges [begin, end) of the text (sorted, disjoint) where special-token strings are
+  // ordinary text, as `plain` makes them everywhere: a chat prompt's user and system content
+  // (runtime/chat_format.h). The text is still encoded as one, so that BPE merges across a range's
+  // edges as it would without the ranges.
+  std::vector<std::pair<size_t, size_t>> plain_ranges;
 };
+
+// What a special token's match at [begin, end) of the text is under `options`: a token; text
+// whose span the match consumes (HF's encode_special_tokens, and a match inside a plain range);
+// or, for a match across a plain range's edge, text where matching resumes at the next byte, so
+// that a template's own token right after user content that ends in "<|im_" still matches.
+enum class SpecialMatch { kToken, kTextConsumed, kTextNextByte };
+SpecialMatch special_match(const EncodeOptions& options, size_t begin, size_t end);
 
 struct DecodeOptions {
   // Special tokens (BOS, EOS, <|im_start|>, ...) decode to nothing; off: to their text (HF's
