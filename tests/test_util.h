@@ -27,6 +27,9 @@ std::string shell_quote(const std::string& s);
 // True when the tests run under an emulator (KILN_TEST_EMULATOR), whose memory maps do not show
 // which file pages the program touched.
 bool under_emulator();
+// SmolLM2-135M-Instruct's Q4_1 GGUF (scripts/fetch-smollm2.sh puts it in ~/.cache/kiln;
+// KILN_SMOLLM2_GGUF names another), or "" when it is not here.
+std::string smollm2_gguf();
 
 // True in the sanitizer builds, whose shadow memory and quarantine make resident memory no measure
 // of the program's own.
