@@ -20,6 +20,7 @@ struct PplCmd {
   std::string kv_type = "f32";
   bool json = false;
   bool scheme_given = false;
+  bool second_half = false;
 };
 
 int ppl(const PplCmd& c) {
@@ -42,6 +43,7 @@ int ppl(const PplCmd& c) {
   if (!text) return fail(text.status());
   PerplexityOptions po;
   po.n_ctx = c.n_ctx;
+  po.second_half = c.second_half;
   auto plan = thread_plan_for(c.perf, c.threads);
   if (!plan) return fail(plan.status());
   po.threads = plan->n_threads;
@@ -69,6 +71,8 @@ void add_ppl_command(CLI::App& app, int& exit_code) {
   add_threads_flag(cmd, c->threads);
   add_perf_flag(cmd, c->perf);
   add_kv_type_flag(cmd, c->kv_type);
+  cmd->add_flag("--second-half", c->second_half,
+                "score as llama-perplexity does: whole windows, BOS first, the second half of each scored");
   cmd->add_flag("--json", c->json, "print {\"ppl\": ..., \"tokens\": ...}");
   cmd->callback([c, &exit_code] { exit_code = ppl(*c); });
 }
