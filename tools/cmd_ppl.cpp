@@ -4,6 +4,7 @@
 
 #include "core/mapped_file.h"
 #include "engine/defaults.h"
+#include "engine/kl_divergence.h"
 #include "engine/perplexity.h"
 #include "tools/generation_flags.h"
 #include "tools/cli_common.h"
@@ -21,9 +22,36 @@ struct PplCmd {
   bool json = false;
   bool scheme_given = false;
   bool second_half = false;
+  std::string kl_base;  // --kl-divergence FILE
 };
 
+// Against llama-perplexity's saved logits: its tokens, its windows.
+int kl_against_llama(const PplCmd& c, const OpenedModel& m, const PerplexityOptions& po) {
+  auto file = MappedFile::open(c.kl_base);
+  if (!file) return fail(file.status());
+  auto base = read_llama_logits(*file);
+  if (!base) return fail(base.status());
+  auto r = kl_divergence_against(m, *base, po);
+  if (!r) return fail(r.status());
+  if (c.json) {
+    std::printf("{\"ppl\": %.6f, \"llama_ppl\": %.6f, \"mean_kld\": %.8f, \"max_kld\": %.8f, \"same_top\": %.6f, "
+                "\"tokens\": %lld, \"n_ctx\": %d}\n",
+                r->ppl, r->base_ppl, r->mean_kld, r->max_kld, r->same_top, static_cast<long long>(r->scored), base->n_ctx);
+  } else {
+    std::printf("against llama.cpp's logits in %s (%d chunks of %d, the second half of each scored, %lld tokens):\n",
+                c.kl_base.c_str(), base->n_chunk, base->n_ctx, static_cast<long long>(r->scored));
+    std::printf("  KL divergence mean %.6f, max %.6f nats; same top token %.2f %%; perplexity %.4f (llama.cpp %.4f, %+.2f %%)\n",
+                r->mean_kld, r->max_kld, 100 * r->same_top, r->ppl, r->base_ppl, 100 * (r->ppl / r->base_ppl - 1));
+  }
+  return 0;
+}
+
 int ppl(const PplCmd& c) {
+  if (c.kl_base.empty() == c.file.empty())
+    return usage_error(c.file.empty() ? "give the text to score with -f FILE (or --kl-divergence FILE)"
+                                      : "--kl-divergence runs the tokens saved in its file: -f is not used with it");
+  if (!c.kl_base.empty() && (c.n_ctx > 0 || c.second_half))
+    return usage_error("--kl-divergence scores llama-perplexity's own windows: --ctx and --second-half are not used with it");
   if (c.n_ctx == 1) return usage_error("--ctx 1 is too short: perplexity needs a window of at least 2 tokens");
   OpenOptions oo;
   oo.tokenizer_path = c.tokenizer;
@@ -39,8 +67,6 @@ int ppl(const PplCmd& c) {
   auto m = open_model(c.model, oo);
   if (!m) return fail(m.status());
   if (Status s = check_ctx_flag(c.n_ctx, m->model->config().max_seq_len, c.model); !s.is_ok()) return fail(s);
-  auto text = read_text_file(c.file);
-  if (!text) return fail(text.status());
   PerplexityOptions po;
   po.n_ctx = c.n_ctx;
   po.second_half = c.second_half;
@@ -49,6 +75,9 @@ int ppl(const PplCmd& c) {
   po.threads = plan->n_threads;
   std::fprintf(stderr, "kiln: %s\n", plan->summary.c_str());
   po.kv_dtype = kv_dtype(c.kv_type);
+  if (!c.kl_base.empty()) return kl_against_llama(c, *m, po);
+  auto text = read_text_file(c.file);
+  if (!text) return fail(text.status());
   auto r = perplexity(*m, *text, po);
   if (!r) return fail(r.status().with_context(c.file));
   if (c.json) std::printf("{\"ppl\": %.6f, \"tokens\": %lld}\n", r->ppl, static_cast<long long>(r->scored));
@@ -62,7 +91,7 @@ void add_ppl_command(CLI::App& app, int& exit_code) {
   auto c = std::make_shared<PplCmd>();
   CLI::App* cmd = app.add_subcommand("ppl", "Perplexity of a model on a text file");
   cmd->add_option("model,-m,--model", c->model, ".kiln file or source model")->required();
-  cmd->add_option("-f,--file", c->file, "text to score")->required();
+  cmd->add_option("-f,--file", c->file, "text to score");
   cmd->add_option("-c,--ctx,--ctx-size", c->n_ctx, "window length (default: min(model maximum, 512))")
       ->check(at_least(0));
   cmd->add_option("-q,--quant", c->scheme, "scheme for a source model compiled in memory (default: its own precision)")
@@ -73,6 +102,9 @@ void add_ppl_command(CLI::App& app, int& exit_code) {
   add_kv_type_flag(cmd, c->kv_type);
   cmd->add_flag("--second-half", c->second_half,
                 "score as llama-perplexity does: whole windows, BOS first, the second half of each scored");
+  cmd->add_option("--kl-divergence", c->kl_base,
+                  "llama-perplexity's saved logits (its --kl-divergence-base FILE): KL divergence, same top token and "
+                  "perplexity of this model against llama.cpp's on the same tokens");
   cmd->add_flag("--json", c->json, "print {\"ppl\": ..., \"tokens\": ...}");
   cmd->callback([c, &exit_code] { exit_code = ppl(*c); });
 }
