@@ -48,7 +48,7 @@ TEST_P(Dequant, MatchesGgufPy) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, Dequant,
-                         ::testing::Values("f16", "bf16", "q8_0", "q4_0", "q4_1", "q4_k", "q5_k", "q6_k"));
+                         ::testing::Values("f16", "bf16", "q8_0", "q4_0", "q4_1", "q4_k", "q5_k", "q6_k", "q5_0", "q5_1"));
 
 TEST(Gguf, ReadsMetadata) {
   GgufFile g = open_blocks();

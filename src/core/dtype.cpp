@@ -15,6 +15,8 @@ DTypeInfo dtype_info(DType t) {
     case DType::kQ4_K: return {"Q4_K", 256, 144};
     case DType::kQ5_K: return {"Q5_K", 256, 176};
     case DType::kQ6_K: return {"Q6_K", 256, 210};
+    case DType::kQ5_0: return {"Q5_0", 32, 22};
+    case DType::kQ5_1: return {"Q5_1", 32, 24};
   }
   return {"?", 1, 1};
 }

@@ -19,6 +19,8 @@ enum class DType : uint8_t {
   kQ4_K,
   kQ5_K,
   kQ6_K,
+  kQ5_0,
+  kQ5_1,
 };
 
 struct DTypeInfo {

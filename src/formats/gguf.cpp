@@ -123,6 +123,8 @@ std::optional<DType> ggml_type(uint32_t t) {
     case 1: return DType::kF16;
     case 2: return DType::kQ4_0;
     case 3: return DType::kQ4_1;
+    case 6: return DType::kQ5_0;
+    case 7: return DType::kQ5_1;
     case 8: return DType::kQ8_0;
     case 12: return DType::kQ4_K;
     case 13: return DType::kQ5_K;
@@ -194,7 +196,7 @@ Result<GgufFile> read_gguf(std::shared_ptr<const MappedFile> file) {
     auto dt = ggml_type(type);
     if (!dt)
       return unsupported(path + ": " + where + " has GGML type " + std::to_string(type) +
-                         ", which kiln does not read (F32, F16, BF16, Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K)");
+                         ", which kiln does not read (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)");
     info.t.dtype = *dt;
     KILN_ASSIGN_OR_RETURN(info.offset, r.read<uint64_t>("tensor offset"));
     auto n = shape_elements(info.t.shape);

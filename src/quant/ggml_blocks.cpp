@@ -33,6 +33,36 @@ void dq_q4_1(const uint8_t* b, float* y) {
   }
 }
 
+// Q5_0: f16 d, 4 bytes of fifth bits (bit j for element j), 16 bytes of nibbles as Q4_0;
+// an element is its 5-bit value less 16, times d.
+void dq_q5_0(const uint8_t* b, float* y) {
+  const float d = half_at(b);
+  uint32_t qh;
+  std::memcpy(&qh, b + 2, 4);
+  const uint8_t* qs = b + 6;
+  for (int j = 0; j < 16; ++j) {
+    const int lo = (qs[j] & 0x0f) | static_cast<int>((qh >> j & 1u) << 4);
+    const int hi = (qs[j] >> 4) | static_cast<int>((qh >> (j + 16) & 1u) << 4);
+    y[j] = static_cast<float>(lo - 16) * d;
+    y[j + 16] = static_cast<float>(hi - 16) * d;
+  }
+}
+
+// Q5_1: f16 d, f16 min, then as Q5_0 without the offset: an element is its 5-bit value times d
+// plus min.
+void dq_q5_1(const uint8_t* b, float* y) {
+  const float d = half_at(b), m = half_at(b + 2);
+  uint32_t qh;
+  std::memcpy(&qh, b + 4, 4);
+  const uint8_t* qs = b + 8;
+  for (int j = 0; j < 16; ++j) {
+    const int lo = (qs[j] & 0x0f) | static_cast<int>((qh >> j & 1u) << 4);
+    const int hi = (qs[j] >> 4) | static_cast<int>((qh >> (j + 16) & 1u) << 4);
+    y[j] = static_cast<float>(lo) * d + m;
+    y[j + 16] = static_cast<float>(hi) * d + m;
+  }
+}
+
 // Q8_0: f16 d, 32 int8.
 void dq_q8_0(const uint8_t* b, float* y) {
   const float d = half_at(b);
@@ -143,6 +173,8 @@ Status dequantize(DType t, std::span<const uint8_t> src, std::span<float> dst) {
       case DType::kQ4_K: dq_q4_k(s, y); break;
       case DType::kQ5_K: dq_q5_k(s, y); break;
       case DType::kQ6_K: dq_q6_k(s, y); break;
+      case DType::kQ5_0: dq_q5_0(s, y); break;
+      case DType::kQ5_1: dq_q5_1(s, y); break;
     }
   }
   return Status::ok();

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generate tests/data/gguf-quant/blocks.gguf: quantized blocks + gguf-py dequantization.
 
-For each type T in F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K the file holds
+For each type T in F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, Q5_0, Q5_1 the file holds
     "<t>"      shape [3 rows][512 cols] (GGUF dims ne0=512, ne1=3) stored as type T
     "<t>.ref"  F32, same shape: gguf.quants.dequantize() of exactly those bytes
 Types gguf-py can quantize get seeded random normal data run through
@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_OUT = os.path.normpath(os.path.join(HERE, "..", "data", "gguf-quant", "blocks.gguf"))
 
 ROWS, COLS = 3, 512
-TYPES = [Q.F16, Q.BF16, Q.Q8_0, Q.Q4_0, Q.Q4_1, Q.Q4_K, Q.Q5_K, Q.Q6_K]
+TYPES = [Q.F16, Q.BF16, Q.Q8_0, Q.Q4_0, Q.Q4_1, Q.Q4_K, Q.Q5_K, Q.Q6_K, Q.Q5_0, Q.Q5_1]
 # byte offsets of the f16 scale fields inside one block, for types filled with random bytes
 F16_FIELDS = {Q.Q4_K: (0, 2), Q.Q5_K: (0, 2), Q.Q6_K: (208,)}
 
