@@ -248,15 +248,18 @@ std::vector<float> random_vector(std::mt19937& rng, size_t n, float scale) {
   return v;
 }
 
-// Runs the table's matmul over the tiles in `parts` contiguous pieces (as threads would).
+// Runs the table's matmul over the tiles in `parts` contiguous pieces (as threads would), decode
+// reading one tile at a time where `one_stream` (by default as the back end chooses for this host).
 void run_matmul(const cpu::KernelTable& t, const MatmulCase& c, const std::vector<uint8_t>& packed, const float* x,
-                const float* bias, const float* residual, float* y, int parts) {
+                const float* bias, const float* residual, float* y, int parts,
+                bool one_stream = host_reads_one_stream_faster()) {
   cpu::PackedMatrix m;
   m.data = packed.data();
   m.rows = c.rows;
   m.cols = c.cols;
   m.params = c.p;
   m.tile_bytes = static_cast<int64_t>(*cpu::tile_bytes(c.p, cpu::matmul_layout(c.p.scheme), c.cols));
+  m.decode_one_stream = one_stream;
   // Filled with junk first: the padding tokens of the panels must be written, not left over.
   const cpu::ActivationScratch layout(c.cols, c.n);
   std::vector<uint8_t> scratch(layout.bytes + 64, 0x5a);
@@ -268,10 +271,14 @@ void run_matmul(const cpu::KernelTable& t, const MatmulCase& c, const std::vecto
   e.bias = bias;
   e.residual = residual;
   e.residual_stride = c.rows;
+  // Each piece's own work scratch (junk too), as the back end gives each thread its slice.
+  const auto work_bytes = static_cast<size_t>(cpu::matmul_work_bytes(t, c.p, c.cols, c.n));
+  std::vector<uint8_t> work(work_bytes + 64, 0x5a);
+  uint8_t* work_base = work_bytes ? work.data() + (64 - reinterpret_cast<uintptr_t>(work.data()) % 64) % 64 : nullptr;
   const int64_t tiles = (c.rows + 15) / 16;
   for (int i = 0; i < parts; ++i) {
     const int64_t b = ThreadPool::share_begin(tiles, i, parts), end = ThreadPool::share_begin(tiles, i + 1, parts);
-    if (b < end) t.matmul[static_cast<int>(c.p.scheme)](m, a, e, b, end);
+    if (b < end) t.matmul[static_cast<int>(c.p.scheme)](m, a, e, b, end, work_base);
   }
 }
 
@@ -386,14 +393,13 @@ TEST(CpuMatmul, ModelShapes) {
         if (n < 64 || t->make_bf16_tiles) check_matmul(*t, {canonical({s, 32, true}), 64, 2048, n}, rng);
 }
 
-// Decode reads its tiles side by side or one at a time (cpu::decode_one_stream, by the host's
-// vendor): the same bits either way, every table, every scheme, partial tiles, threads' pieces.
+// Decode reads its tiles side by side or one at a time (PackedMatrix::decode_one_stream, which
+// the back end sets by the host's vendor): the same bits either way, every table, every scheme, partial tiles, threads' pieces.
 TEST(CpuMatmul, DecodeOneStreamGivesTheSameBits) {
 #if !defined(__x86_64__)
   GTEST_SKIP() << "one-stream decode is chosen on x86 (AMD) only";
 #endif
   std::mt19937 rng(31);
-  const bool host = cpu::decode_one_stream();
   int cases = 0;
   for (const cpu::KernelTable* t : tables_to_test())
     for (const QuantParams& p : all_params())
@@ -406,11 +412,8 @@ TEST(CpuMatmul, DecodeOneStreamGivesTheSameBits) {
         ASSERT_TRUE(quantize_and_pack(p, w, c.rows, c.cols, ref, packed));
         const auto bias = random_vector(rng, static_cast<size_t>(c.rows), 1.0f);
         std::vector<float> side(static_cast<size_t>(c.rows)), one(side.size());
-        cpu::set_decode_one_stream(false);
-        run_matmul(*t, c, packed, x.data(), bias.data(), nullptr, side.data(), 3);
-        cpu::set_decode_one_stream(true);
-        run_matmul(*t, c, packed, x.data(), bias.data(), nullptr, one.data(), 3);
-        cpu::set_decode_one_stream(host);
+        run_matmul(*t, c, packed, x.data(), bias.data(), nullptr, side.data(), 3, false);
+        run_matmul(*t, c, packed, x.data(), bias.data(), nullptr, one.data(), 3, true);
         for (size_t i = 0; i < side.size(); ++i)
           ASSERT_EQ(std::bit_cast<uint32_t>(side[i]), std::bit_cast<uint32_t>(one[i])) << "output " << i;
         ++cases;

@@ -37,56 +37,70 @@ MatrixSpan matrix_span(OpCode op) {
   }
 }
 
-// The widths the scratch regions serve, from the nodes that use them: the rows a fused norm
-// writes, the up projection of a fused gate-up, and per preparation slot the columns of the
-// matrices prepared there (slots 1 and 2 only for a matrix of a fused op that cannot share an
-// earlier one's preparation: another scheme or width).
+// The widths one node's scratch regions serve: the rows a fused norm writes, the up projection
+// of a fused gate-up (or the keys a rope-and-store rotates before an f16 cache rounds them), the
+// rope angles' head_dim, and per preparation slot the columns of the matrices prepared there
+// (slots 1 and 2 only for a matrix of a fused op that cannot share an earlier one's preparation:
+// another scheme or width). From the node alone: the scratch of a graph is planned in one pass.
 struct ScratchWidths {
   int64_t norm = 1, up = 1, head_dim = 2;
   int64_t prep[3] = {1, 1, 1};
 };
-ScratchWidths scratch_widths(const Graph& g) {
+ScratchWidths scratch_widths(const Node& n, const Graph& g) {
   ScratchWidths w;
   auto params = [&](int wi) -> std::optional<QuantParams> {
     auto p = weight_params(g.weights[static_cast<size_t>(wi)]);
     return p ? std::optional<QuantParams>(*p) : std::nullopt;
   };
-  for (const Node& n : g.nodes) {
-    w.head_dim = std::max<int64_t>(w.head_dim, n.head_dim);
-    if (n.op == OpCode::kRmsNormMatMulQKV || n.op == OpCode::kRmsNormGateUpSwiGLU)
-      w.norm = std::max(w.norm, g.values[static_cast<size_t>(n.inputs[0])].width);
-    if (n.op == OpCode::kRmsNormGateUpSwiGLU || n.op == OpCode::kGateUpSwiGLU)
-      w.up = std::max(w.up, g.values[static_cast<size_t>(n.outputs[0])].width);
-    if (n.op == OpCode::kRopeKvStore)  // its keys, rotated before an f16 cache rounds them
-      w.up = std::max(w.up, g.values[static_cast<size_t>(n.inputs[1])].width);
-    const MatrixSpan ms = matrix_span(n.op);
-    if (n.weights.size() < ms.first + ms.count) continue;
-    for (size_t i = 0; i < ms.count; ++i) {
-      const int wi = n.weights[ms.first + i];
-      const WeightDesc& d = g.weights[static_cast<size_t>(wi)];
-      if (d.shape.size() != 2) continue;
-      bool shared = false;
-      for (size_t j = 0; j < i && !shared; ++j) {
-        const int wj = n.weights[ms.first + j];
-        const auto pi = params(wi), pj = params(wj);
-        const WeightDesc& dj = g.weights[static_cast<size_t>(wj)];
-        shared = pi && pj && *pi == *pj && dj.shape.size() == 2 && dj.shape[1] == d.shape[1];  // as same_preparation
-      }
-      if (!shared) w.prep[i] = std::max(w.prep[i], d.shape[1]);
+  w.head_dim = std::max<int64_t>(w.head_dim, n.head_dim);
+  if (n.op == OpCode::kRmsNormMatMulQKV || n.op == OpCode::kRmsNormGateUpSwiGLU)
+    w.norm = std::max(w.norm, g.values[static_cast<size_t>(n.inputs[0])].width);
+  if (n.op == OpCode::kRmsNormGateUpSwiGLU || n.op == OpCode::kGateUpSwiGLU)
+    w.up = std::max(w.up, g.values[static_cast<size_t>(n.outputs[0])].width);
+  if (n.op == OpCode::kRopeKvStore)  // its keys, rotated before an f16 cache rounds them
+    w.up = std::max(w.up, g.values[static_cast<size_t>(n.inputs[1])].width);
+  const MatrixSpan ms = matrix_span(n.op);
+  if (n.weights.size() < ms.first + ms.count) return w;
+  for (size_t i = 0; i < ms.count; ++i) {
+    const int wi = n.weights[ms.first + i];
+    const WeightDesc& d = g.weights[static_cast<size_t>(wi)];
+    if (d.shape.size() != 2) continue;
+    bool shared = false;
+    for (size_t j = 0; j < i && !shared; ++j) {
+      const int wj = n.weights[ms.first + j];
+      const auto pi = params(wi), pj = params(wj);
+      const WeightDesc& dj = g.weights[static_cast<size_t>(wj)];
+      shared = pi && pj && *pi == *pj && dj.shape.size() == 2 && dj.shape[1] == d.shape[1];  // as same_preparation
     }
+    if (!shared) w.prep[i] = std::max(w.prep[i], d.shape[1]);
   }
   return w;
 }
 
+// The scratch each call of a node's matmuls needs to itself (cpu::matmul_work_bytes), for up to
+// max_tokens tokens on table t: the most of its matrices' (they run one after another).
+int64_t matmul_work_bytes(const Node& n, const Graph& g, const KernelTable& t, int max_tokens) {
+  const MatrixSpan ms = matrix_span(n.op);
+  int64_t most = 0;
+  for (size_t i = 0; i < ms.count && ms.first + i < n.weights.size(); ++i) {
+    const WeightDesc& d = g.weights[static_cast<size_t>(n.weights[ms.first + i])];
+    auto p = weight_params(d);
+    if (p && d.shape.size() == 2) most = std::max(most, cpu::matmul_work_bytes(t, *p, d.shape[1], max_tokens));
+  }
+  return most;
+}
+
 size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
-// The per-session scratch, carved into 64-byte aligned regions for up to T tokens: the
-// normalised rows, the up projection (or the rotated keys an f16 cache rounds), the rope angles,
-// and three activation preparations (one per matrix of a fused op), each as wide as what uses it.
+// One node's part of the per-session scratch, carved into 64-byte aligned regions for up to T
+// tokens: the normalised rows, the up projection (or the rotated keys an f16 cache rounds), the
+// rope angles, three activation preparations (one per matrix of a fused op), each as wide as
+// what uses it, and last a slice per thread for its matmul calls' own work. Every node's regions
+// start at the scratch's base: a node uses them only while it runs.
 struct ScratchLayout {
   cpu::ActivationScratch prep_layout[3];
-  size_t norm = 0, tmp = 0, rope = 0, prep[3] = {}, total = 0;
-  ScratchLayout(const ScratchWidths& w, int t)
+  size_t norm = 0, tmp = 0, rope = 0, prep[3] = {}, work = 0, work_stride = 0;
+  ScratchLayout(const ScratchWidths& w, int t, int64_t work_bytes)
       : prep_layout{cpu::ActivationScratch(w.prep[0], t), cpu::ActivationScratch(w.prep[1], t),
                     cpu::ActivationScratch(w.prep[2], t)} {
     const auto T = static_cast<size_t>(t);
@@ -101,8 +115,13 @@ struct ScratchLayout {
       prep[i] = at;
       at += prep_layout[i].bytes;
     }
-    total = at + 64;
+    work = align64(at);
+    work_stride = align64(static_cast<size_t>(work_bytes));
   }
+  ScratchLayout(const Node& n, const Graph& g, const KernelTable& k, int t)
+      : ScratchLayout(scratch_widths(n, g), t, matmul_work_bytes(n, g, k, t)) {}
+  // The bytes the node needs with `threads` threads.
+  size_t bytes(int threads) const { return work + static_cast<size_t>(threads) * work_stride + 64; }
 };
 
 // Runs f(begin, end) over [0, n) on the pool, or inline without one.
@@ -112,8 +131,8 @@ void parallel(ThreadPool* pool, int64_t n, F&& f) {
   else if (n > 0) f(int64_t{0}, n);
 }
 
-// Runs f(begin, end) over the tiles [0, n) of one or more matrices, in chunks that the threads
-// take from each other at the end (parallel_chunks), or inline without a pool. A chunk is a
+// Runs f(begin, end, thread) over the tiles [0, n) of one or more matrices, in chunks that the
+// threads take from each other at the end (parallel_chunks), or inline (thread 0) without a pool. A chunk is a
 // multiple of 4 tiles (prefill: of 12), which every kernel's tile blocking divides (the prefill
 // ones: 2, 3 or 4). Decoding, 4 tiles (~70 KiB of a 2048-wide W4A16 matrix, a few
 // microseconds): the threads end within one of them; prefill takes an eighth of a thread's
@@ -121,11 +140,11 @@ void parallel(ThreadPool* pool, int64_t n, F&& f) {
 template <typename F>
 void parallel_tiles(ThreadPool* pool, int64_t n, int tokens, F&& f) {
   if (pool == nullptr) {
-    if (n > 0) f(int64_t{0}, n);
+    if (n > 0) f(int64_t{0}, n, 0);
     return;
   }
   const int64_t grain = tokens == 1 ? 8 : std::max<int64_t>(12, (n / (8 * pool->size()) + 11) / 12 * 12);
-  pool->parallel_chunks(n, grain, [&f](int64_t b, int64_t e, int) { f(b, e); });
+  pool->parallel_chunks(n, grain, [&f](int64_t b, int64_t e, int t) { f(b, e, t); });
 }
 
 struct Matrix {
@@ -137,13 +156,15 @@ struct Matrix {
 
 class CpuKernel final : public Kernel {
  public:
-  CpuKernel(const Node& node, const Graph& graph, const KernelTable& k, std::span<const int64_t> offsets, int max_tokens)
-      : node_(node), k_(k), scratch_(scratch_widths(graph), max_tokens) {
-    const std::vector<bool> tail = tail_values(graph);
+  CpuKernel(const Node& node, const Graph& graph, const KernelTable& k, std::span<const int64_t> offsets, int max_tokens,
+            bool decode_one_stream)
+      : node_(node), k_(k), scratch_(node, graph, k, max_tokens), decode_one_stream_(decode_one_stream) {
+    // Only a tail node can read a tail value (validate_graph): the others need no pass over the graph.
+    const std::vector<bool> tail = node.tail ? tail_values(graph) : std::vector<bool>();
     for (int v : node.inputs) {
       in_.push_back(offsets[static_cast<size_t>(v)]);
       in_width_.push_back(graph.values[static_cast<size_t>(v)].width);
-      in_tail_.push_back(tail[static_cast<size_t>(v)]);
+      in_tail_.push_back(node.tail && tail[static_cast<size_t>(v)]);
     }
     for (int v : node.outputs) {
       out_.push_back(offsets[static_cast<size_t>(v)]);
@@ -182,6 +203,7 @@ class CpuKernel final : public Kernel {
       if (!tb || !total || *total != b.bytes.size())
         return corrupt("cpu back end: weight '" + d.name + "' has the wrong size for layout '" + d.layout + "'");
       m.m.tile_bytes = static_cast<int64_t>(*tb);
+      m.m.decode_one_stream = decode_one_stream_;
       m.fn = k_.matmul[static_cast<int>(m.m.params.scheme)];
       if (biased) {
         const BoundWeight& bb = weights[first + n_mat + i];
@@ -220,6 +242,10 @@ class CpuKernel final : public Kernel {
     auto in = [&](size_t i) { return reinterpret_cast<float*>(ctx.arena + in_[i]) + (in_tail_[i] ? 0 : body_row) * in_width_[i]; };
     auto out = [&](size_t i) { return reinterpret_cast<float*>(ctx.arena + out_[i]); };
     ThreadPool* pool = ctx.pool;
+    if (scratch_.work_stride > 0 && ctx.scratch_size < scratch_.bytes(pool ? pool->size() : 1))
+      return {StatusCode::kInternal, "cpu back end: the session's scratch of " + std::to_string(ctx.scratch_size) +
+                                         " bytes was not planned for this node on " + std::to_string(pool ? pool->size() : 1) +
+                                         " threads (" + std::to_string(scratch_.bytes(pool ? pool->size() : 1)) + " bytes)"};
     switch (node_.op) {
       case OpCode::kEmbed: return embed(ctx, out(0));
       case OpCode::kRmsNorm: norm_rows(pool, in(0), out(0), rows, 0); return Status::ok();
@@ -284,6 +310,10 @@ class CpuKernel final : public Kernel {
 
  private:
   static float* scratch_f32(const StepContext& ctx, size_t off) { return reinterpret_cast<float*>(ctx.scratch + off); }
+  // Thread t's slice for its matmul calls' own work (null where they need none).
+  uint8_t* work(const StepContext& ctx, int t) const {
+    return scratch_.work_stride > 0 ? ctx.scratch + scratch_.work + static_cast<size_t>(t) * scratch_.work_stride : nullptr;
+  }
 
   void norm_rows(ThreadPool* pool, const float* x, float* y, int rows, size_t wi) const {
     const int64_t d = in_width_[0];
@@ -309,7 +339,7 @@ class CpuKernel final : public Kernel {
     e.bias = m.bias;
     e.residual = residual;
     e.residual_stride = m.m.rows;
-    parallel_tiles(ctx.pool, m.tiles(), rows, [&](int64_t b, int64_t end) { m.fn(m.m, a, e, b, end); });
+    parallel_tiles(ctx.pool, m.tiles(), rows, [&](int64_t b, int64_t end, int t) { m.fn(m.m, a, e, b, end, work(ctx, t)); });
   }
 
   // q, k and v in one pass over the pool: the threads split the three matrices' tiles together.
@@ -331,10 +361,11 @@ class CpuKernel final : public Kernel {
       e[i].bias = m.bias;
       start[i + 1] = start[i] + m.tiles();
     }
-    parallel_tiles(ctx.pool, start[3], rows, [&](int64_t b, int64_t end) {
+    parallel_tiles(ctx.pool, start[3], rows, [&](int64_t b, int64_t end, int t) {
       for (int i = 0; i < 3; ++i) {
         const int64_t lo = std::max(b, start[i]), hi = std::min(end, start[i + 1]);
-        if (lo < hi) mats_[static_cast<size_t>(i)].fn(mats_[static_cast<size_t>(i)].m, a[i], e[i], lo - start[i], hi - start[i]);
+        if (lo < hi)
+          mats_[static_cast<size_t>(i)].fn(mats_[static_cast<size_t>(i)].m, a[i], e[i], lo - start[i], hi - start[i], work(ctx, t));
       }
     });
   }
@@ -353,9 +384,9 @@ class CpuKernel final : public Kernel {
     eg.y_stride = h;
     eu.y = up;
     eu.y_stride = h;
-    parallel_tiles(ctx.pool, mg.tiles(), rows, [&](int64_t b, int64_t end) {
-      mg.fn(mg.m, ag, eg, b, end);
-      mu.fn(mu.m, au, eu, b, end);
+    parallel_tiles(ctx.pool, mg.tiles(), rows, [&](int64_t b, int64_t end, int t) {
+      mg.fn(mg.m, ag, eg, b, end, work(ctx, t));
+      mu.fn(mu.m, au, eu, b, end, work(ctx, t));
       const int64_t c0 = b * kTileRows, c1 = std::min(h, end * kTileRows);
       for (int t = 0; t < rows; ++t) k_.swiglu(out + t * h + c0, out + t * h + c0, up + t * h + c0, c1 - c0);
     });
@@ -470,6 +501,7 @@ class CpuKernel final : public Kernel {
   Node node_;
   const KernelTable& k_;
   ScratchLayout scratch_;
+  bool decode_one_stream_;
   std::vector<BoundWeight> weights_;
   std::vector<QuantParams> params_;
   std::vector<Matrix> mats_;
@@ -478,6 +510,8 @@ class CpuKernel final : public Kernel {
 };
 
 }  // namespace
+
+CpuBackend::CpuBackend() : decode_one_stream_(host_reads_one_stream_faster()) {}
 
 uint64_t cpu_kernel_features(uint64_t features) { return cpu::target_kernel_features(features); }
 const char* cpu_kernel_name(uint64_t features) { return cpu::select_kernels(features).name; }
@@ -550,7 +584,7 @@ Result<std::unique_ptr<Kernel>> CpuBackend::prepare(const Node& node, const Grap
                                                     std::span<const int64_t> value_offsets, int max_tokens,
                                                     const PrepareOptions& options) const {
   const KernelTable& k = cpu::select_kernels(options.cpu_features & host_cpu_features());
-  auto kernel = std::make_unique<CpuKernel>(node, graph, k, value_offsets, max_tokens);
+  auto kernel = std::make_unique<CpuKernel>(node, graph, k, value_offsets, max_tokens, decode_one_stream_);
   KILN_RETURN_IF_ERROR(kernel->bind(weights));
   return std::unique_ptr<Kernel>(std::move(kernel));
 }
@@ -575,8 +609,16 @@ std::optional<double> CpuBackend::product_rate(Scheme s, int tokens, const Prepa
   return products / since(t0);
 }
 
-size_t CpuBackend::scratch_bytes(const Graph& graph, int max_tokens, int) const {
-  return ScratchLayout(scratch_widths(graph), max_tokens).total;
+size_t CpuBackend::scratch_bytes(const Graph& graph, int max_tokens, int n_ctx) const {
+  return session_scratch_bytes(graph, max_tokens, n_ctx, 1);
+}
+
+size_t CpuBackend::session_scratch_bytes(const Graph& graph, int max_tokens, int, int threads) const {
+  // The host's best table: a kernel's own (what the .kiln allows of it) needs no more.
+  const KernelTable& k = cpu::select_kernels(host_cpu_features());
+  size_t most = 0;
+  for (const Node& n : graph.nodes) most = std::max(most, ScratchLayout(n, graph, k, max_tokens).bytes(std::max(threads, 1)));
+  return most;
 }
 
 }  // namespace kiln

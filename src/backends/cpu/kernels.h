@@ -22,6 +22,10 @@ struct PackedMatrix {
   int64_t rows = 0, cols = 0;
   int64_t tile_bytes = 0;
   QuantParams params;
+  // Decode reads one tile at a time (one stream) instead of several side by side: the plan's
+  // choice for the host (CpuBackend, from host_reads_one_stream_faster), read by the x86 tables.
+  // The bits do not depend on it (each tile's sums are the same), as a test checks both ways.
+  bool decode_one_stream = false;
 };
 
 // The activations of one matmul: n rows of x, and what the A8 and A16 kernels precompute from
@@ -90,9 +94,11 @@ struct Epilogue {
   int64_t residual_stride = 0;
 };
 
-// Computes the rows of tiles [tile_begin, tile_end) for all n activation rows.
+// Computes the rows of tiles [tile_begin, tile_end) for all n activation rows. `work`: this
+// call's own scratch, 64-byte aligned, of matmul_work_bytes() bytes (nobody else touches it
+// during the call; null where that is 0).
 using MatmulFn = void (*)(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile_begin,
-                          int64_t tile_end);
+                          int64_t tile_end, uint8_t* work);
 
 // Attention over the KV cache for one KV head and a range of its query heads (see
 // microkernels.h: online softmax, K and V read once per block for all the range's queries).
@@ -192,13 +198,19 @@ const KernelTable& select_kernels(uint64_t cpu_features);
 // Every table this build has whose features are a subset of `cpu_features` (for tests).
 int available_kernel_tables(uint64_t cpu_features, const KernelTable** out, int max);
 
-// Decode blocks read several tiles side by side (kDecodeRT, kA16DecodeRT, kDigitRT: as many
-// streams), or one tile at a time, one stream, where the host reads one stream faster
-// (host_reads_one_stream_faster). Process-wide, read at every decode matmul of the x86 tables;
-// the bits do not depend on it (each tile's sums are the same), as a test checks by setting it
-// both ways.
-bool decode_one_stream();
-void set_decode_one_stream(bool one);
+// Bytes of one W4A16 tile widened to 16-bit pairs (the a16 words kernel): [cols / 2][16] u32
+// pairs, then the group scales [groups][16] f32, then (asymmetric groups) the mins.
+inline int64_t w4_words_tile_bytes(const QuantParams& p, int64_t cols) {
+  const int64_t groups = p.group_size > 0 ? cols / p.group_size : 0;
+  return cols / 2 * 16 * 4 + groups * 16 * 4 * (p.symmetric ? 1 : 2);
+}
+
+// The scratch one call of table t's matmul of p's scheme, cols wide, needs to itself for up to
+// n tokens (MatmulFn's `work`): W4A16 prefill on 16-bit products widens runs of up to four
+// tiles there once, then multiplies every block of tokens by them. 0 for every other kernel.
+inline int64_t matmul_work_bytes(const KernelTable& t, const QuantParams& p, int64_t cols, int n) {
+  return p.scheme == Scheme::kW4A16 && n > 1 && t.reads_a16_words(n) ? 4 * w4_words_tile_bytes(p, cols) : 0;
+}
 
 // Fills a table with the kernels of one instruction set (defined in that set's file).
 void fill_generic(KernelTable& t);

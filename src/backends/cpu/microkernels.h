@@ -256,26 +256,7 @@ struct W4Words {
 inline W4Words w4_words(const PackedMatrix& w) {
   const int64_t groups = w.cols / w.params.group_size;
   const int64_t scales = w.cols / 2 * kTileRows * 4, mins = scales + groups * kTileRows * 4;
-  return {scales, mins, mins + (w.params.symmetric ? 0 : groups * kTileRows * 4)};
-}
-
-// This thread's buffer of at least `bytes` for widened tiles: kept from call to call (the first
-// prefill allocates it, the next ones reuse it; decoding never reads it), 64-byte aligned.
-inline uint8_t* words_buffer(size_t bytes) {
-  struct Buffer {
-    uint8_t* p = nullptr;
-    size_t size = 0;
-    ~Buffer() { ::operator delete[](p, std::align_val_t{64}); }
-  };
-  thread_local Buffer b;
-  if (bytes > b.size) {
-    ::operator delete[](b.p, std::align_val_t{64});
-    b.p = nullptr;
-    b.size = 0;  // so that a failed allocation (bad_alloc) leaves no stale size behind
-    b.p = static_cast<uint8_t*>(::operator new[](bytes, std::align_val_t{64}));
-    b.size = bytes;
-  }
-  return b.p;
+  return {scales, mins, w4_words_tile_bytes(w.params, w.cols)};  // kernels.h: what matmul_work_bytes plans
 }
 
 template <class S>
@@ -656,12 +637,14 @@ inline void over_tiles(int64_t tb, int64_t te, Block&& block) {
 // compiler contracts the generic table's products into FMAs differently per run length, so the
 // bits would depend on the choice.
 template <int kRT, typename Block>
-inline void over_decode_tiles(int64_t tb, int64_t te, Block&& block) {
+inline void over_decode_tiles(const PackedMatrix& w, int64_t tb, int64_t te, Block&& block) {
 #if defined(__x86_64__)
-  if (decode_one_stream()) {
+  if (w.decode_one_stream) {
     over_tiles<1>(tb, te, block);
     return;
   }
+#else
+  (void)w;
 #endif
   over_tiles<kRT>(tb, te, block);
 }
@@ -693,9 +676,8 @@ inline void over_tile_runs(const PackedMatrix& w, int64_t tb, int64_t te, int n,
 // Each run of kRT tiles widened once, then every block of tokens over it (from L2).
 template <class S, int kRT>
 void matmul_w4a16_words(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te,
-                        int64_t stride) {
+                        int64_t stride, uint8_t* words) {
   static_assert(S::kPrefillNT % S::kA16WordsNT == 0, "a block of tokens lies within one panel");
-  uint8_t* words = words_buffer(static_cast<size_t>(stride * kRT));
   // While the blocks of tokens run, each asks for a slice of the next run's packed tiles, a
   // line or two per block of 32 elements, so that widening them reads L2 rather than memory
   // (one burst of prefetches stalled on the fill buffers instead).
@@ -716,9 +698,10 @@ void matmul_w4a16_words(const PackedMatrix& w, const Activations& a, const Epilo
 }
 
 template <class S>
-void matmul_w4a16(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
+void matmul_w4a16(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te, uint8_t* work) {
+  (void)work;  // only the 16-bit products' prefill uses it
   if (a.n == 1) {
-    over_decode_tiles<S::kA16DecodeRT>(tb, te, [&](auto rt, int64_t t) { w4a16_block<S, rt.value, 1, false>(w, a, e, t, 0); });
+    over_decode_tiles<S::kA16DecodeRT>(w, tb, te, [&](auto rt, int64_t t) { w4a16_block<S, rt.value, 1, false>(w, a, e, t, 0); });
     return;
   }
   if constexpr (has_a16_words<S>) {
@@ -726,8 +709,9 @@ void matmul_w4a16(const PackedMatrix& w, const Activations& a, const Epilogue& e
       // Runs of four widened tiles where they leave L2 room for the next run's packed tiles and
       // the tokens' panels (2048 wide: 4 x 64 KiB), else three (5632 wide: 3 x 176 KiB).
       const int64_t stride = w4_words(w).bytes;
-      if (4 * stride <= S::kA16WordsRunBytes) matmul_w4a16_words<S, 4>(w, a, e, tb, te, stride);
-      else matmul_w4a16_words<S, 3>(w, a, e, tb, te, stride);
+      // `work` holds four (matmul_work_bytes), planned with the session's scratch.
+      if (4 * stride <= S::kA16WordsRunBytes) matmul_w4a16_words<S, 4>(w, a, e, tb, te, stride, work);
+      else matmul_w4a16_words<S, 3>(w, a, e, tb, te, stride, work);
       return;
     }
   }
@@ -738,9 +722,9 @@ void matmul_w4a16(const PackedMatrix& w, const Activations& a, const Epilogue& e
 }
 
 template <class S, Scheme kScheme>
-void matmul_dense(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
+void matmul_dense(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te, uint8_t* /*work*/) {
   if (a.n == 1) {
-    over_decode_tiles<S::kDecodeRT>(tb, te, [&](auto rt, int64_t t) { dense_block<S, kScheme, rt.value, 1, false>(w, a, e, t, 0); });
+    over_decode_tiles<S::kDecodeRT>(w, tb, te, [&](auto rt, int64_t t) { dense_block<S, kScheme, rt.value, 1, false>(w, a, e, t, 0); });
     return;
   }
   over_tile_runs<S::kPrefillRT, S::kPrefillNT>(w, tb, te, a.n, [&](auto rt, auto nt, int64_t t, int t0) {
@@ -749,9 +733,9 @@ void matmul_dense(const PackedMatrix& w, const Activations& a, const Epilogue& e
 }
 
 template <class S>
-void matmul_w8a16(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
+void matmul_w8a16(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te, uint8_t* /*work*/) {
   if (a.n == 1 && a.digits) {
-    over_decode_tiles<S::kDigitRT>(tb, te, [&](auto rt, int64_t t) { w8a16_decode<S, rt.value>(w, a, e, t); });
+    over_decode_tiles<S::kDigitRT>(w, tb, te, [&](auto rt, int64_t t) { w8a16_decode<S, rt.value>(w, a, e, t); });
     return;
   }
   over_tile_runs<S::kPrefillRT, S::kPrefillNT>(w, tb, te, a.n, [&](auto rt, auto nt, int64_t t, int t0) {
@@ -760,9 +744,9 @@ void matmul_w8a16(const PackedMatrix& w, const Activations& a, const Epilogue& e
 }
 
 template <class S>
-void matmul_w4a8(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
+void matmul_w4a8(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te, uint8_t* /*work*/) {
   if (a.n == 1) {
-    over_decode_tiles<S::kDecodeRT>(tb, te, [&](auto rt, int64_t t) { w4a8_block<S, rt.value, 1, false, false>(w, a, e, t, 0); });
+    over_decode_tiles<S::kDecodeRT>(w, tb, te, [&](auto rt, int64_t t) { w4a8_block<S, rt.value, 1, false, false>(w, a, e, t, 0); });
     return;
   }
   static_assert(S::kPrefillNT % S::kA8NT == 0, "a block of tokens lies within one panel");
@@ -776,9 +760,9 @@ void matmul_w4a8(const PackedMatrix& w, const Activations& a, const Epilogue& e,
 }
 
 template <class S>
-void matmul_w8a8(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
+void matmul_w8a8(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te, uint8_t* /*work*/) {
   if (a.n == 1) {
-    over_decode_tiles<S::kDecodeRT>(tb, te, [&](auto rt, int64_t t) { w8a8_block<S, rt.value, 1, false>(w, a, e, t, 0); });
+    over_decode_tiles<S::kDecodeRT>(w, tb, te, [&](auto rt, int64_t t) { w8a8_block<S, rt.value, 1, false>(w, a, e, t, 0); });
     return;
   }
   over_tile_runs<S::kA8RT, S::kA8NT>(w, tb, te, a.n, [&](auto rt, auto nt, int64_t t, int t0) {
