@@ -28,12 +28,30 @@ struct PackedMatrix {
   bool decode_one_stream = false;
 };
 
+// What a matmul kernel is handed besides the rows of x: one format per call, chosen from the
+// table, the scheme, the width and the tokens (KernelTable::activation_format; the back end
+// fixes it per matrix and token count when it prepares a node). The kernels branch on it; the
+// pointers of Activations it names are set, the others are not read.
+enum class ActivationFormat : uint8_t {
+  kRows,          // x alone: the float kernels' one token
+  kXPanels,       // x_panels: float prefill, and W8A16's one token where the digits do not fit
+  kBf16Tiles,     // bf16_tiles: prefill on matrix units (float schemes, W8A16)
+  kDigits,        // digits, digit_scale, digit_sums, digit_plane_sums: W8A16's one token
+  kA16Rows,       // a16, a16_scale, a16_sums: W4A16's one token
+  kA16Panels,     // the a16 rows, and a16_panels with their scales and sums: W4A16 prefill
+  kA16Words,      // the a16 rows, and a16_words with the panel scales and sums (16-bit products)
+  kA16Bf16Tiles,  // the a16 rows, and bf16_tiles of their rounded values: W4A16 on matrix units
+  kQRows,         // q, q_scale, q_group_sums: A8's one token
+  kQPanels,       // the q rows, and q_panels with q_panel_sums: A8 prefill
+};
+
 // The activations of one matmul: n rows of x, and what the A8 and A16 kernels precompute from
-// them once (prepare_activations).
+// them once (prepare_activations), in `format`.
 struct Activations {
   const float* x = nullptr;  // [n][x_stride]
   int64_t x_stride = 0;
   int n = 0;
+  ActivationFormat format = ActivationFormat::kRows;
   // W4A16: x as quant/ref_matmul.h's 16-bit X per block of 32, x ~ a16_scale[block] * X, each
   // X written as two int8 digits X = 256 hi + lo (make_a16), so that the nibbles times X are two
   // exact integer dot products.
@@ -170,6 +188,19 @@ struct KernelTable {
   // and the sums after the scales.
   int64_t a16_panel_quads(int n, int64_t cols) const {
     return (n + panel_tokens - 1) / panel_tokens * panel_tokens * (cols / 2);
+  }
+  // The format this table's kernel for scheme s reads for n rows of cols elements.
+  ActivationFormat activation_format(Scheme s, int n, int64_t cols) const {
+    if (reads_a16(s)) {
+      if (reads_bf16_tiles(s, n, cols)) return ActivationFormat::kA16Bf16Tiles;
+      if (n == 1) return ActivationFormat::kA16Rows;
+      return reads_a16_words(n) ? ActivationFormat::kA16Words : ActivationFormat::kA16Panels;
+    }
+    if (reads_digits(s, n, cols)) return ActivationFormat::kDigits;
+    if (reads_bf16_tiles(s, n, cols)) return ActivationFormat::kBf16Tiles;
+    if (reads_x_panels(s, n, cols)) return ActivationFormat::kXPanels;
+    if (quantizes_activations(s)) return reads_q_panels(s, n) ? ActivationFormat::kQPanels : ActivationFormat::kQRows;
+    return ActivationFormat::kRows;
   }
   void (*make_digits)(const float* x, int64_t cols, int8_t* digits, float* scales, int32_t* sums,
                       int32_t* plane_sums) = nullptr;

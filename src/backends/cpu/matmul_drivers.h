@@ -93,12 +93,12 @@ void matmul_w4a16_words(const PackedMatrix& w, const Activations& a, const Epilo
 template <class S>
 void matmul_w4a16(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te, uint8_t* work) {
   (void)work;  // only the 16-bit products' prefill uses it
-  if (a.n == 1) {
+  if (a.format == ActivationFormat::kA16Rows) {
     over_decode_tiles<S::kA16DecodeRT>(w, tb, te, [&](auto rt, int64_t t) { w4a16_block<S, rt.value, 1, false>(w, a, e, t, 0); });
     return;
   }
   if constexpr (has_a16_words<S>) {
-    if (a.a16_words) {
+    if (a.format == ActivationFormat::kA16Words) {
       // Runs of four widened tiles where they leave L2 room for the next run's packed tiles and
       // the tokens' panels (2048 wide: 4 x 64 KiB), else three (5632 wide: 3 x 176 KiB).
       const int64_t stride = w4_words(w).bytes;
@@ -109,6 +109,7 @@ void matmul_w4a16(const PackedMatrix& w, const Activations& a, const Epilogue& e
     }
   }
   static_assert(S::kPrefillNT % S::kA16NT == 0, "a block of tokens lies within one panel");
+  // kA16Panels.
   over_tile_runs<S::kA16RT, S::kA16NT>(w, tb, te, a.n, [&](auto rt, auto nt, int64_t t, int t0) {
     w4a16_block<S, rt.value, nt.value, true>(w, a, e, t, t0);
   });
@@ -116,7 +117,7 @@ void matmul_w4a16(const PackedMatrix& w, const Activations& a, const Epilogue& e
 
 template <class S, Scheme kScheme>
 void matmul_dense(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te, uint8_t* /*work*/) {
-  if (a.n == 1) {
+  if (a.format == ActivationFormat::kRows) {
     over_decode_tiles<S::kDecodeRT>(w, tb, te, [&](auto rt, int64_t t) { dense_block<S, kScheme, rt.value, 1, false>(w, a, e, t, 0); });
     return;
   }
@@ -127,7 +128,7 @@ void matmul_dense(const PackedMatrix& w, const Activations& a, const Epilogue& e
 
 template <class S>
 void matmul_w8a16(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te, uint8_t* /*work*/) {
-  if (a.n == 1 && a.digits) {
+  if (a.format == ActivationFormat::kDigits) {
     over_decode_tiles<S::kDigitRT>(w, tb, te, [&](auto rt, int64_t t) { w8a16_decode<S, rt.value>(w, a, e, t); });
     return;
   }
@@ -138,7 +139,7 @@ void matmul_w8a16(const PackedMatrix& w, const Activations& a, const Epilogue& e
 
 template <class S>
 void matmul_w4a8(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te, uint8_t* /*work*/) {
-  if (a.n == 1) {
+  if (a.format == ActivationFormat::kQRows) {
     over_decode_tiles<S::kDecodeRT>(w, tb, te, [&](auto rt, int64_t t) { w4a8_block<S, rt.value, 1, false, false>(w, a, e, t, 0); });
     return;
   }
@@ -154,7 +155,7 @@ void matmul_w4a8(const PackedMatrix& w, const Activations& a, const Epilogue& e,
 
 template <class S>
 void matmul_w8a8(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te, uint8_t* /*work*/) {
-  if (a.n == 1) {
+  if (a.format == ActivationFormat::kQRows) {
     over_decode_tiles<S::kDecodeRT>(w, tb, te, [&](auto rt, int64_t t) { w8a8_block<S, rt.value, 1, false>(w, a, e, t, 0); });
     return;
   }
