@@ -997,5 +997,70 @@ TEST(CpuModel, FileForMissingFeaturesRefused) {
   EXPECT_NE(k.status().message().find("kiln compile --target native"), std::string::npos) << k.status().message();
 }
 
+// W4A16 prefill on 16-bit products widens tiles into scratch of each thread's own, planned with
+// the session: a scratch planned for one thread is refused (a Status naming the bytes) when the
+// step runs on two, and one planned for two gives the bits of the one-thread run.
+TEST(CpuBackend, PerThreadScratchIsPlannedAndChecked) {
+  const cpu::KernelTable& t = cpu::select_kernels(host_cpu_features());
+  const QuantParams p = canonical({Scheme::kW4A16, 32, true});
+  const int T = 32;
+  const int64_t rows = 64, cols = 256;
+  if (cpu::matmul_work_bytes(t, p, cols, T) == 0) GTEST_SKIP() << t.name << " widens no tiles";
+  std::mt19937 rng(7);
+  const auto w = random_vector(rng, static_cast<size_t>(rows * cols), 0.5f);
+  std::vector<uint8_t> ref, packed;
+  ASSERT_TRUE(quantize_and_pack(p, w, rows, cols, ref, packed));
+  Graph g;
+  g.add_value("x", cols);
+  g.add_value("y", rows);
+  WeightDesc wd;
+  wd.name = "blk.0.ffn_down.weight";
+  wd.shape = {rows, cols};
+  wd.scheme = "w4a16";
+  wd.group_size = 32;
+  wd.layout = std::string(cpu::matmul_layout(Scheme::kW4A16));
+  g.add_weight(wd);
+  Node n;
+  n.op = OpCode::kMatMul;
+  n.inputs = {0};
+  n.outputs = {1};
+  n.weights = {0};
+  g.nodes.push_back(n);
+  const BoundWeight bw{&g.weights[0], packed};
+  const std::vector<int64_t> offsets = {0, int64_t{T} * cols * 4};
+  CpuBackend cpu;
+  auto k = cpu.prepare(n, g, {&bw, 1}, offsets, T, PrepareOptions{host_cpu_features()});
+  ASSERT_TRUE(k) << k.status().message();
+  const auto x = random_vector(rng, static_cast<size_t>(T * cols), 1.0f);
+  ModelConstants constants;
+  ThreadPool pool(2);
+  auto run = [&](size_t scratch_bytes, ThreadPool* on, std::vector<float>& y) {
+    std::vector<float> arena(static_cast<size_t>(T * (cols + rows)));
+    std::memcpy(arena.data(), x.data(), x.size() * 4);
+    std::vector<uint8_t> scratch(scratch_bytes + 64);
+    StepContext ctx;
+    ctx.arena = reinterpret_cast<uint8_t*>(arena.data());
+    ctx.n_tokens = T;
+    ctx.n_ctx = 16;
+    ctx.model = &constants;
+    ctx.scratch = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
+    ctx.scratch_size = scratch_bytes;
+    ctx.pool = on;
+    Status st = (*k)->run(ctx);
+    y.assign(arena.begin() + T * cols, arena.end());
+    return st;
+  };
+  const size_t one = cpu.session_scratch_bytes(g, T, 16, 1), two = cpu.session_scratch_bytes(g, T, 16, 2);
+  EXPECT_EQ(cpu.scratch_bytes(g, T, 16), one);
+  EXPECT_GE(two - one, static_cast<size_t>(cpu::matmul_work_bytes(t, p, cols, T)));
+  std::vector<float> want, got;
+  ASSERT_TRUE(run(one, nullptr, want));
+  const Status refused = run(one, &pool, got);
+  EXPECT_EQ(refused.code(), StatusCode::kInternal);
+  EXPECT_NE(refused.message().find("not planned for this node on 2 threads"), std::string::npos) << refused.message();
+  ASSERT_TRUE(run(two, &pool, got));
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << i;
+}
+
 }  // namespace
 }  // namespace kiln

@@ -119,7 +119,7 @@ using MatmulFn = void (*)(const PackedMatrix& w, const Activations& a, const Epi
                           int64_t tile_end, uint8_t* work);
 
 // Attention over the KV cache for one KV head and a range of its query heads (see
-// microkernels.h: online softmax, K and V read once per block for all the range's queries).
+// attention_kernel.h: online softmax, K and V read once per block for all the range's queries).
 struct AttentionArgs {
   const float* q = nullptr;  // [n_tokens][n_heads * head_dim], rotated
   float* out = nullptr;      // [n_tokens][n_heads * head_dim]
@@ -213,7 +213,7 @@ struct KernelTable {
   void (*rope)(float* x, int n_heads, int head_dim, const float* cos, const float* sin, bool half_split) = nullptr;
   void (*attention)(const AttentionArgs& a, int kv_head, int head_begin, int head_end) = nullptr;
   // The ceiling of the many-token kernels: `rounds` rounds of the instruction the kernel of
-  // scheme s for `tokens` tokens multiplies with, on independent sums (microkernels.h:
+  // scheme s for `tokens` tokens multiplies with, on independent sums (product_loop.h:
   // product_loop); returns the scheme's products (weight times activation) done, so that their
   // rate is the most that kernel could reach on this core. The attention kernels multiply as f32.
   double (*product_loop)(Scheme s, int tokens, int64_t rounds) = nullptr;
