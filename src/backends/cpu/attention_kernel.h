@@ -2,8 +2,8 @@
 // query heads.
 #pragma once
 
-#include "backends/cpu/kernel_helpers.h"
 #include "backends/cpu/float_ops.h"
+#include "backends/cpu/kernel_helpers.h"
 
 namespace kiln::cpu {
 namespace {
@@ -53,6 +53,8 @@ inline void widen_f16(const uint16_t* src, float* dst, int n) {
   for (; i < n; ++i) dst[i] = f16_to_f32(src[i]);
 }
 
+// One function of ~175 lines, a kernel body kept whole: its blocks share the registers' partial
+// sums and the L1 buffers of one K/V block, which helpers would pass through memory.
 template <class S>
 void attention(const AttentionArgs& a, int kvh, int hb, int he) {
   using F = typename S::F;
