@@ -70,6 +70,11 @@ void run(benchmark::State& state, const cpu::KernelTable* t, QuantParams p, int6
   m.cols = cols;
   m.params = p;
   m.tile_bytes = static_cast<int64_t>(*cpu::tile_bytes(p, cpu::matmul_layout(p.scheme), cols));
+  m.decode_one_stream = host_reads_one_stream_faster();  // as the back end chooses
+  // A slice of work scratch per thread, as the back end plans it.
+  const auto work_bytes = static_cast<size_t>((cpu::matmul_work_bytes(*t, p, cols, n) + 63) / 64 * 64);
+  std::vector<uint8_t> work(work_bytes * static_cast<size_t>(threads) + 64);
+  uint8_t* work_base = work.data() + (64 - reinterpret_cast<uintptr_t>(work.data()) % 64) % 64;
   cpu::Epilogue e;
   e.y = f.y.data();
   e.y_stride = rows;
@@ -80,7 +85,9 @@ void run(benchmark::State& state, const cpu::KernelTable* t, QuantParams p, int6
     const cpu::Activations a = cpu::prepare_activations(*t, p, cols, f.x.data(), n, layout, f.prep(), nullptr);
     m.data = f.copies[c].data();
     c = (c + 1) % f.copies.size();
-    pool.parallel_for(tiles, [&](int64_t b, int64_t end, int) { t->matmul[static_cast<int>(p.scheme)](m, a, e, b, end); });
+    pool.parallel_for(tiles, [&](int64_t b, int64_t end, int th) {
+      t->matmul[static_cast<int>(p.scheme)](m, a, e, b, end, work_bytes ? work_base + static_cast<size_t>(th) * work_bytes : nullptr);
+    });
     benchmark::DoNotOptimize(f.y.data());
   }
   const double bytes = static_cast<double>(f.copies[0].size());

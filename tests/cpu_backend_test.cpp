@@ -248,15 +248,18 @@ std::vector<float> random_vector(std::mt19937& rng, size_t n, float scale) {
   return v;
 }
 
-// Runs the table's matmul over the tiles in `parts` contiguous pieces (as threads would).
+// Runs the table's matmul over the tiles in `parts` contiguous pieces (as threads would), decode
+// reading one tile at a time where `one_stream` (by default as the back end chooses for this host).
 void run_matmul(const cpu::KernelTable& t, const MatmulCase& c, const std::vector<uint8_t>& packed, const float* x,
-                const float* bias, const float* residual, float* y, int parts) {
+                const float* bias, const float* residual, float* y, int parts,
+                bool one_stream = host_reads_one_stream_faster()) {
   cpu::PackedMatrix m;
   m.data = packed.data();
   m.rows = c.rows;
   m.cols = c.cols;
   m.params = c.p;
   m.tile_bytes = static_cast<int64_t>(*cpu::tile_bytes(c.p, cpu::matmul_layout(c.p.scheme), c.cols));
+  m.decode_one_stream = one_stream;
   // Filled with junk first: the padding tokens of the panels must be written, not left over.
   const cpu::ActivationScratch layout(c.cols, c.n);
   std::vector<uint8_t> scratch(layout.bytes + 64, 0x5a);
@@ -268,10 +271,14 @@ void run_matmul(const cpu::KernelTable& t, const MatmulCase& c, const std::vecto
   e.bias = bias;
   e.residual = residual;
   e.residual_stride = c.rows;
+  // Each piece's own work scratch (junk too), as the back end gives each thread its slice.
+  const auto work_bytes = static_cast<size_t>(cpu::matmul_work_bytes(t, c.p, c.cols, c.n));
+  std::vector<uint8_t> work(work_bytes + 64, 0x5a);
+  uint8_t* work_base = work_bytes ? work.data() + (64 - reinterpret_cast<uintptr_t>(work.data()) % 64) % 64 : nullptr;
   const int64_t tiles = (c.rows + 15) / 16;
   for (int i = 0; i < parts; ++i) {
     const int64_t b = ThreadPool::share_begin(tiles, i, parts), end = ThreadPool::share_begin(tiles, i + 1, parts);
-    if (b < end) t.matmul[static_cast<int>(c.p.scheme)](m, a, e, b, end);
+    if (b < end) t.matmul[static_cast<int>(c.p.scheme)](m, a, e, b, end, work_base);
   }
 }
 
@@ -386,14 +393,13 @@ TEST(CpuMatmul, ModelShapes) {
         if (n < 64 || t->make_bf16_tiles) check_matmul(*t, {canonical({s, 32, true}), 64, 2048, n}, rng);
 }
 
-// Decode reads its tiles side by side or one at a time (cpu::decode_one_stream, by the host's
-// vendor): the same bits either way, every table, every scheme, partial tiles, threads' pieces.
+// Decode reads its tiles side by side or one at a time (PackedMatrix::decode_one_stream, which
+// the back end sets by the host's vendor): the same bits either way, every table, every scheme, partial tiles, threads' pieces.
 TEST(CpuMatmul, DecodeOneStreamGivesTheSameBits) {
 #if !defined(__x86_64__)
   GTEST_SKIP() << "one-stream decode is chosen on x86 (AMD) only";
 #endif
   std::mt19937 rng(31);
-  const bool host = cpu::decode_one_stream();
   int cases = 0;
   for (const cpu::KernelTable* t : tables_to_test())
     for (const QuantParams& p : all_params())
@@ -406,11 +412,8 @@ TEST(CpuMatmul, DecodeOneStreamGivesTheSameBits) {
         ASSERT_TRUE(quantize_and_pack(p, w, c.rows, c.cols, ref, packed));
         const auto bias = random_vector(rng, static_cast<size_t>(c.rows), 1.0f);
         std::vector<float> side(static_cast<size_t>(c.rows)), one(side.size());
-        cpu::set_decode_one_stream(false);
-        run_matmul(*t, c, packed, x.data(), bias.data(), nullptr, side.data(), 3);
-        cpu::set_decode_one_stream(true);
-        run_matmul(*t, c, packed, x.data(), bias.data(), nullptr, one.data(), 3);
-        cpu::set_decode_one_stream(host);
+        run_matmul(*t, c, packed, x.data(), bias.data(), nullptr, side.data(), 3, false);
+        run_matmul(*t, c, packed, x.data(), bias.data(), nullptr, one.data(), 3, true);
         for (size_t i = 0; i < side.size(); ++i)
           ASSERT_EQ(std::bit_cast<uint32_t>(side[i]), std::bit_cast<uint32_t>(one[i])) << "output " << i;
         ++cases;
@@ -992,6 +995,71 @@ TEST(CpuModel, FileForMissingFeaturesRefused) {
   auto k = open_kiln_image(path, false);
   ASSERT_FALSE(k);
   EXPECT_NE(k.status().message().find("kiln compile --target native"), std::string::npos) << k.status().message();
+}
+
+// W4A16 prefill on 16-bit products widens tiles into scratch of each thread's own, planned with
+// the session: a scratch planned for one thread is refused (a Status naming the bytes) when the
+// step runs on two, and one planned for two gives the bits of the one-thread run.
+TEST(CpuBackend, PerThreadScratchIsPlannedAndChecked) {
+  const cpu::KernelTable& t = cpu::select_kernels(host_cpu_features());
+  const QuantParams p = canonical({Scheme::kW4A16, 32, true});
+  const int T = 32;
+  const int64_t rows = 64, cols = 256;
+  if (cpu::matmul_work_bytes(t, p, cols, T) == 0) GTEST_SKIP() << t.name << " widens no tiles";
+  std::mt19937 rng(7);
+  const auto w = random_vector(rng, static_cast<size_t>(rows * cols), 0.5f);
+  std::vector<uint8_t> ref, packed;
+  ASSERT_TRUE(quantize_and_pack(p, w, rows, cols, ref, packed));
+  Graph g;
+  g.add_value("x", cols);
+  g.add_value("y", rows);
+  WeightDesc wd;
+  wd.name = "blk.0.ffn_down.weight";
+  wd.shape = {rows, cols};
+  wd.scheme = "w4a16";
+  wd.group_size = 32;
+  wd.layout = std::string(cpu::matmul_layout(Scheme::kW4A16));
+  g.add_weight(wd);
+  Node n;
+  n.op = OpCode::kMatMul;
+  n.inputs = {0};
+  n.outputs = {1};
+  n.weights = {0};
+  g.nodes.push_back(n);
+  const BoundWeight bw{&g.weights[0], packed};
+  const std::vector<int64_t> offsets = {0, int64_t{T} * cols * 4};
+  CpuBackend cpu;
+  auto k = cpu.prepare(n, g, {&bw, 1}, offsets, T, PrepareOptions{host_cpu_features()});
+  ASSERT_TRUE(k) << k.status().message();
+  const auto x = random_vector(rng, static_cast<size_t>(T * cols), 1.0f);
+  ModelConstants constants;
+  ThreadPool pool(2);
+  auto run = [&](size_t scratch_bytes, ThreadPool* on, std::vector<float>& y) {
+    std::vector<float> arena(static_cast<size_t>(T * (cols + rows)));
+    std::memcpy(arena.data(), x.data(), x.size() * 4);
+    std::vector<uint8_t> scratch(scratch_bytes + 64);
+    StepContext ctx;
+    ctx.arena = reinterpret_cast<uint8_t*>(arena.data());
+    ctx.n_tokens = T;
+    ctx.n_ctx = 16;
+    ctx.model = &constants;
+    ctx.scratch = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
+    ctx.scratch_size = scratch_bytes;
+    ctx.pool = on;
+    Status st = (*k)->run(ctx);
+    y.assign(arena.begin() + T * cols, arena.end());
+    return st;
+  };
+  const size_t one = cpu.session_scratch_bytes(g, T, 16, 1), two = cpu.session_scratch_bytes(g, T, 16, 2);
+  EXPECT_EQ(cpu.scratch_bytes(g, T, 16), one);
+  EXPECT_GE(two - one, static_cast<size_t>(cpu::matmul_work_bytes(t, p, cols, T)));
+  std::vector<float> want, got;
+  ASSERT_TRUE(run(one, nullptr, want));
+  const Status refused = run(one, &pool, got);
+  EXPECT_EQ(refused.code(), StatusCode::kInternal);
+  EXPECT_NE(refused.message().find("not planned for this node on 2 threads"), std::string::npos) << refused.message();
+  ASSERT_TRUE(run(two, &pool, got));
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << i;
 }
 
 }  // namespace

@@ -277,7 +277,7 @@ Status RuntimeSession::resume() {
   last_used_ = rt.touch();
   KILN_ASSIGN_OR_RETURN(auto compiled, model_->acquire_locked(this));
   if (session_) return Status::ok();
-  const uint64_t need = ProgramSession::bytes_needed(*compiled, n_ctx_, options_.kv_dtype);
+  const uint64_t need = ProgramSession::bytes_needed(*compiled, n_ctx_, options_.kv_dtype, rt.executor_->n_threads());
   KILN_RETURN_IF_ERROR(rt.reserve_locked(need, options_.priority,
                                          "a session of " + std::to_string(n_ctx_) + " positions", model_.get(), this));
   auto s = ProgramSession::create(compiled, n_ctx_, rt.executor_, options_.kv_dtype);

@@ -28,7 +28,8 @@ Result<std::unique_ptr<ProgramSession>> ProgramSession::create(std::shared_ptr<c
   std::unique_ptr<ProgramSession> s(new ProgramSession());
   const Program& p = model->program();
   size_t scratch = 0;
-  for (const Backend* b : model->backends()) scratch = std::max(scratch, b->scratch_bytes(p.graph, p.plan.max_tokens, n_ctx));
+  for (const Backend* b : model->backends())
+    scratch = std::max(scratch, b->session_scratch_bytes(p.graph, p.plan.max_tokens, n_ctx, executor->n_threads()));
   const size_t kv = static_cast<size_t>(c.n_layers) * static_cast<size_t>(n_ctx) * static_cast<size_t>(c.kv_dim()) *
                    static_cast<size_t>(dtype_info(kv_dtype).block_bytes);
   // Arena offsets are 64-byte aligned; allocate with slack so that the base can be too. A
@@ -52,12 +53,13 @@ Result<std::unique_ptr<ProgramSession>> ProgramSession::create(std::shared_ptr<c
   return s;
 }
 
-size_t ProgramSession::bytes_needed(const CompiledModel& model, int n_ctx, DType kv_dtype) {
+size_t ProgramSession::bytes_needed(const CompiledModel& model, int n_ctx, DType kv_dtype, int n_threads) {
   const ModelConfig& c = model.config();
   if (n_ctx <= 0) n_ctx = default_context(c);
   const Program& p = model.program();
   size_t scratch = 0;
-  for (const Backend* b : model.backends()) scratch = std::max(scratch, b->scratch_bytes(p.graph, p.plan.max_tokens, n_ctx));
+  for (const Backend* b : model.backends())
+    scratch = std::max(scratch, b->session_scratch_bytes(p.graph, p.plan.max_tokens, n_ctx, n_threads));
   const size_t kv = static_cast<size_t>(c.n_layers) * static_cast<size_t>(n_ctx) * static_cast<size_t>(c.kv_dim()) *
                    static_cast<size_t>(dtype_info(kv_dtype).block_bytes);
   return static_cast<size_t>(p.plan.arena_bytes) + 64 + scratch + 64 + 2 * kv;
@@ -127,6 +129,7 @@ Result<std::span<const float>> ProgramSession::step(std::span<const int> tokens,
   ctx.kv_dtype = kv_dtype_;
   ctx.model = &model_->constants();
   ctx.scratch = aligned64(scratch_);
+  ctx.scratch_size = scratch_.size() - 64;
   {
     std::unique_lock<std::mutex> hold(executor_->mutex(), std::defer_lock);
     if (!held) hold.lock();
@@ -276,6 +279,7 @@ void ProgramSession::run_batch(std::span<DecodeRequest* const> batch) {
   all.all_logits = true;  // every row is some session's last token
   all.model = &model_->constants();
   all.scratch = aligned64(scratch_);
+  all.scratch_size = scratch_.size() - 64;
   all.pool = executor_->pool();
   // The context of row i alone: its session's position and cache, in the row arena.
   auto row_context = [&](int i) {

@@ -57,7 +57,7 @@ class ProgramSession final : public Decoder {
   size_t scratch_bytes() const { return scratch_.size(); }
   size_t reserved_bytes() const { return arena_.size() + scratch_.size() + kv_cache_bytes(); }
   // What create() would reserve for these arguments, without reserving it (for a budget).
-  static size_t bytes_needed(const CompiledModel& model, int n_ctx, DType kv_dtype);
+  static size_t bytes_needed(const CompiledModel& model, int n_ctx, DType kv_dtype, int n_threads = 1);
 
   // The cache's rows for positions [0, n): keys then values, each [layer][n][kv_dim], as
   // kv_state_bytes(n) bytes (a session snapshot).

@@ -43,7 +43,11 @@ struct StepContext {
   void* value_cache = nullptr;
   DType kv_dtype = DType::kF32;
   const ModelConstants* model = nullptr;
-  uint8_t* scratch = nullptr;  // per-session scratch of Backend::scratch_bytes() bytes
+  // Per-session scratch of Backend::session_scratch_bytes() bytes, planned for the threads of
+  // `pool`; scratch_size says how many were allocated (0: unknown, for callers of scratch_bytes
+  // that run no kernel needing per-thread scratch).
+  uint8_t* scratch = nullptr;
+  size_t scratch_size = 0;
   ThreadPool* pool = nullptr;  // the session's workers; kernels may split their work over it
 };
 
@@ -134,6 +138,12 @@ class Backend {
   // Scratch the kernels of this back end need per session, for up to max_tokens tokens per
   // step and n_ctx positions of context.
   virtual size_t scratch_bytes(const Graph& graph, int max_tokens, int n_ctx) const = 0;
+  // The same for a session whose steps run on `threads` threads (the pool's, the caller
+  // included): kernels whose calls each need scratch of their own get a slice per thread.
+  virtual size_t session_scratch_bytes(const Graph& graph, int max_tokens, int n_ctx, int threads) const {
+    (void)threads;
+    return scratch_bytes(graph, max_tokens, n_ctx);
+  }
 };
 
 }  // namespace kiln

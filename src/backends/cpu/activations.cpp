@@ -38,90 +38,133 @@ ActivationScratch::ActivationScratch(int64_t cols, int tokens) {
   bytes = align64(panels + 4 * ((T + 15) / 16 * 16 + 16) * W);
 }
 
-Activations prepare_activations(const KernelTable& t, const QuantParams& p, int64_t cols, const float* x, int n,
-                                const ActivationScratch& layout, uint8_t* scratch, ThreadPool* pool) {
+namespace {
+
+// The a16 rows of n tokens (every W4A16 format has them).
+void make_a16_rows(const KernelTable& t, int64_t cols, const float* x, int n, const ActivationScratch& layout,
+                   uint8_t* scratch, ThreadPool* pool, Activations& a) {
+  const int64_t nb = cols / 32;
+  auto* digits = at<int8_t>(scratch, layout.a16);
+  auto* scales = at<float>(scratch, layout.a16_scales);
+  auto* sums = at<int32_t>(scratch, layout.a16_sums);
+  for_each_index(pool, n, [&](int64_t r) { t.make_a16(x + r * cols, cols, digits + r * 2 * cols, scales + r * nb, sums + r * nb * 3); });
+  a.a16 = digits;
+  a.a16_scale = scales;
+  a.a16_sums = sums;
+}
+
+// The a16 rows in panels, as digit quads or (words) 16-bit pairs, with the panel scales and sums.
+void make_a16_panels(const KernelTable& t, int64_t cols, int n, bool words, const ActivationScratch& layout,
+                     uint8_t* scratch, ThreadPool* pool, Activations& a) {
+  const int64_t nb = cols / 32;
+  auto* quads = at<int32_t>(scratch, layout.panels);
+  const int64_t pt = t.panel_tokens, np = (n + pt - 1) / pt;
+  auto* pscales = reinterpret_cast<float*>(quads + t.a16_panel_quads(n, cols));
+  auto* psums = reinterpret_cast<int32_t*>(pscales + np * pt * nb);
+  const auto make = words ? t.make_a16_word_panel : t.make_a16_panel;
+  for_each_index(pool, np, [&](int64_t i) { make(a.a16, a.a16_scale, a.a16_sums, n, cols, static_cast<int>(i), quads, pscales, psums); });
+  (words ? a.a16_words : a.a16_panels) = quads;
+  a.a16_panel_scale = pscales;
+  a.a16_panel_sums = psums;
+}
+
+// The A8 rows: int8 values, scales and (4-bit schemes) group sums.
+void make_q_rows(const KernelTable& t, const QuantParams& p, int64_t cols, const float* x, int n,
+                 const ActivationScratch& layout, uint8_t* scratch, ThreadPool* pool, Activations& a) {
+  const int g = is_4bit(p.scheme) ? p.group_size : 0;
+  auto* q = at<int8_t>(scratch, layout.q);
+  auto* scales = at<float>(scratch, layout.scales);
+  auto* qsums = at<int32_t>(scratch, layout.qsums);
+  const int64_t stride = (cols + 3) / 4 * 4, groups = g > 0 ? cols / g : 0;
+  for_each_index(pool, n, [&](int64_t r) {
+    t.quantize_rows(x + r * cols, cols, 1, cols, g, q + r * stride, stride, scales + r, qsums + r * groups);
+  });
+  a.q = q;
+  a.q_stride = stride;
+  a.q_scale = scales;
+  a.q_group_sums = qsums;
+}
+
+}  // namespace
+
+Activations prepare_activations(const KernelTable& t, ActivationFormat format, const QuantParams& p, int64_t cols,
+                                const float* x, int n, const ActivationScratch& layout, uint8_t* scratch, ThreadPool* pool) {
   Activations a;
   a.x = x;
   a.x_stride = cols;
   a.n = n;
-  const Scheme s = p.scheme;
-  const int g = is_4bit(s) ? p.group_size : 0;
+  a.format = format;
   const int64_t nb = cols / 32;
-  if (KernelTable::reads_a16(s)) {
-    auto* digits = at<int8_t>(scratch, layout.a16);
-    auto* scales = at<float>(scratch, layout.a16_scales);
-    auto* sums = at<int32_t>(scratch, layout.a16_sums);
-    for_each_index(pool, n, [&](int64_t r) { t.make_a16(x + r * cols, cols, digits + r * 2 * cols, scales + r * nb, sums + r * nb * 3); });
-    a.a16 = digits;
-    a.a16_scale = scales;
-    a.a16_sums = sums;
-    if (t.reads_bf16_tiles(s, n, cols)) {
+  switch (format) {
+    case ActivationFormat::kRows: break;
+    case ActivationFormat::kA16Rows: make_a16_rows(t, cols, x, n, layout, scratch, pool, a); break;
+    case ActivationFormat::kA16Bf16Tiles: {
+      make_a16_rows(t, cols, x, n, layout, scratch, pool, a);
       auto* tiles = at<uint16_t>(scratch, layout.panels);
       // Block-major: each block of 16 rows is written by itself.
       for_each_index(pool, (n + 15) / 16, [&](int64_t tb) {
-        t.make_bf16_tiles_a16(digits + tb * 16 * 2 * cols, scales + tb * 16 * nb,
+        t.make_bf16_tiles_a16(a.a16 + tb * 16 * 2 * cols, a.a16_scale + tb * 16 * nb,
                               static_cast<int>(std::min<int64_t>(16, n - tb * 16)), cols, tiles + tb * nb * 2 * 16 * 32);
       });
       a.bf16_tiles = tiles;
-    } else if (n > 1) {
-      auto* quads = at<int32_t>(scratch, layout.panels);
-      const int64_t pt = t.panel_tokens, np = (n + pt - 1) / pt;
-      auto* pscales = reinterpret_cast<float*>(quads + t.a16_panel_quads(n, cols));
-      auto* psums = reinterpret_cast<int32_t*>(pscales + np * pt * nb);
-      const bool words = t.reads_a16_words(n);
-      const auto make = words ? t.make_a16_word_panel : t.make_a16_panel;
-      for_each_index(pool, np, [&](int64_t i) { make(digits, scales, sums, n, cols, static_cast<int>(i), quads, pscales, psums); });
-      (words ? a.a16_words : a.a16_panels) = quads;
-      a.a16_panel_scale = pscales;
-      a.a16_panel_sums = psums;
+      break;
     }
-  } else if (KernelTable::reads_digits(s, n, cols)) {
-    auto* digits = at<int8_t>(scratch, layout.digits);
-    auto* dscales = at<float>(scratch, layout.dscales);
-    auto* dsums = at<int32_t>(scratch, layout.dsums);
-    auto* psums = at<int32_t>(scratch, layout.psums);
-    t.make_digits(x, cols, digits, dscales, dsums, psums);
-    a.digits = digits;
-    a.digit_scale = dscales;
-    a.digit_sums = dsums;
-    a.digit_plane_sums = psums;
-  } else if (t.reads_bf16_tiles(s, n, cols)) {
-    auto* tiles = at<uint16_t>(scratch, layout.panels);
-    for_each_index(pool, (n + 15) / 16, [&](int64_t tb) {
-      t.make_bf16_tiles(x + tb * 16 * cols, cols, static_cast<int>(std::min<int64_t>(16, n - tb * 16)), cols,
-                        tiles + tb * nb * 2 * 16 * 32);
-    });
-    a.bf16_tiles = tiles;
-  } else if (t.reads_x_panels(s, n, cols)) {
-    auto* panels = at<float>(scratch, layout.panels);
-    const int64_t pt = t.panel_tokens;
-    for_each_index(pool, (n + pt - 1) / pt, [&](int64_t i) {
-      t.make_x_panels(x + i * pt * cols, cols, static_cast<int>(std::min<int64_t>(pt, n - i * pt)), cols, panels + i * pt * cols);
-    });
-    a.x_panels = panels;
-  } else if (quantizes_activations(s)) {
-    auto* q = at<int8_t>(scratch, layout.q);
-    auto* scales = at<float>(scratch, layout.scales);
-    auto* qsums = at<int32_t>(scratch, layout.qsums);
-    const int64_t stride = (cols + 3) / 4 * 4, groups = g > 0 ? cols / g : 0;
-    for_each_index(pool, n, [&](int64_t r) {
-      t.quantize_rows(x + r * cols, cols, 1, cols, g, q + r * stride, stride, scales + r, qsums + r * groups);
-    });
-    a.q = q;
-    a.q_stride = stride;
-    a.q_scale = scales;
-    a.q_group_sums = qsums;
-    if (t.reads_q_panels(s, n)) {
+    case ActivationFormat::kA16Panels:
+    case ActivationFormat::kA16Words:
+      make_a16_rows(t, cols, x, n, layout, scratch, pool, a);
+      make_a16_panels(t, cols, n, format == ActivationFormat::kA16Words, layout, scratch, pool, a);
+      break;
+    case ActivationFormat::kDigits: {
+      auto* digits = at<int8_t>(scratch, layout.digits);
+      auto* dscales = at<float>(scratch, layout.dscales);
+      auto* dsums = at<int32_t>(scratch, layout.dsums);
+      auto* psums = at<int32_t>(scratch, layout.psums);
+      t.make_digits(x, cols, digits, dscales, dsums, psums);
+      a.digits = digits;
+      a.digit_scale = dscales;
+      a.digit_sums = dsums;
+      a.digit_plane_sums = psums;
+      break;
+    }
+    case ActivationFormat::kBf16Tiles: {
+      auto* tiles = at<uint16_t>(scratch, layout.panels);
+      for_each_index(pool, (n + 15) / 16, [&](int64_t tb) {
+        t.make_bf16_tiles(x + tb * 16 * cols, cols, static_cast<int>(std::min<int64_t>(16, n - tb * 16)), cols,
+                          tiles + tb * nb * 2 * 16 * 32);
+      });
+      a.bf16_tiles = tiles;
+      break;
+    }
+    case ActivationFormat::kXPanels: {
+      auto* panels = at<float>(scratch, layout.panels);
+      const int64_t pt = t.panel_tokens;
+      for_each_index(pool, (n + pt - 1) / pt, [&](int64_t i) {
+        t.make_x_panels(x + i * pt * cols, cols, static_cast<int>(std::min<int64_t>(pt, n - i * pt)), cols, panels + i * pt * cols);
+      });
+      a.x_panels = panels;
+      break;
+    }
+    case ActivationFormat::kQRows: make_q_rows(t, p, cols, x, n, layout, scratch, pool, a); break;
+    case ActivationFormat::kQPanels: {
+      make_q_rows(t, p, cols, x, n, layout, scratch, pool, a);
       // Quads then sums, in the region the float schemes' panels use.
+      const int g = is_4bit(p.scheme) ? p.group_size : 0;
       auto* quads = at<int32_t>(scratch, layout.panels);
-      int32_t* sums = quads + t.q_panel_quads(n, stride);
-      for_each_index(pool, (n + t.panel_tokens - 1) / t.panel_tokens,
-           [&](int64_t i) { t.make_q_panel(q, stride, qsums, n, cols, g, static_cast<int>(i), quads, sums); });
+      int32_t* sums = quads + t.q_panel_quads(n, a.q_stride);
+      for_each_index(pool, (n + t.panel_tokens - 1) / t.panel_tokens, [&](int64_t i) {
+        t.make_q_panel(a.q, a.q_stride, a.q_group_sums, n, cols, g, static_cast<int>(i), quads, sums);
+      });
       a.q_panels = quads;
       a.q_panel_sums = sums;
+      break;
     }
   }
   return a;
+}
+
+Activations prepare_activations(const KernelTable& t, const QuantParams& p, int64_t cols, const float* x, int n,
+                                const ActivationScratch& layout, uint8_t* scratch, ThreadPool* pool) {
+  return prepare_activations(t, t.activation_format(p.scheme, n, cols), p, cols, x, n, layout, scratch, pool);
 }
 
 }  // namespace kiln::cpu

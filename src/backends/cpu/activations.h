@@ -26,10 +26,13 @@ struct ActivationScratch {
 };
 
 // Prepares what table t's kernels for p's scheme need from n rows of x (cols wide, rows cols
-// apart) in `scratch`, laid out by `layout` (made for at least cols and n). Over the pool where
-// one is given and there are several rows, else inline. The padding tokens of the last panel are
-// written (zeros), never left over from before.
+// apart), in the format t.activation_format gives, in `scratch`, laid out by `layout` (made for
+// at least cols and n). Over the pool where one is given and there are several rows, else
+// inline. The padding tokens of the last panel are written (zeros), never left over from before.
 Activations prepare_activations(const KernelTable& t, const QuantParams& p, int64_t cols, const float* x, int n,
                                 const ActivationScratch& layout, uint8_t* scratch, ThreadPool* pool);
+// The same in a format chosen before (t.activation_format(p.scheme, n, cols)).
+Activations prepare_activations(const KernelTable& t, ActivationFormat format, const QuantParams& p, int64_t cols,
+                                const float* x, int n, const ActivationScratch& layout, uint8_t* scratch, ThreadPool* pool);
 
 }  // namespace kiln::cpu

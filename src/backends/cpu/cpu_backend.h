@@ -35,6 +35,7 @@ namespace kiln {
 
 class CpuBackend final : public Backend {
  public:
+  CpuBackend();
   std::string_view name() const override { return "cpu"; }
   bool supports(const Node& node, const Graph& graph) const override;
   Result<std::unique_ptr<Kernel>> prepare(const Node& node, const Graph& graph, std::span<const BoundWeight> weights,
@@ -43,6 +44,7 @@ class CpuBackend final : public Backend {
                                           std::span<const int64_t> value_offsets, int max_tokens,
                                           const PrepareOptions& options) const override;
   size_t scratch_bytes(const Graph& graph, int max_tokens, int n_ctx) const override;
+  size_t session_scratch_bytes(const Graph& graph, int max_tokens, int n_ctx, int threads) const override;
   std::optional<double> product_rate(Scheme s, int tokens, const PrepareOptions& options, double seconds) const override;
 
   Result<std::string> layout_for(const Node& node, const Graph& graph, const WeightDesc& w) const override;
@@ -50,6 +52,11 @@ class CpuBackend final : public Backend {
   std::optional<uint64_t> layout_bytes(const WeightDesc& w) const override;
   Status pack(const WeightDesc& w, std::span<const uint8_t> ref, std::vector<uint8_t>& out) const override;
   Status unpack(const WeightDesc& w, std::span<const uint8_t> packed, std::vector<uint8_t>& ref) const override;
+
+ private:
+  // Whether decode reads its tiles one at a time (cpu::PackedMatrix::decode_one_stream): chosen
+  // once for this host when the back end is made, then part of every kernel it prepares.
+  bool decode_one_stream_;
 };
 
 // The CPU features the cpu back end's kernels need on a target with `features`: those of the

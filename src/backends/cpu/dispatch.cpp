@@ -1,6 +1,4 @@
 // The one dispatch point: which instruction-set table runs, for a set of CPU features.
-#include <atomic>
-
 #include "backends/cpu/kernels.h"
 #include "core/cpu_features.h"
 
@@ -49,15 +47,7 @@ const Tables& tables() {
   return t;
 }
 
-std::atomic<bool>& one_stream() {
-  static std::atomic<bool> one{host_reads_one_stream_faster()};
-  return one;
-}
-
 }  // namespace
-
-bool decode_one_stream() { return one_stream().load(std::memory_order_relaxed); }
-void set_decode_one_stream(bool one) { one_stream().store(one, std::memory_order_relaxed); }
 
 const KernelTable& generic_kernels() { return tables().generic; }
 

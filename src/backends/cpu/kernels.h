@@ -22,14 +22,36 @@ struct PackedMatrix {
   int64_t rows = 0, cols = 0;
   int64_t tile_bytes = 0;
   QuantParams params;
+  // Decode reads one tile at a time (one stream) instead of several side by side: the plan's
+  // choice for the host (CpuBackend, from host_reads_one_stream_faster), read by the x86 tables.
+  // The bits do not depend on it (each tile's sums are the same), as a test checks both ways.
+  bool decode_one_stream = false;
+};
+
+// What a matmul kernel is handed besides the rows of x: one format per call, chosen from the
+// table, the scheme, the width and the tokens (KernelTable::activation_format; the back end
+// fixes it per matrix and token count when it prepares a node). The kernels branch on it; the
+// pointers of Activations it names are set, the others are not read.
+enum class ActivationFormat : uint8_t {
+  kRows,          // x alone: the float kernels' one token
+  kXPanels,       // x_panels: float prefill, and W8A16's one token where the digits do not fit
+  kBf16Tiles,     // bf16_tiles: prefill on matrix units (float schemes, W8A16)
+  kDigits,        // digits, digit_scale, digit_sums, digit_plane_sums: W8A16's one token
+  kA16Rows,       // a16, a16_scale, a16_sums: W4A16's one token
+  kA16Panels,     // the a16 rows, and a16_panels with their scales and sums: W4A16 prefill
+  kA16Words,      // the a16 rows, and a16_words with the panel scales and sums (16-bit products)
+  kA16Bf16Tiles,  // the a16 rows, and bf16_tiles of their rounded values: W4A16 on matrix units
+  kQRows,         // q, q_scale, q_group_sums: A8's one token
+  kQPanels,       // the q rows, and q_panels with q_panel_sums: A8 prefill
 };
 
 // The activations of one matmul: n rows of x, and what the A8 and A16 kernels precompute from
-// them once (prepare_activations).
+// them once (prepare_activations), in `format`.
 struct Activations {
   const float* x = nullptr;  // [n][x_stride]
   int64_t x_stride = 0;
   int n = 0;
+  ActivationFormat format = ActivationFormat::kRows;
   // W4A16: x as quant/ref_matmul.h's 16-bit X per block of 32, x ~ a16_scale[block] * X, each
   // X written as two int8 digits X = 256 hi + lo (make_a16), so that the nibbles times X are two
   // exact integer dot products.
@@ -90,12 +112,14 @@ struct Epilogue {
   int64_t residual_stride = 0;
 };
 
-// Computes the rows of tiles [tile_begin, tile_end) for all n activation rows.
+// Computes the rows of tiles [tile_begin, tile_end) for all n activation rows. `work`: this
+// call's own scratch, 64-byte aligned, of matmul_work_bytes() bytes (nobody else touches it
+// during the call; null where that is 0).
 using MatmulFn = void (*)(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile_begin,
-                          int64_t tile_end);
+                          int64_t tile_end, uint8_t* work);
 
 // Attention over the KV cache for one KV head and a range of its query heads (see
-// microkernels.h: online softmax, K and V read once per block for all the range's queries).
+// attention_kernel.h: online softmax, K and V read once per block for all the range's queries).
 struct AttentionArgs {
   const float* q = nullptr;  // [n_tokens][n_heads * head_dim], rotated
   float* out = nullptr;      // [n_tokens][n_heads * head_dim]
@@ -165,6 +189,19 @@ struct KernelTable {
   int64_t a16_panel_quads(int n, int64_t cols) const {
     return (n + panel_tokens - 1) / panel_tokens * panel_tokens * (cols / 2);
   }
+  // The format this table's kernel for scheme s reads for n rows of cols elements.
+  ActivationFormat activation_format(Scheme s, int n, int64_t cols) const {
+    if (reads_a16(s)) {
+      if (reads_bf16_tiles(s, n, cols)) return ActivationFormat::kA16Bf16Tiles;
+      if (n == 1) return ActivationFormat::kA16Rows;
+      return reads_a16_words(n) ? ActivationFormat::kA16Words : ActivationFormat::kA16Panels;
+    }
+    if (reads_digits(s, n, cols)) return ActivationFormat::kDigits;
+    if (reads_bf16_tiles(s, n, cols)) return ActivationFormat::kBf16Tiles;
+    if (reads_x_panels(s, n, cols)) return ActivationFormat::kXPanels;
+    if (quantizes_activations(s)) return reads_q_panels(s, n) ? ActivationFormat::kQPanels : ActivationFormat::kQRows;
+    return ActivationFormat::kRows;
+  }
   void (*make_digits)(const float* x, int64_t cols, int8_t* digits, float* scales, int32_t* sums,
                       int32_t* plane_sums) = nullptr;
   void (*rmsnorm)(float* y, const float* x, const float* w, int64_t n, float eps) = nullptr;
@@ -176,7 +213,7 @@ struct KernelTable {
   void (*rope)(float* x, int n_heads, int head_dim, const float* cos, const float* sin, bool half_split) = nullptr;
   void (*attention)(const AttentionArgs& a, int kv_head, int head_begin, int head_end) = nullptr;
   // The ceiling of the many-token kernels: `rounds` rounds of the instruction the kernel of
-  // scheme s for `tokens` tokens multiplies with, on independent sums (microkernels.h:
+  // scheme s for `tokens` tokens multiplies with, on independent sums (product_loop.h:
   // product_loop); returns the scheme's products (weight times activation) done, so that their
   // rate is the most that kernel could reach on this core. The attention kernels multiply as f32.
   double (*product_loop)(Scheme s, int tokens, int64_t rounds) = nullptr;
@@ -192,13 +229,19 @@ const KernelTable& select_kernels(uint64_t cpu_features);
 // Every table this build has whose features are a subset of `cpu_features` (for tests).
 int available_kernel_tables(uint64_t cpu_features, const KernelTable** out, int max);
 
-// Decode blocks read several tiles side by side (kDecodeRT, kA16DecodeRT, kDigitRT: as many
-// streams), or one tile at a time, one stream, where the host reads one stream faster
-// (host_reads_one_stream_faster). Process-wide, read at every decode matmul of the x86 tables;
-// the bits do not depend on it (each tile's sums are the same), as a test checks by setting it
-// both ways.
-bool decode_one_stream();
-void set_decode_one_stream(bool one);
+// Bytes of one W4A16 tile widened to 16-bit pairs (the a16 words kernel): [cols / 2][16] u32
+// pairs, then the group scales [groups][16] f32, then (asymmetric groups) the mins.
+inline int64_t w4_words_tile_bytes(const QuantParams& p, int64_t cols) {
+  const int64_t groups = p.group_size > 0 ? cols / p.group_size : 0;
+  return cols / 2 * 16 * 4 + groups * 16 * 4 * (p.symmetric ? 1 : 2);
+}
+
+// The scratch one call of table t's matmul of p's scheme, cols wide, needs to itself for up to
+// n tokens (MatmulFn's `work`): W4A16 prefill on 16-bit products widens runs of up to four
+// tiles there once, then multiplies every block of tokens by them. 0 for every other kernel.
+inline int64_t matmul_work_bytes(const KernelTable& t, const QuantParams& p, int64_t cols, int n) {
+  return p.scheme == Scheme::kW4A16 && n > 1 && t.reads_a16_words(n) ? 4 * w4_words_tile_bytes(p, cols) : 0;
+}
 
 // Fills a table with the kernels of one instruction set (defined in that set's file).
 void fill_generic(KernelTable& t);

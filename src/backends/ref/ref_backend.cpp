@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backends/api/node_io.h"
 #include "backends/ref/kernels.h"
 #include "quant/ref_matmul.h"
 #include "quant/weight_params.h"
@@ -18,6 +19,14 @@ int64_t widest(const Graph& g) {
   for (const Value& v : g.values) w = std::max(w, v.width);
   return w;
 }
+// The same for one node's values: the temporaries it keeps are as wide as they (its scratch
+// layout, within the graph's, comes from the node alone).
+int64_t widest(const Node& n, const Graph& g) {
+  int64_t w = 1;
+  for (const auto* list : {&n.inputs, &n.outputs})
+    for (int v : *list) w = std::max(w, g.values[static_cast<size_t>(v)].width);
+  return w;
+}
 
 // Scratch layout: two activation temporaries, one row of attention scores, then the matmuls'.
 size_t temporaries_bytes(int64_t widest, int max_tokens, int n_ctx) {
@@ -28,89 +37,108 @@ class RefKernel final : public Kernel {
  public:
   RefKernel(const Node& node, const Graph& graph, std::vector<BoundWeight> weights, std::vector<QuantParams> params,
             std::span<const int64_t> offsets)
-      : node_(node), weights_(std::move(weights)), params_(std::move(params)), widest_(widest(graph)) {
-    const std::vector<bool> tail = tail_values(graph);
-    for (int v : node.inputs) {
-      in_.push_back(offsets[static_cast<size_t>(v)]);
-      in_width_.push_back(graph.values[static_cast<size_t>(v)].width);
-      in_tail_.push_back(tail[static_cast<size_t>(v)]);
-    }
-    for (int v : node.outputs) {
-      out_.push_back(offsets[static_cast<size_t>(v)]);
-      out_width_.push_back(graph.values[static_cast<size_t>(v)].width);
-    }
-  }
+      : node_(node), io_(node, graph, offsets), op_(op_for(node.op)), weights_(std::move(weights)), params_(std::move(params)),
+        widest_(widest(node, graph)) {}
+  bool has_kernel() const { return op_ != nullptr; }
 
   Status run(const StepContext& ctx) const override {
     // Tail nodes (final norm, classifier) run on the last token unless every token's logits are wanted.
-    // A tail node on the last token alone reads that row of the body's values; its own values
-    // (planned for MemoryPlan::logit_rows rows) start at row 0.
-    const int body_row = (node_.tail && !ctx.all_logits) ? ctx.n_tokens - 1 : 0;
-    const int rows = ctx.n_tokens - body_row;
-    auto in = [&](size_t i) { return reinterpret_cast<float*>(ctx.arena + in_[i]) + (in_tail_[i] ? 0 : body_row) * in_width_[i]; };
-    auto out = [&](size_t i) { return reinterpret_cast<float*>(ctx.arena + out_[i]); };
-    float* scratch = reinterpret_cast<float*>(ctx.scratch);
-    // Past the temporaries of the fused ops and the attention scores: the matmuls' own scratch.
-    const std::span<uint8_t> ms = {ctx.scratch + temporaries_bytes(widest_, ctx.n_tokens, ctx.n_ctx),
-                                   matmul_scratch_bytes(ctx.n_tokens)};
-    switch (node_.op) {
-      case OpCode::kEmbed: return embed(ctx, out(0));
-      case OpCode::kRmsNorm:
-        for (int t = 0; t < rows; ++t)
-          ref::rmsnorm(out(0) + t * out_width_[0], in(0) + t * in_width_[0], weight_f32(0), static_cast<int>(in_width_[0]),
-                       node_.eps);
-        return Status::ok();
-      case OpCode::kMatMul: return matmul(0, in(0), out(0), rows, ms);
-      case OpCode::kHeadRmsNorm:
-        for (int t = 0; t < rows; ++t)
-          ref::head_rmsnorm(out(0) + t * out_width_[0], in(0) + t * in_width_[0], weight_f32(0), node_.n_heads,
-                            node_.head_dim, node_.eps);
-        return Status::ok();
-      case OpCode::kRope:
-        std::memcpy(out(0), in(0), sizeof(float) * static_cast<size_t>(rows * in_width_[0]));
-        rope(ctx, out(0), node_.n_heads, rows);
-        return Status::ok();
-      case OpCode::kKvStore: kv_store(ctx, in(0), in(1)); return Status::ok();
-      case OpCode::kAttention: attention(ctx, in(0), out(0), scratch); return Status::ok();
-      case OpCode::kSwiGLU: ref_swiglu(out(0), in(0), in(1), rows * out_width_[0]); return Status::ok();
-      case OpCode::kAdd:
-        for (int64_t i = 0; i < rows * out_width_[0]; ++i) out(0)[i] = in(0)[i] + in(1)[i];
-        return Status::ok();
-      case OpCode::kMatMulQKV: return qkv(0, in(0), out(0), out(1), out(2), rows, ms);
-      case OpCode::kGateUpSwiGLU: return gate_up(0, in(0), out(0), scratch, rows, ms);
-      case OpCode::kRopeKvStore: {
-        std::memcpy(out(0), in(0), sizeof(float) * static_cast<size_t>(rows * in_width_[0]));
-        rope(ctx, out(0), node_.n_heads, rows);
-        float* k = scratch;
-        std::memcpy(k, in(1), sizeof(float) * static_cast<size_t>(rows * in_width_[1]));
-        rope(ctx, k, node_.n_kv_heads, rows);
-        kv_store(ctx, k, in(2));
-        return Status::ok();
-      }
-      case OpCode::kMatMulAdd: {
-        KILN_RETURN_IF_ERROR(matmul(0, in(0), scratch, rows, ms));
-        for (int64_t i = 0; i < rows * out_width_[0]; ++i) out(0)[i] = in(1)[i] + scratch[i];
-        return Status::ok();
-      }
-      case OpCode::kRmsNormMatMulQKV:
-        norm_rows(in(0), scratch, rows);
-        return qkv(1, scratch, out(0), out(1), out(2), rows, ms);
-      case OpCode::kRmsNormGateUpSwiGLU:
-        norm_rows(in(0), scratch, rows);
-        return gate_up(1, scratch, out(0), scratch + static_cast<int64_t>(rows) * in_width_[0], rows, ms);
-    }
-    return internal_error();
+    return (this->*op_)(ctx, io_.rows(ctx));
   }
 
  private:
-  static Status internal_error() { return {StatusCode::kInternal, "ref backend: unknown op"}; }
+  using Rows = NodeIo::Rows;
+  // One member function per op (run_<op>), chosen when the node is prepared.
+  using Op = OpFunction<RefKernel>;
+  friend Op op_function<RefKernel>(OpCode);
+  static Op op_for(OpCode op) { return op_function<RefKernel>(op); }
+  float* in(const StepContext& ctx, const Rows& r, size_t i) const { return io_.in(ctx, r, i); }
+  float* out(const StepContext& ctx, size_t i) const { return io_.out(ctx, i); }
+  static float* scratch(const StepContext& ctx) { return reinterpret_cast<float*>(ctx.scratch); }
+  // Past the temporaries of the fused ops and the attention scores: the matmuls' own scratch.
+  std::span<uint8_t> matmul_scratch(const StepContext& ctx) const {
+    return {ctx.scratch + temporaries_bytes(widest_, ctx.n_tokens, ctx.n_ctx), matmul_scratch_bytes(ctx.n_tokens)};
+  }
+
+  Status run_embed(const StepContext& ctx, const Rows&) const {
+    return embed_rowmajor(ctx, *weights_[0].desc, params_[0], weights_[0].bytes, out(ctx, 0));
+  }
+  Status run_rmsnorm(const StepContext& ctx, const Rows& r) const {
+    for (int t = 0; t < r.count; ++t)
+      ref::rmsnorm(out(ctx, 0) + t * io_.out_width(0), in(ctx, r, 0) + t * io_.in_width(0), weight_f32(0),
+                   static_cast<int>(io_.in_width(0)), node_.eps);
+    return Status::ok();
+  }
+  Status run_head_rmsnorm(const StepContext& ctx, const Rows& r) const {
+    for (int t = 0; t < r.count; ++t)
+      ref::head_rmsnorm(out(ctx, 0) + t * io_.out_width(0), in(ctx, r, 0) + t * io_.in_width(0), weight_f32(0), node_.n_heads,
+                        node_.head_dim, node_.eps);
+    return Status::ok();
+  }
+  Status run_matmul(const StepContext& ctx, const Rows& r) const {
+    return matmul(0, in(ctx, r, 0), out(ctx, 0), r.count, matmul_scratch(ctx));
+  }
+  Status run_matmul_add(const StepContext& ctx, const Rows& r) const {
+    float* tmp = scratch(ctx);
+    KILN_RETURN_IF_ERROR(matmul(0, in(ctx, r, 0), tmp, r.count, matmul_scratch(ctx)));
+    const float* res = in(ctx, r, 1);
+    float* y = out(ctx, 0);
+    for (int64_t i = 0; i < r.count * io_.out_width(0); ++i) y[i] = res[i] + tmp[i];
+    return Status::ok();
+  }
+  Status run_qkv(const StepContext& ctx, const Rows& r) const {
+    return qkv(0, in(ctx, r, 0), out(ctx, 0), out(ctx, 1), out(ctx, 2), r.count, matmul_scratch(ctx));
+  }
+  Status run_norm_qkv(const StepContext& ctx, const Rows& r) const {
+    norm_rows(in(ctx, r, 0), scratch(ctx), r.count);
+    return qkv(1, scratch(ctx), out(ctx, 0), out(ctx, 1), out(ctx, 2), r.count, matmul_scratch(ctx));
+  }
+  Status run_gate_up(const StepContext& ctx, const Rows& r) const {
+    return gate_up(0, in(ctx, r, 0), out(ctx, 0), scratch(ctx), r.count, matmul_scratch(ctx));
+  }
+  Status run_norm_gate_up(const StepContext& ctx, const Rows& r) const {
+    norm_rows(in(ctx, r, 0), scratch(ctx), r.count);
+    return gate_up(1, scratch(ctx), out(ctx, 0), scratch(ctx) + static_cast<int64_t>(r.count) * io_.in_width(0), r.count,
+                   matmul_scratch(ctx));
+  }
+  Status run_rope(const StepContext& ctx, const Rows& r) const {
+    std::memcpy(out(ctx, 0), in(ctx, r, 0), sizeof(float) * static_cast<size_t>(r.count * io_.in_width(0)));
+    rope(ctx, out(ctx, 0), node_.n_heads, r.count);
+    return Status::ok();
+  }
+  Status run_kv_store(const StepContext& ctx, const Rows& r) const {
+    kv_store(ctx, in(ctx, r, 0), in(ctx, r, 1));
+    return Status::ok();
+  }
+  Status run_rope_kv_store(const StepContext& ctx, const Rows& r) const {
+    KILN_RETURN_IF_ERROR(run_rope(ctx, r));
+    float* k = scratch(ctx);
+    std::memcpy(k, in(ctx, r, 1), sizeof(float) * static_cast<size_t>(r.count * io_.in_width(1)));
+    rope(ctx, k, node_.n_kv_heads, r.count);
+    kv_store(ctx, k, in(ctx, r, 2));
+    return Status::ok();
+  }
+  Status run_attention(const StepContext& ctx, const Rows& r) const {
+    attention(ctx, in(ctx, r, 0), out(ctx, 0), scratch(ctx));
+    return Status::ok();
+  }
+  Status run_swiglu(const StepContext& ctx, const Rows& r) const {
+    ref_swiglu(out(ctx, 0), in(ctx, r, 0), in(ctx, r, 1), r.count * io_.out_width(0));
+    return Status::ok();
+  }
+  Status run_add(const StepContext& ctx, const Rows& r) const {
+    const float *a = in(ctx, r, 0), *b = in(ctx, r, 1);
+    float* y = out(ctx, 0);
+    for (int64_t i = 0; i < r.count * io_.out_width(0); ++i) y[i] = a[i] + b[i];
+    return Status::ok();
+  }
 
   const float* weight_f32(size_t i) const { return reinterpret_cast<const float*>(weights_[i].bytes.data()); }
   int64_t weight_rows(size_t i) const { return weights_[i].desc->shape[0]; }
   int64_t weight_cols(size_t i) const { return weights_[i].desc->shape.size() > 1 ? weights_[i].desc->shape[1] : 1; }
 
   void norm_rows(const float* x, float* y, int rows) const {
-    const int d = static_cast<int>(in_width_[0]);
+    const int d = static_cast<int>(io_.in_width(0));
     for (int t = 0; t < rows; ++t) ref::rmsnorm(y + t * d, x + t * d, weight_f32(0), d, node_.eps);
   }
 
@@ -136,25 +164,11 @@ class RefKernel final : public Kernel {
   Status gate_up(size_t first, const float* x, float* out, float* tmp, int rows, std::span<uint8_t> ms) const {
     KILN_RETURN_IF_ERROR(matmul_into(first, x, out, rows, nullptr, ms));
     KILN_RETURN_IF_ERROR(matmul_into(first + 1, x, tmp, rows, nullptr, ms));
-    ref_swiglu(out, out, tmp, rows * out_width_[0]);
+    ref_swiglu(out, out, tmp, rows * io_.out_width(0));
     return Status::ok();
   }
   static void ref_swiglu(float* y, const float* g, const float* u, int64_t n) {
     ref::swiglu(y, g, u, static_cast<int>(n));
-  }
-
-  Status embed(const StepContext& ctx, float* y) const {
-    const WeightDesc& w = *weights_[0].desc;
-    const int64_t vocab = w.shape[0], d = w.shape[1];
-    auto row_bytes = quantized_row_size(params_[0], d);
-    if (!row_bytes) return invalid_argument("embed: bad weight layout");
-    for (int t = 0; t < ctx.n_tokens; ++t) {
-      const int32_t id = ctx.tokens[t];
-      if (id < 0 || id >= vocab) return invalid_argument("token id " + std::to_string(id) + " is outside the vocabulary");
-      auto row = weights_[0].bytes.subspan(static_cast<size_t>(id) * *row_bytes, *row_bytes);
-      KILN_RETURN_IF_ERROR(dequantize_row(params_[0], row, d, y + t * d));
-    }
-    return Status::ok();
   }
 
   void rope(const StepContext& ctx, float* x, int n_heads, int rows) const {
@@ -167,21 +181,7 @@ class RefKernel final : public Kernel {
 
   void kv_store(const StepContext& ctx, const float* k, const float* v) const {
     const int kv_dim = node_.n_kv_heads * node_.head_dim;
-    const size_t layer_off = static_cast<size_t>(node_.layer) * static_cast<size_t>(ctx.n_ctx) * static_cast<size_t>(kv_dim);
-    for (int t = 0; t < ctx.n_tokens; ++t) {
-      const size_t at = layer_off + static_cast<size_t>(ctx.first_pos + t) * static_cast<size_t>(kv_dim);
-      if (ctx.kv_dtype == DType::kF16) {
-        auto* kc = static_cast<uint16_t*>(ctx.key_cache) + at;
-        auto* vc = static_cast<uint16_t*>(ctx.value_cache) + at;
-        for (int i = 0; i < kv_dim; ++i) {
-          kc[i] = f32_to_f16(k[t * kv_dim + i]);
-          vc[i] = f32_to_f16(v[t * kv_dim + i]);
-        }
-      } else {
-        std::memcpy(static_cast<float*>(ctx.key_cache) + at, k + t * kv_dim, sizeof(float) * static_cast<size_t>(kv_dim));
-        std::memcpy(static_cast<float*>(ctx.value_cache) + at, v + t * kv_dim, sizeof(float) * static_cast<size_t>(kv_dim));
-      }
-    }
+    for (int t = 0; t < ctx.n_tokens; ++t) store_kv_row(ctx, node_.layer, kv_dim, t, k + t * kv_dim, v + t * kv_dim);
   }
 
   void attention(const StepContext& ctx, const float* q, float* o, float* scores) const {
@@ -215,11 +215,11 @@ class RefKernel final : public Kernel {
   }
 
   Node node_;
+  NodeIo io_;
+  Op op_;
   std::vector<BoundWeight> weights_;
   std::vector<QuantParams> params_;
   int64_t widest_ = 0;
-  std::vector<int64_t> in_, out_, in_width_, out_width_;
-  std::vector<bool> in_tail_;  // the input is a tail value (rows from 0)
 };
 
 }  // namespace
@@ -238,7 +238,10 @@ Result<std::unique_ptr<Kernel>> RefBackend::prepare(const Node& node, const Grap
     if (params[0].scheme != Scheme::kF32 || weights[0].bytes.size() != sizeof(float) * static_cast<size_t>(d.shape.back()))
       return corrupt("ref back end: norm weight '" + d.name + "' must be f32 [" + std::to_string(d.shape.back()) + "]");
   }
-  return std::unique_ptr<Kernel>(new RefKernel(node, graph, {weights.begin(), weights.end()}, std::move(params), value_offsets));
+  auto kernel = std::make_unique<RefKernel>(node, graph, std::vector<BoundWeight>(weights.begin(), weights.end()), std::move(params),
+                                            value_offsets);
+  if (!kernel->has_kernel()) return unsupported("ref back end: op " + std::string(op_name(node.op)) + " has no kernel");
+  return std::unique_ptr<Kernel>(std::move(kernel));
 }
 
 size_t RefBackend::scratch_bytes(const Graph& graph, int max_tokens, int n_ctx) const {

@@ -150,9 +150,9 @@ decltype(KernelTable::matmul) dotprod_matmul = {};
 // One token (decoding) stays on the dotprod kernels: it streams the weights, and SMMLA's second
 // token would be wasted work.
 template <void (*Block)(const PackedMatrix&, const Activations&, const Epilogue&, int64_t, int, int), Scheme kS>
-void matmul_mmla(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
+void matmul_mmla(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te, uint8_t* work) {
   if (a.n == 1) {
-    dotprod_matmul[static_cast<int>(kS)](w, a, e, tb, te);
+    dotprod_matmul[static_cast<int>(kS)](w, a, e, tb, te, work);
     return;
   }
   constexpr int kNT = 2 * kTokenPairs;

@@ -108,9 +108,9 @@ inline __m512i b_row(__m512i v, __m512i lut) {
   return _mm512_permutexvar_epi16(_mm512_mask_blend_epi16(0xAAAAAAAAu, lo, hi), lut);
 }
 
-void matmul_w4a16_amx(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
-  if (a.bf16_tiles == nullptr) {
-    avx512_matmul[static_cast<int>(Scheme::kW4A16)](w, a, e, tb, te);
+void matmul_w4a16_amx(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te, uint8_t* work) {
+  if (a.format != ActivationFormat::kA16Bf16Tiles) {
+    avx512_matmul[static_cast<int>(Scheme::kW4A16)](w, a, e, tb, te, work);
     return;
   }
   configure_tiles();
@@ -243,9 +243,9 @@ inline void wide_b_tiles(const uint8_t* tile, int64_t blk, uint16_t (*bt0)[32], 
 // w8a16, bf16, f16 prefill: no per-group scale, so each of up to four token blocks keeps its C
 // tile over the whole row, and the B tiles of a step of four blocks serve all four.
 template <Scheme kS>
-void matmul_wide_amx(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
-  if (a.bf16_tiles == nullptr) {
-    avx512_matmul[static_cast<int>(kS)](w, a, e, tb, te);
+void matmul_wide_amx(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te, uint8_t* work) {
+  if (a.format != ActivationFormat::kBf16Tiles) {
+    avx512_matmul[static_cast<int>(kS)](w, a, e, tb, te, work);
     return;
   }
   configure_tiles();

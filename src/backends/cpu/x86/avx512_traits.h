@@ -20,7 +20,7 @@ struct Avx512 {
   static constexpr int kA16RT = 2;
   static constexpr int kA16NT = 4;
   static constexpr int kA16DecodeRT = 8;
-  // W4A16 prefill with 16-bit products (microkernels.h: w4a16_words_block) from 24 tokens on.
+  // W4A16 prefill with 16-bit products (w4a16_kernels.h: w4a16_words_block) from 24 tokens on.
   static constexpr int64_t kA16WordsRunBytes = 512 << 10;  // widened tiles per run, at most (of L2's 1-2 MiB)
   static constexpr int kA16WordsNT = 6;
   static constexpr int kA16WordsMinRows = 24;
