@@ -56,6 +56,34 @@ TEST(RuntimeGenerate, RaisedCancelStopsBeforeThePrefillAndLeavesTheSession) {
   EXPECT_EQ(text, greedy(**fresh, *m.tokenizer, *ids, 50));
 }
 
+// Inside a step: a multi-token step watching a raised flag fails with kCancelled between its
+// instructions, its position unchanged; a one-token step runs to its end (it may carry other
+// sessions' rows). Lowered, the session decodes as a fresh one does.
+TEST(RuntimeGenerate, CancelIsSeenInsideAPrefillStep) {
+  OpenedModel m = shipped();
+  auto s = ProgramSession::create(m.model, 256);
+  ASSERT_TRUE(s);
+  std::vector<int> prompt(40);
+  for (int i = 0; i < 40; ++i) prompt[static_cast<size_t>(i)] = 1 + (i * 37) % 500;
+  std::atomic<bool> cancel{true};
+  (*s)->watch_cancel(&cancel);
+  auto r = (*s)->decode(prompt);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCancelled) << r.status().message();
+  EXPECT_EQ((*s)->position(), 0);
+  const int one[] = {1};
+  EXPECT_TRUE((*s)->decode(one).is_ok());  // one token: not cut short
+  (*s)->reset();
+  cancel = false;
+  auto got = (*s)->decode(prompt);
+  ASSERT_TRUE(got.is_ok()) << got.status().message();
+  auto fresh = ProgramSession::create(m.model, 256);
+  auto want = (*fresh)->decode(prompt);
+  ASSERT_TRUE(want.is_ok());
+  EXPECT_TRUE(std::equal(got->begin(), got->end(), want->begin(), want->end()));
+  (*s)->watch_cancel(nullptr);
+}
+
 TEST(RuntimeGenerate, StopStringsAreCutAndHeldBack) {
   OpenedModel m = shipped();
   auto s = ProgramSession::create(m.model, 256);

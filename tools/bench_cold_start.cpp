@@ -61,9 +61,13 @@ namespace {
 Result<OJ> spawn_first_token(const ColdStartArgs& c) {
   int fds[2];
   if (::pipe(fds) != 0) return io_error(std::string("pipe: ") + std::strerror(errno));
-  std::vector<std::string> args = {"kiln", "bench", "--first-token", c.model, "-q", c.scheme, "--group",
+  std::vector<std::string> args = {"kiln", "bench", "--first-token", c.model, "--group",
                                    std::to_string(c.group), "--prompt", c.prompt,
                                    "--threads", std::to_string(c.threads > 0 ? c.threads : 1), "--kv-type", c.kv_type};
+  if (!c.scheme.empty()) {
+    args.push_back("-q");
+    args.push_back(c.scheme);
+  }
   if (!c.tokenizer.empty()) {
     args.push_back("--tokenizer");
     args.push_back(c.tokenizer);

@@ -38,9 +38,11 @@ int bench_sessions(const BenchSessionsArgs& a) {
   auto rt = Runtime::create(ro);
   ModelLoadOptions lo;
   lo.open.tokenizer_path = a.tokenizer;
-  auto q = source_scheme(a.scheme, a.group);
-  if (!q) return fail(q.status());
-  lo.open.quant = *q;
+  if (!a.scheme.empty()) {  // else a source in its own precision
+    auto q = source_scheme(a.scheme, a.group);
+    if (!q) return fail(q.status());
+    lo.open.quant = *q;
+  }
   auto model = rt->load_model(a.model, lo);
   if (!model) return fail(model.status());
   // A prompt of about n_prompt tokens, different for each session so that none shares a prefix.

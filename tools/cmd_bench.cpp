@@ -26,7 +26,7 @@ namespace {
 using OJ = nlohmann::ordered_json;
 
 struct BenchCmd {
-  std::string model, scheme = "w4a16", tokenizer;
+  std::string model, scheme, tokenizer;  // scheme "": a source in its own precision, as kiln run
   std::vector<int> n_prompt = {128, 512};
   int n_gen = 64;
   int depth = 0;  // tokens in the KV cache when each prefill and decode test starts
@@ -51,7 +51,9 @@ struct BenchCmd {
 Result<OpenOptions> open_options(const BenchCmd& c) {
   OpenOptions oo;
   oo.tokenizer_path = c.tokenizer;
-  KILN_ASSIGN_OR_RETURN(oo.quant, source_scheme(c.scheme, c.group));
+  if (!c.scheme.empty()) {
+    KILN_ASSIGN_OR_RETURN(oo.quant, source_scheme(c.scheme, c.group));
+  }
   return oo;
 }
 
@@ -273,7 +275,8 @@ void add_bench_command(CLI::App& app, int& exit_code) {
       ->check(at_least(1));
   add_threads_flag(cmd, c->threads);
   add_kv_type_flag(cmd, c->kv_type);
-  CLI::Option* quant = cmd->add_option("-q,--quant", c->scheme, "scheme for a source model compiled in memory (default w4a16)");
+  CLI::Option* quant = cmd->add_option("-q,--quant", c->scheme, "scheme a source model is compiled in memory to (default: its own precision, as kiln run: "
+                                       "a GGUF's quantization, an HF folder's F16/BF16)");
   CLI::Option* group = cmd->add_option("--group", c->group, "group size of a 4-bit scheme (default 32)");
   cmd->add_option("--tokenizer", c->tokenizer, "tokenizer file, if not the model's own");
   cmd->add_flag("--json", c->json, "print one JSON object");
@@ -295,7 +298,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
       ->delimiter(',');
   cmd->callback([c, n_prompt, quant, group, &exit_code] {
     // Usage errors before any work: an unknown scheme, and flags a .kiln cannot use.
-    if (auto q = source_scheme(c->scheme, c->group); !q) {
+    if (auto q = source_scheme(c->scheme.empty() ? "w4a16" : c->scheme, c->group); !q) {
       exit_code = usage_error(q.status().message());
       return;
     }

@@ -1,6 +1,7 @@
 // What the generation loop needs of a model instance: feed tokens, get the next logits.
 #pragma once
 
+#include <atomic>
 #include <span>
 
 #include "formats/model_config.h"
@@ -22,6 +23,10 @@ class Decoder {
   // Forgets the positions from `position` on (0 <= position <= position()): the cache keeps the
   // first `position` tokens, the next decode() continues there.
   virtual void rewind(int position) = 0;
+  // A flag raised from another thread to stop: an instance that can (ProgramSession) also checks
+  // it inside a multi-token step and fails that step with StatusCode::kCancelled, its position
+  // unchanged. nullptr: none. Only between steps otherwise.
+  virtual void watch_cancel(const std::atomic<bool>* flag) { (void)flag; }
 };
 
 }  // namespace kiln

@@ -107,14 +107,28 @@ Result<GenerationStats> generate(Decoder& session, Sampler& sampler, const Token
   const auto t_call = std::chrono::steady_clock::now();
   std::span<const float> logits;
   const size_t chunk = static_cast<size_t>(std::max(session.max_step(), 1));
+  // The session also looks at the flag inside each step (Decoder::watch_cancel), for the duration
+  // of the prefill.
+  struct Watch {
+    Decoder& d;
+    Watch(Decoder& s, const std::atomic<bool>* f) : d(s) { d.watch_cancel(f); }
+    ~Watch() { d.watch_cancel(nullptr); }
+  };
   for (size_t i = 0; i < fresh.size(); i += chunk) {
-    if (raised(options.cancel)) {
+    Status step;
+    if (!raised(options.cancel)) {
+      const Watch watch(session, options.cancel);
+      auto l = session.decode(fresh.subspan(i, std::min(chunk, fresh.size() - i)));
+      if (l) logits = *l;
+      step = l.status();
+    }
+    if (raised(options.cancel) && (step.is_ok() || step.code() == StatusCode::kCancelled)) {
       session.rewind(static_cast<int>(reused));
       st.stop = StopReason::kCancelled;
       st.prompt_seconds = seconds_since(t_call);
       return st;
     }
-    KILN_ASSIGN_OR_RETURN(logits, session.decode(fresh.subspan(i, std::min(chunk, fresh.size() - i))));
+    KILN_RETURN_IF_ERROR(step);
   }
   st.prompt_seconds = seconds_since(t_call);
 

@@ -105,6 +105,15 @@ uint8_t* aligned64(std::vector<uint8_t>& v) {
 }
 }  // namespace
 
+// A multi-token step is long (a 128-token W4A16 step of TinyLlama takes ~1 s on 2 cores): a cancel
+// is seen between its instructions. The cache rows it wrote past pos_ are then never read (pos_
+// does not move). A one-token step may be serving other sessions' rows too: it runs to its end.
+Status ProgramSession::cancel_point(int n_tokens) const {
+  if (n_tokens > 1 && cancel_ != nullptr && cancel_->load(std::memory_order_relaxed))
+    return cancelled("cancelled during a " + std::to_string(n_tokens) + "-token step");
+  return Status::ok();
+}
+
 Result<std::span<const float>> ProgramSession::step(std::span<const int> tokens, bool all_logits, bool held) {
   const int n = static_cast<int>(tokens.size());
   const ModelConfig& c = model_->config();
@@ -134,9 +143,14 @@ Result<std::span<const float>> ProgramSession::step(std::span<const int> tokens,
     std::unique_lock<std::mutex> hold(executor_->mutex(), std::defer_lock);
     if (!held) hold.lock();
     ctx.pool = executor_->pool();
-    if (tracer_ != nullptr) KILN_RETURN_IF_ERROR(run_traced(ctx, *tracer_));
-    else
-      for (const auto& k : model_->kernels()) KILN_RETURN_IF_ERROR(k->run(ctx));
+    if (tracer_ != nullptr) {
+      KILN_RETURN_IF_ERROR(run_traced(ctx, *tracer_));
+    } else {
+      for (const auto& k : model_->kernels()) {
+        KILN_RETURN_IF_ERROR(cancel_point(n));
+        KILN_RETURN_IF_ERROR(k->run(ctx));
+      }
+    }
   }
   pos_ += n;
   const Program& p = model_->program();
@@ -157,6 +171,7 @@ Status ProgramSession::run_traced(const StepContext& ctx, StepTracer& t) {
   const auto& kernels = model_->kernels();
   Status st;
   for (size_t k = 0; k < kernels.size() && st; ++k) {
+    if (st = cancel_point(ctx.n_tokens); !st) break;
     const uint64_t begin = each ? t.now_ns() : 0;
     st = kernels[k]->run(ctx);
     if (each) t.instruction(static_cast<int>(k), begin, t.now_ns());

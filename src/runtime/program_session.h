@@ -47,6 +47,7 @@ class ProgramSession final : public Decoder {
   const std::shared_ptr<const CompiledModel>& model() const { return model_; }
   void reset() override { pos_ = 0; }
   void rewind(int position) override { pos_ = position < 0 ? 0 : position < pos_ ? position : pos_; }
+  void watch_cancel(const std::atomic<bool>* flag) override { cancel_ = flag; }
   DType kv_dtype() const { return kv_dtype_; }
   // Profiling and --check-numerics (step_trace.h): the session records its steps into `tracer`
   // (null: none, the default), which must outlive it or be unset first.
@@ -71,6 +72,7 @@ class ProgramSession final : public Decoder {
   // `held`: the caller holds the executor's mutex already.
   Result<std::span<const float>> step(std::span<const int> tokens, bool all_logits, bool held = false);
   // step()'s kernels, recorded into `t` (and checked, for check_numerics).
+  Status cancel_point(int n_tokens) const;
   Status run_traced(const StepContext& ctx, StepTracer& t);
   // Checks a token this session may decode next.
   Status check_next(int token) const;
@@ -95,6 +97,7 @@ class ProgramSession final : public Decoder {
   std::vector<float> batch_logits_;
   std::shared_ptr<StepExecutor> executor_;
   StepTracer* tracer_ = nullptr;
+  const std::atomic<bool>* cancel_ = nullptr;  // watch_cancel()
 };
 
 }  // namespace kiln
