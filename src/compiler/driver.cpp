@@ -217,12 +217,11 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
     if (used) img.owners.push_back(f);
   }
   img.program.plan = plan_memory(g, o.max_tokens);
-  img.program.rope_inv_freq = rope_inv_freq(m.config);
+  std::vector<float> factors;
   if (auto rf = m.tensors.find("rope_freqs.weight"); rf != m.tensors.end()) {
-    KILN_ASSIGN_OR_RETURN(std::vector<float> factors, source_f32(rf->second));
-    for (size_t i = 0; i < img.program.rope_inv_freq.size() && i < factors.size(); ++i)
-      img.program.rope_inv_freq[i] /= factors[i];
+    KILN_ASSIGN_OR_RETURN(factors, source_f32(rf->second));
   }
+  img.program.rope_inv_freq = rope_inv_freq(m.config, factors);
   img.program.graph = std::move(g);
   auto tok = tokenizer_blob_for(imp, o.tokenizer_path);
   if (tok) {

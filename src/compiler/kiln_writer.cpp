@@ -13,19 +13,6 @@ Result<KilnTarget> resolve_target(const std::string& name) {
   // Each target names the most its kernels may use; the file records what the cpu back end's
   // best kernel table within that needs (the same on any machine that compiles it), and the
   // runtime runs that table, or refuses the file on a CPU without those features.
-  struct Named {
-    const char* name;
-    uint64_t features;
-  };
-  static constexpr Named kTargets[] = {
-      {"generic", 0},
-      {"x86-avx2", kCpuAvx2 | kCpuFma | kCpuF16c},
-      {"x86-avx512", kCpuAvx2 | kCpuFma | kCpuF16c | kCpuAvx512f | kCpuAvx512bw | kCpuAvx512vl | kCpuAvx512vnni},
-      {"x86-amx", kCpuAvx2 | kCpuFma | kCpuF16c | kCpuAvx512f | kCpuAvx512bw | kCpuAvx512vl | kCpuAvx512vnni |
-                      kCpuAvx512bf16 | kCpuAmxTile | kCpuAmxBf16},
-      {"arm64-dotprod", kCpuNeon | kCpuDotprod},
-      {"arm64-i8mm", kCpuNeon | kCpuDotprod | kCpuI8mm},
-  };
   KilnTarget t;
   t.backend = "cpu";
   uint64_t wanted = 0;
@@ -33,13 +20,15 @@ Result<KilnTarget> resolve_target(const std::string& name) {
     wanted = host_cpu_features();
   } else {
     bool found = false;
-    for (const Named& n : kTargets)
+    std::string names = "native";
+    for (const CpuTarget& n : kCpuTargets) {
+      names += std::string(", ") + n.name;
       if (name == n.name) {
         wanted = n.features;
         found = true;
       }
-    if (!found)
-      return invalid_argument("unknown target '" + name + "' (native, generic, x86-avx2, x86-avx512, x86-amx, arm64-dotprod, arm64-i8mm)");
+    }
+    if (!found) return invalid_argument("unknown target '" + name + "' (" + names + ")");
   }
   t.cpu_features = cpu_kernel_features(wanted);
   t.cpu_feature_names = cpu_feature_names(t.cpu_features);

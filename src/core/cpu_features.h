@@ -25,6 +25,29 @@ enum CpuFeature : uint64_t {
   kCpuArmFp16 = 1ull << 19,
 };
 
+// What each kernel table of the cpu back end needs: the one home of these sets, for the tables
+// themselves, the dispatch point and the `.kiln` targets named after them.
+inline constexpr uint64_t kCpuSetAvx2 = kCpuAvx2 | kCpuFma | kCpuF16c;
+inline constexpr uint64_t kCpuSetAvx512 = kCpuSetAvx2 | kCpuAvx512f | kCpuAvx512bw | kCpuAvx512vl | kCpuAvx512vnni;
+inline constexpr uint64_t kCpuSetAmx = kCpuSetAvx512 | kCpuAvx512bf16 | kCpuAmxTile | kCpuAmxBf16;
+inline constexpr uint64_t kCpuSetNeon = kCpuNeon;
+inline constexpr uint64_t kCpuSetDotprod = kCpuSetNeon | kCpuDotprod;
+inline constexpr uint64_t kCpuSetI8mm = kCpuSetDotprod | kCpuI8mm;
+
+// The `.kiln` targets (`kiln compile --target`), each the most its kernels may use.
+struct CpuTarget {
+  const char* name;
+  uint64_t features;
+};
+inline constexpr CpuTarget kCpuTargets[] = {
+    {"generic", 0},
+    {"x86-avx2", kCpuSetAvx2},
+    {"x86-avx512", kCpuSetAvx512},
+    {"x86-amx", kCpuSetAmx},
+    {"arm64-dotprod", kCpuSetDotprod},
+    {"arm64-i8mm", kCpuSetI8mm},
+};
+
 uint64_t host_cpu_features();
 // Whether one core of this CPU reads memory faster as one sequential stream than as several
 // side by side. AMD Zen (4 Dec 2026, 2 vCPUs of an EPYC, 1 GiB, one core): one stream 30 GB/s,

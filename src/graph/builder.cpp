@@ -4,7 +4,7 @@
 
 namespace kiln {
 
-std::vector<float> rope_inv_freq(const ModelConfig& c) {
+std::vector<float> rope_inv_freq(const ModelConfig& c, std::span<const float> rope_freqs) {
   const int half = c.head_dim / 2;
   std::vector<float> f(static_cast<size_t>(half));
   for (int i = 0; i < half; ++i)
@@ -30,6 +30,7 @@ std::vector<float> rope_inv_freq(const ModelConfig& c) {
       }
     }
   }
+  for (size_t i = 0; i < f.size() && i < rope_freqs.size(); ++i) f[i] /= rope_freqs[i];
   return f;
 }
 

@@ -1,6 +1,7 @@
 // Builds the decoder graph of a Llama-family model (Llama, Qwen2, Qwen3, Mistral) from its config.
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "formats/model_config.h"
@@ -11,7 +12,9 @@ namespace kiln {
 // Every weight starts as "f32"; the compiler's precision pass assigns schemes.
 Result<Graph> build_decoder_graph(const ModelConfig& c);
 
-// The frequencies RoPE uses for each pair of a head of `head_dim`, after `rope_scaling`.
-std::vector<float> rope_inv_freq(const ModelConfig& c);
+// The frequencies RoPE uses for each pair of a head of `head_dim`, after `rope_scaling`, and
+// divided by a GGUF's `rope_freqs.weight` factors where the file has them (Llama 3.1 GGUFs
+// carry their scaling that way: head_dim / 2 of them, checked by the reader).
+std::vector<float> rope_inv_freq(const ModelConfig& c, std::span<const float> rope_freqs = {});
 
 }  // namespace kiln

@@ -64,10 +64,9 @@ Result<std::shared_ptr<const Model>> Model::create(ImportedModel m) {
     KILN_ASSIGN_OR_RETURN(w.w_up, get(p + "ffn_up.weight"));
     KILN_ASSIGN_OR_RETURN(w.w_down, get(p + "ffn_down.weight"));
   }
-  model->inv_freq_ = rope_inv_freq(c);
   KILN_ASSIGN_OR_RETURN(const float* rope_freqs, get_opt("rope_freqs.weight"));
-  if (rope_freqs != nullptr)
-    for (size_t i = 0; i < model->inv_freq_.size(); ++i) model->inv_freq_[i] /= rope_freqs[i];
+  model->inv_freq_ =
+      rope_inv_freq(c, rope_freqs ? std::span<const float>(rope_freqs, static_cast<size_t>(c.head_dim / 2)) : std::span<const float>());
   return std::shared_ptr<const Model>(std::move(model));
 }
 

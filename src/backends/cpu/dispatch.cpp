@@ -54,10 +54,7 @@ const KernelTable& generic_kernels() { return tables().generic; }
 uint64_t target_kernel_features(uint64_t wanted) {
   // The features of every table of every architecture, best first within each (the x86 and ARM
   // sets share no bit); must agree with the fill_* functions, as a test checks.
-  constexpr uint64_t kAvx2 = kCpuAvx2 | kCpuFma | kCpuF16c;
-  constexpr uint64_t kAvx512 = kAvx2 | kCpuAvx512f | kCpuAvx512bw | kCpuAvx512vl | kCpuAvx512vnni;
-  constexpr uint64_t kAmx = kAvx512 | kCpuAvx512bf16 | kCpuAmxTile | kCpuAmxBf16;
-  constexpr uint64_t kAll[] = {kAmx, kAvx512, kAvx2, kCpuNeon | kCpuDotprod | kCpuI8mm, kCpuNeon | kCpuDotprod, kCpuNeon};
+  constexpr uint64_t kAll[] = {kCpuSetAmx, kCpuSetAvx512, kCpuSetAvx2, kCpuSetI8mm, kCpuSetDotprod, kCpuSetNeon};
   for (uint64_t f : kAll)
     if ((f & ~wanted) == 0) return f;
   return 0;

@@ -8,7 +8,7 @@ namespace kiln::cpu {
 
 void fill_dotprod(KernelTable& t) {
   t.name = "dotprod";
-  t.features = kCpuNeon | kCpuDotprod;
+  t.features = kCpuSetDotprod;
   fill_table<Neon>(t);
 }
 

@@ -177,7 +177,7 @@ void fill_i8mm(KernelTable& t) {
   fill_dotprod(t);
   std::copy(std::begin(t.matmul), std::end(t.matmul), dotprod_matmul);
   t.name = "i8mm";
-  t.features = kCpuNeon | kCpuDotprod | kCpuI8mm;
+  t.features = kCpuSetI8mm;
   t.matmul[static_cast<int>(Scheme::kW8A8)] = &matmul_mmla<&w8a8_mmla_block, Scheme::kW8A8>;
   t.matmul[static_cast<int>(Scheme::kW4A8)] = &matmul_mmla<&w4a8_mmla_block, Scheme::kW4A8>;
   t.make_q_panel = nullptr;  // the SMMLA blocks read the rows

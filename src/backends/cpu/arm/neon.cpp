@@ -7,7 +7,7 @@ namespace kiln::cpu {
 
 void fill_neon(KernelTable& t) {
   t.name = "neon";
-  t.features = kCpuNeon;
+  t.features = kCpuSetNeon;
   fill_table<Neon>(t);
 }
 

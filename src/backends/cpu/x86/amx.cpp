@@ -339,11 +339,10 @@ void KILN_FILL_AMX(KernelTable& t) {
   std::copy(std::begin(t.matmul), std::end(t.matmul), avx512_matmul);
 #if defined(KILN_AMX_EMULATION)
   t.name = "amx-emulated";
-  t.features = kCpuAvx2 | kCpuFma | kCpuF16c | kCpuAvx512f | kCpuAvx512bw | kCpuAvx512vl | kCpuAvx512vnni;
+  t.features = kCpuSetAvx512;  // the software tiles run on AVX-512
 #else
   t.name = "amx";
-  t.features = kCpuAvx2 | kCpuFma | kCpuF16c | kCpuAvx512f | kCpuAvx512bw | kCpuAvx512vl | kCpuAvx512vnni |
-               kCpuAvx512bf16 | kCpuAmxTile | kCpuAmxBf16;
+  t.features = kCpuSetAmx;
 #endif
   t.matmul[static_cast<int>(Scheme::kW4A16)] = &matmul_w4a16_amx;
   t.matmul[static_cast<int>(Scheme::kW8A16)] = &matmul_wide_amx<Scheme::kW8A16>;

@@ -9,7 +9,7 @@ namespace kiln::cpu {
 
 void fill_avx2(KernelTable& t) {
   t.name = "avx2";
-  t.features = kCpuAvx2 | kCpuFma | kCpuF16c;
+  t.features = kCpuSetAvx2;
   fill_table<Avx2>(t);
 }
 

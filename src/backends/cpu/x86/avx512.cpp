@@ -11,7 +11,7 @@ namespace kiln::cpu {
 
 void fill_avx512(KernelTable& t) {
   t.name = "avx512";
-  t.features = kCpuAvx2 | kCpuFma | kCpuF16c | kCpuAvx512f | kCpuAvx512bw | kCpuAvx512vl | kCpuAvx512vnni;
+  t.features = kCpuSetAvx512;
   fill_table<Avx512>(t);
 }
 
