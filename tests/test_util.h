@@ -45,6 +45,14 @@ inline constexpr bool kSanitized = false;
 inline constexpr bool kSanitized = false;
 #endif
 
+// True in the ThreadSanitizer build, which runs the runtime's concurrency tests (several times
+// slower: a test that needs a trained model's long reply is left to the other builds).
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool kThreadSanitized = true;
+#else
+inline constexpr bool kThreadSanitized = false;
+#endif
+
 // Counts operator new calls in this process (for the no-allocation-per-token tests).
 uint64_t allocation_count();
 
