@@ -238,12 +238,11 @@ def test_repeated_system_prompt_reuses_the_cache(server):
     assert u1["prompt_tokens"] >= 1000
     # Another conversation in between takes the other slot, not the one holding the system prompt.
     ask("something else entirely " * 10, "hello")
-    u2, t2 = ask(system, "second question")
-    # A second reuse, in case the machine stalled the first (the best of the two is compared).
-    u3, t3 = ask(system, "third question")
-    t2 = min(t2, t3, key=lambda t: t["ttft_ms"])
-    # Everything up to the user text that differs ("first" / "second") is found in the cache.
-    assert u2["prompt_tokens_details"]["cached_tokens"] >= 1000
-    assert u3["prompt_tokens_details"]["cached_tokens"] >= 1000
+    # Four reuses, in case the shared machine stalled one (the best is compared); each finds
+    # everything up to the user text that differs ("first" / "second" ...) in the cache.
+    reuses = [ask(system, q + " question") for q in ("second", "third", "fourth", "fifth")]
+    for u, _ in reuses:
+        assert u["prompt_tokens_details"]["cached_tokens"] >= 1000
+    t2 = min((t for _, t in reuses), key=lambda t: t["ttft_ms"])
     print("ttft first %.1f ms, second %.1f ms" % (t1["ttft_ms"], t2["ttft_ms"]))
     assert t2["ttft_ms"] <= 0.2 * t1["ttft_ms"], (t1, t2)
