@@ -229,7 +229,9 @@ std::string run_on_pty(const std::string& chat_args, const std::string& steps) {
   const std::string dir = test::temp_dir() + "/pty";
   fs::remove_all(dir);
   fs::create_directories(dir);
-  const std::string cmd = std::string(KILN_BINARY) + " chat " + chat_args;
+  // exec: `script -c` runs $SHELL -c, and a shell that stays (dash, CI's /bin/sh) is in the
+  // terminal's foreground group and dies of the Ctrl-C meant for kiln.
+  const std::string cmd = "exec " + std::string(KILN_BINARY) + " chat " + chat_args;
   const std::string script =
       "cd " + test::shell_quote(dir) + "; mkfifo pty.fifo; " +
       "(script -qfec " + test::shell_quote(cmd) + " /dev/null < pty.fifo > pty.out 2>&1; echo $? > pty.code) & " +
