@@ -3,11 +3,11 @@
 #include <vector>
 
 #include "formats/llama2c.h"
-#include "runtime/model.h"
+#include "reference/reference_model.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto f = kiln::MappedFile::from_bytes(std::vector<uint8_t>(data, data + size), "fuzz.bin");
   auto m = kiln::read_llama2c(f);
-  if (m) (void)kiln::Model::create(std::move(m).value());
+  if (m) (void)kiln::ReferenceModel::create(std::move(m).value());
   return 0;
 }

@@ -9,14 +9,14 @@
 
 #include "engine/open_model.h"
 #include "formats/kiln_file.h"
-#include "runtime/program_session.h"
+#include "runtime/session.h"
 #include "runtime/session_snapshot.h"
 
 namespace {
 
 struct Fixture {
   kiln::OpenedModel model;
-  std::unique_ptr<kiln::ProgramSession> session;
+  std::unique_ptr<kiln::Session> session;
   std::vector<uint8_t> valid;
 };
 
@@ -26,7 +26,7 @@ Fixture& fixture() {
     auto m = kiln::open_model(KILN_MODELS_DIR "/stories260K/stories260K.bin", kiln::OpenOptions{});
     if (!m) __builtin_trap();
     x->model = std::move(*m);
-    x->session = std::move(*kiln::ProgramSession::create(x->model.model, 16));
+    x->session = std::move(*kiln::Session::create(x->model.model, 16));
     const std::vector<int> prompt = {1, 403, 407};
     (void)x->session->decode(prompt);
     x->valid = std::move(*kiln::encode_session_snapshot(*x->session, prompt));

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/import.h"
-#include "runtime/loaded_model.h"
+#include "reference/load_reference.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -286,7 +286,7 @@ TEST(BadInput, SafetensorsHugeHeaderLength) {
 // A broken tokenizer is named by its own file, not by the model that uses it.
 void expect_tokenizer_named(const std::string& model, const std::string& tokenizer_path, const std::string& tokenizer_file,
                             const std::string& problem) {
-  auto lm = load_model(model, tokenizer_path);
+  auto lm = load_reference(model, tokenizer_path);
   ASSERT_FALSE(lm) << model << " was accepted";
   const std::string& msg = lm.status().message();
   EXPECT_EQ(msg.rfind(tokenizer_file + ": ", 0), 0u) << msg;

@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/chat_session.h"
-#include "runtime/loaded_model.h"
-#include "runtime/session.h"
+#include "reference/load_reference.h"
+#include "reference/reference_session.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -73,9 +73,9 @@ ModelChatTemplate chat_template() {
 }
 
 TEST(Chat, ReusesTheCacheAndMatchesAFreshSession) {
-  auto lm = load_model(chat_model_dir());
+  auto lm = load_reference(chat_model_dir());
   ASSERT_TRUE(lm) << lm.status().message();
-  auto inner = Session::create(lm->model, 0);
+  auto inner = ReferenceSession::create(lm->model, 0);
   ASSERT_TRUE(inner);
   RecordingDecoder rec(**inner);
   ChatOptions o;
@@ -111,7 +111,7 @@ TEST(Chat, ReusesTheCacheAndMatchesAFreshSession) {
   EXPECT_EQ(std::vector<int>(rec.cache.begin(), rec.cache.begin() + static_cast<long>(prompt2->size())), *prompt2);
 
   // A fresh session given the same prompt says the same.
-  auto fresh = Session::create(lm->model, 0);
+  auto fresh = ReferenceSession::create(lm->model, 0);
   ASSERT_TRUE(fresh);
   SamplerParams sp;
   sp.temperature = 0;
@@ -135,9 +135,9 @@ TEST(Chat, ReusesTheCacheAndMatchesAFreshSession) {
 }
 
 TEST(Chat, GenerateRefusesAPrefixTheSessionDoesNotHold) {
-  auto lm = load_model(chat_model_dir());
+  auto lm = load_reference(chat_model_dir());
   ASSERT_TRUE(lm);
-  auto s = Session::create(lm->model, 0);
+  auto s = ReferenceSession::create(lm->model, 0);
   ASSERT_TRUE(s);
   Sampler sampler(SamplerParams{}, lm->model->config().vocab_size);
   const std::vector<int> prompt = {1, 50, 60};

@@ -13,8 +13,8 @@
 #include "quant/weight_params.h"
 #include <nlohmann/json.hpp>
 #include "runtime/kiln_image.h"
-#include "runtime/program_session.h"
 #include "runtime/session.h"
+#include "reference/reference_session.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -32,22 +32,22 @@ CompileOptions options(const std::string& scheme = "f32", bool fuse = true) {
   return o;
 }
 
-std::shared_ptr<const CompiledModel> compiled(const std::string& path, const CompileOptions& o,
+std::shared_ptr<const Model> compiled(const std::string& path, const CompileOptions& o,
                                               std::span<const Backend* const> extra = {}) {
   auto imp = import_model(path);
   EXPECT_TRUE(imp) << imp.status().message();
   CompileReport r;
   auto img = compile_model(*imp, o, &r);
   EXPECT_TRUE(img) << img.status().message();
-  auto m = CompiledModel::create(std::move(img).value(), extra);
+  auto m = Model::create(std::move(img).value(), extra);
   EXPECT_TRUE(m) << m.status().message();
   return *m;
 }
 
 std::vector<std::vector<float>> reference_logits(const std::string& path, const std::vector<int>& tokens) {
   auto imp = import_model(path);
-  auto model = Model::create(std::move(imp->model));
-  auto s = Session::create(*model, 0);
+  auto model = ReferenceModel::create(std::move(imp->model));
+  auto s = ReferenceSession::create(*model, 0);
   std::vector<std::vector<float>> out;
   for (int t : tokens) {
     auto l = (*s)->forward(t);
@@ -57,9 +57,9 @@ std::vector<std::vector<float>> reference_logits(const std::string& path, const 
 }
 
 // Logits of every position, fed `chunk` tokens per step.
-std::vector<std::vector<float>> program_logits(std::shared_ptr<const CompiledModel> m, const std::vector<int>& tokens,
+std::vector<std::vector<float>> program_logits(std::shared_ptr<const Model> m, const std::vector<int>& tokens,
                                                size_t chunk) {
-  auto s = ProgramSession::create(m, 0);
+  auto s = Session::create(m, 0);
   EXPECT_TRUE(s);
   std::vector<std::vector<float>> out;
   const size_t v = static_cast<size_t>(m->config().vocab_size);
@@ -183,7 +183,7 @@ TEST(Compile, PartitionFallsBackToReference) {
   // The classifier and 10 fused residual projections go to the limited back end; the rest falls back.
   EXPECT_EQ(r.partition.nodes["matmul-only"], 11);
   EXPECT_EQ(r.partition.nodes["ref"], 22);
-  auto m = CompiledModel::create(std::move(img).value(), backends);
+  auto m = Model::create(std::move(img).value(), backends);
   ASSERT_TRUE(m) << m.status().message();
   EXPECT_EQ(limited.prepared, 11);
   auto got = program_logits(*m, kTokens, 4);
@@ -192,7 +192,7 @@ TEST(Compile, PartitionFallsBackToReference) {
     EXPECT_LT(test::relative_error(got[i].data(), want[i].data(), want[i].size()), 1e-5);
   // Without the limited back end the program cannot be bound, and says why.
   auto again = compile_model(*imp, o, nullptr);
-  auto unbound = CompiledModel::create(std::move(again).value());
+  auto unbound = Model::create(std::move(again).value());
   ASSERT_FALSE(unbound);
   EXPECT_NE(unbound.status().message().find("matmul-only"), std::string::npos);
 }
@@ -216,9 +216,9 @@ std::vector<std::vector<float>> dequantized_reference(const std::string& path, c
     t.dtype = DType::kF32;
     t.bytes = {reinterpret_cast<const uint8_t*>(storage.back().data()), storage.back().size() * 4};
   }
-  auto model = Model::create(std::move(imp->model));
+  auto model = ReferenceModel::create(std::move(imp->model));
   EXPECT_TRUE(model) << model.status().message();
-  auto s = Session::create(*model, 0);
+  auto s = ReferenceSession::create(*model, 0);
   std::vector<std::vector<float>> out;
   for (int t : tokens) {
     auto l = (*s)->forward(t);
@@ -243,7 +243,7 @@ TEST_P(Schemes, ComputeWhatTheirWeightsSay) {
   ASSERT_TRUE(img) << img.status().message();
   auto deq = dequantized_reference(test::shipped_model(), *img, kTokens);
   auto fp32 = reference_logits(test::shipped_model(), kTokens);
-  auto got = program_logits(*CompiledModel::create(std::move(img).value()), kTokens, 8);
+  auto got = program_logits(*Model::create(std::move(img).value()), kTokens, 8);
   double worst_deq = 0, worst_fp32 = 0;
   for (size_t i = 0; i < fp32.size(); ++i) {
     worst_deq = std::max(worst_deq, test::relative_error(got[i].data(), deq[i].data(), deq[i].size()));
@@ -297,7 +297,7 @@ TEST(KilnContext, RunFromKilnEqualsInMemoryCompile) {
   const std::string path = compile_to_file("w8a16", "w8.kiln");
   auto k = open_kiln_image(path, true);
   ASSERT_TRUE(k) << k.status().message();
-  auto from_file = CompiledModel::create(std::move(k->image));
+  auto from_file = Model::create(std::move(k->image));
   ASSERT_TRUE(from_file);
   auto a = program_logits(*from_file, kTokens, 16);
   auto b = program_logits(compiled(test::shipped_model(), options("w8a16")), kTokens, 16);
@@ -357,7 +357,7 @@ class BadKiln : public ::testing::Test {
     }
     ASSERT_TRUE(w.write(path));
     auto k = open_kiln_image(path, true);
-    Status st = k ? CompiledModel::create(std::move(k->image)).status() : k.status();
+    Status st = k ? Model::create(std::move(k->image)).status() : k.status();
     ASSERT_FALSE(st.is_ok()) << "accepted: " << problem;
     EXPECT_NE(st.message().find(problem), std::string::npos) << st.message();
     auto run = test::run_kiln("run " + test::shell_quote(path) + " -n 1");
@@ -488,12 +488,12 @@ TEST(ColdStart, OpenAndBindReadNoWeights) {
   ASSERT_TRUE(file) << file.status().message();
   auto k = open_kiln_image(*file);
   ASSERT_TRUE(k) << k.status().message();
-  auto model = CompiledModel::create(std::move(k->image));
+  auto model = Model::create(std::move(k->image));
   ASSERT_TRUE(model) << model.status().message();
   const auto weights = (*file)->section(KilnSection::kWeights);
   EXPECT_EQ(resident(weights.data(), weights.size()), 0u) << "weight pages were read at open";
   // The first token reads them.
-  auto s = ProgramSession::create(*model, 16);
+  auto s = Session::create(*model, 16);
   const int bos = 1;
   ASSERT_TRUE((*s)->decode(std::span<const int>(&bos, 1)));
   EXPECT_GT(resident(weights.data(), weights.size()), 0u);

@@ -39,7 +39,7 @@
 #include "quant/ref_matmul.h"
 #include "quant/weight_params.h"
 #include "runtime/kiln_image.h"
-#include "runtime/program_session.h"
+#include "runtime/session.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -728,7 +728,7 @@ TEST(CpuLayouts, UnknownLayoutRefused) {
   ASSERT_TRUE(img);
   for (WeightDesc& w : img->program.graph.weights)
     if (w.name == "blk.2.ffn_up.weight") w.layout = "r32";
-  auto m = CompiledModel::create(std::move(img).value());
+  auto m = Model::create(std::move(img).value());
   ASSERT_FALSE(m);
   EXPECT_NE(m.status().message().find("layout 'r32'"), std::string::npos) << m.status().message();
 }
@@ -790,9 +790,9 @@ TEST(CpuLayouts, WeightReadInTwoLayoutsIsStoredTwice) {
   EXPECT_EQ(layouts, (std::vector<std::string>{"rowmajor", "test.rows"}));
   EXPECT_GE(img->program.graph.find_weight("token_embd.weight@rowmajor"), 0);
   const Backend* extra[] = {&own};
-  auto m = CompiledModel::create(std::move(img).value(), extra);
+  auto m = Model::create(std::move(img).value(), extra);
   ASSERT_TRUE(m) << m.status().message();
-  auto s = ProgramSession::create(*m, 0);
+  auto s = Session::create(*m, 0);
   ASSERT_TRUE(s);
   auto l = (*s)->decode(std::vector<int>{1, 403, 407});
   ASSERT_TRUE(l);
@@ -800,19 +800,19 @@ TEST(CpuLayouts, WeightReadInTwoLayoutsIsStoredTwice) {
 
 // ---- the whole model ----
 
-std::shared_ptr<const CompiledModel> compiled(const std::string& scheme, uint64_t features) {
+std::shared_ptr<const Model> compiled(const std::string& scheme, uint64_t features) {
   auto imp = import_model(test::shipped_model());
   auto img = compile_model(*imp, options(scheme, features), nullptr);
   EXPECT_TRUE(img) << img.status().message();
-  auto m = CompiledModel::create(std::move(img).value());
+  auto m = Model::create(std::move(img).value());
   EXPECT_TRUE(m) << m.status().message();
   return *m;
 }
 
-std::vector<float> logits_of(std::shared_ptr<const CompiledModel> m, int threads, size_t chunk,
+std::vector<float> logits_of(std::shared_ptr<const Model> m, int threads, size_t chunk,
                              DType kv = DType::kF32) {
   const std::vector<int> tokens = {1, 403, 407, 261, 378, 429, 271, 280, 300, 416, 259, 73, 89, 115, 17, 450, 3, 99};
-  auto s = ProgramSession::create(m, 0, threads, kv);
+  auto s = Session::create(m, 0, threads, kv);
   EXPECT_TRUE(s);
   std::vector<float> all;
   for (size_t i = 0; i < tokens.size(); i += chunk) {
@@ -848,7 +848,7 @@ TEST(CpuModel, F16KvCache) {
   auto img = compile_model(*imp, o, nullptr);
   ASSERT_TRUE(img) << img.status().message();
   const Backend* only_ref[] = {&ref};
-  auto on_ref = CompiledModel::create(std::move(img).value(), only_ref);
+  auto on_ref = Model::create(std::move(img).value(), only_ref);
   ASSERT_TRUE(on_ref) << on_ref.status().message();
   auto on_cpu = compiled("f32", ~0ull);
   const size_t v = static_cast<size_t>(on_cpu->config().vocab_size);
@@ -868,12 +868,12 @@ TEST(CpuModel, F16KvCache) {
     EXPECT_NE(got, f32);  // the cache did round
     for (int threads : {2, 4}) EXPECT_EQ(logits_of(on_cpu, threads, chunk, DType::kF16), got) << "threads " << threads;
   }
-  auto s16 = ProgramSession::create(on_cpu, 64, 1, DType::kF16);
-  auto s32 = ProgramSession::create(on_cpu, 64, 1, DType::kF32);
+  auto s16 = Session::create(on_cpu, 64, 1, DType::kF16);
+  auto s32 = Session::create(on_cpu, 64, 1, DType::kF32);
   ASSERT_TRUE(s16 && s32);
   EXPECT_EQ((*s16)->kv_cache_bytes() * 2, (*s32)->kv_cache_bytes());
   EXPECT_EQ((*s16)->kv_cache_bytes(), 2u * 64u * static_cast<size_t>(on_cpu->config().n_layers * on_cpu->config().kv_dim()) * 2u);
-  auto bad = ProgramSession::create(on_cpu, 64, 1, DType::kBF16);
+  auto bad = Session::create(on_cpu, 64, 1, DType::kBF16);
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.status().message().find("f32 or f16"), std::string::npos);
 }
@@ -885,12 +885,12 @@ TEST(CpuModel, LongStepLastLogitsFromTheTail) {
   ASSERT_GT(m->program().plan.max_tokens, m->program().plan.logit_rows);
   std::vector<int> tokens;
   for (int i = 0; i < m->program().plan.logit_rows + 9; ++i) tokens.push_back(3 + (i * 37) % 500);
-  auto one = ProgramSession::create(m, 0, 2);
+  auto one = Session::create(m, 0, 2);
   ASSERT_TRUE(one);
   auto last = (*one)->decode(tokens);
   ASSERT_TRUE(last) << last.status().message();
   EXPECT_FALSE((*one)->decode_all(tokens));  // more than max_logit_rows()
-  auto all = ProgramSession::create(m, 0, 2);
+  auto all = Session::create(m, 0, 2);
   ASSERT_TRUE(all);
   const auto rows = static_cast<size_t>((*all)->max_logit_rows());
   const size_t v = static_cast<size_t>(m->config().vocab_size);
@@ -912,7 +912,7 @@ TEST(CpuModel, LongStepLastLogitsFromTheTail) {
 
 TEST(CpuModel, DecodeAllocatesNothing) {
   for (const char* scheme : {"w4a16", "w4a8"}) {
-    auto s = ProgramSession::create(compiled(scheme, ~0ull), 256, 2);
+    auto s = Session::create(compiled(scheme, ~0ull), 256, 2);
     ASSERT_TRUE(s);
     const std::vector<int> prompt = {1, 403, 407, 261, 378};
     ASSERT_TRUE((*s)->decode(prompt));  // warm

@@ -4,8 +4,8 @@
 #include <algorithm>
 
 #include "runtime/generate.h"
-#include "runtime/loaded_model.h"
-#include "runtime/session.h"
+#include "reference/load_reference.h"
+#include "reference/reference_session.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -171,9 +171,9 @@ TEST(CliSampling, StopsAtBosForLlama2cModels) {
 }
 
 TEST(Golden, LibraryGreedyMatches) {
-  auto lm = load_model(test::shipped_model());
+  auto lm = load_reference(test::shipped_model());
   ASSERT_TRUE(lm) << lm.status().message();
-  auto s = Session::create(lm->model, 0);
+  auto s = ReferenceSession::create(lm->model, 0);
   ASSERT_TRUE(s);
   SamplerParams sp;
   sp.temperature = 0;

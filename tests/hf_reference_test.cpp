@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/import.h"
-#include "runtime/session.h"
+#include "reference/reference_session.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -24,13 +24,13 @@ TEST_P(HfReference, LogitsMatchTransformers) {
   auto ref = nlohmann::json::parse(test::read_file(dir + "/reference.json"));
   auto imp = import_model(test::data_path(std::string("hf-tiny/") + c.model));
   ASSERT_TRUE(imp) << imp.status().message();
-  auto model = Model::create(std::move(imp->model));
+  auto model = ReferenceModel::create(std::move(imp->model));
   ASSERT_TRUE(model) << model.status().message();
   const auto& prompts = ref["prompts"];
   const auto& logits = ref["logits"];
   ASSERT_EQ(prompts.size(), logits.size());
   for (size_t p = 0; p < prompts.size(); ++p) {
-    auto s = Session::create(*model, 0);
+    auto s = ReferenceSession::create(*model, 0);
     ASSERT_TRUE(s);
     for (size_t i = 0; i < prompts[p].size(); ++i) {
       auto got = (*s)->forward(prompts[p][i].get<int>());

@@ -3,8 +3,8 @@
 
 #include "formats/import.h"
 #include "runtime/generate.h"
-#include "runtime/loaded_model.h"
-#include "runtime/session.h"
+#include "reference/load_reference.h"
+#include "reference/reference_session.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -14,9 +14,9 @@ std::vector<std::vector<float>> all_logits(const std::string& path, const std::v
   auto imp = import_model(path);
   EXPECT_TRUE(imp) << imp.status().message();
   if (!imp) return {};
-  auto model = Model::create(std::move(imp->model));
+  auto model = ReferenceModel::create(std::move(imp->model));
   EXPECT_TRUE(model) << model.status().message();
-  auto s = Session::create(*model, 0);
+  auto s = ReferenceSession::create(*model, 0);
   std::vector<std::vector<float>> out;
   for (int t : tokens) {
     auto l = (*s)->forward(t);
@@ -50,10 +50,10 @@ TEST(ImportParity, Bf16WithinItsRounding) {
 }
 
 std::string greedy(const std::string& path, const std::string& prompt, int n) {
-  auto lm = load_model(path);
+  auto lm = load_reference(path);
   EXPECT_TRUE(lm) << lm.status().message();
   if (!lm) return {};
-  auto s = Session::create(lm->model, 0);
+  auto s = ReferenceSession::create(lm->model, 0);
   SamplerParams sp;
   sp.temperature = 0;
   Sampler sampler(sp, lm->model->config().vocab_size);
@@ -94,7 +94,7 @@ TEST(ImportParity, GgufV2SameAsV3) {
 TEST(ImportParity, HfWeightsAreMappedNotCopied) {
   auto imp = import_model(test::data_path("stories260K-hf"));
   ASSERT_TRUE(imp);
-  auto model = Model::create(std::move(imp->model));
+  auto model = ReferenceModel::create(std::move(imp->model));
   ASSERT_TRUE(model);
   EXPECT_EQ((*model)->converted_weight_bytes(), 0u);
   EXPECT_GT((*model)->mapped_weight_bytes(), 0u);

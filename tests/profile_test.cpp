@@ -16,7 +16,7 @@
 #include "perf/profile.h"
 #include "perf/weight_summary.h"
 #include "runtime/numerics_check.h"
-#include "runtime/program_session.h"
+#include "runtime/session.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -35,7 +35,7 @@ OpenedModel open_w4a16() {
 std::string nan_model() { return test::data_path("nan-weight/stories260K-nan.bin"); }
 
 // A prompt of n tokens, then `gen` greedy tokens; returns the generated ones.
-std::vector<int> run_greedy(ProgramSession& s, int n, int gen) {
+std::vector<int> run_greedy(Session& s, int n, int gen) {
   std::vector<int> prompt;
   for (int i = 0; i < n; ++i) prompt.push_back((i * 37 + 1) % s.config().vocab_size);
   std::vector<int> out;
@@ -52,7 +52,7 @@ std::vector<int> run_greedy(ProgramSession& s, int n, int gen) {
 
 TEST(Profile, DetailedRecordsEveryInstructionWithinItsStep) {
   OpenedModel m = open_w4a16();
-  auto s = *ProgramSession::create(m.model, 128, 1, DType::kF32);
+  auto s = *Session::create(m.model, 128, 1, DType::kF32);
   StepTracer t(ProfileLevel::kDetailed);
   s->set_tracer(&t);
   const std::vector<int> traced = run_greedy(*s, 64, 8);
@@ -79,13 +79,13 @@ TEST(Profile, DetailedRecordsEveryInstructionWithinItsStep) {
     if (r.tokens == 64) EXPECT_GT(static_cast<double>(sum), 0.95 * static_cast<double>(r.end_ns - r.begin_ns));
   }
   // Tracing changes no result.
-  auto plain = *ProgramSession::create(m.model, 128, 1, DType::kF32);
+  auto plain = *Session::create(m.model, 128, 1, DType::kF32);
   EXPECT_EQ(run_greedy(*plain, 64, 8), traced);
 }
 
 TEST(Profile, BasicRecordsStepsOnlyAndOffRecordsNothing) {
   OpenedModel m = open_w4a16();
-  auto s = *ProgramSession::create(m.model, 64, 1, DType::kF32);
+  auto s = *Session::create(m.model, 64, 1, DType::kF32);
   StepTracer basic(ProfileLevel::kBasic);
   s->set_tracer(&basic);
   run_greedy(*s, 10, 5);
@@ -102,8 +102,8 @@ TEST(Profile, BasicRecordsStepsOnlyAndOffRecordsNothing) {
 
 TEST(Profile, EachMatmulReadsItsWeightBytesAndATokenReadsWhatBenchCounts) {
   OpenedModel m = open_w4a16();
-  const CompiledModel& cm = *m.model;
-  auto s = *ProgramSession::create(m.model, 64, 1, DType::kF32);
+  const Model& cm = *m.model;
+  auto s = *Session::create(m.model, 64, 1, DType::kF32);
   StepTracer t(ProfileLevel::kDetailed);
   s->set_tracer(&t);
   run_greedy(*s, 8, 4);
@@ -148,21 +148,21 @@ TEST(Profile, EachMatmulReadsItsWeightBytesAndATokenReadsWhatBenchCounts) {
   EXPECT_EQ(p.decode.by_layer.size(), static_cast<size_t>(c.n_layers) + 1);  // and the nodes of no layer
 }
 
-// Two sessions decoding at once share steps (ProgramSession::run_batch); each tracer records
+// Two sessions decoding at once share steps (Session::run_batch); each tracer records
 // every step its session had a row in, and tracing changes no token.
 TEST(Profile, BatchedDecodeStepsAreTracedPerSession) {
   OpenedModel m = open_w4a16();
   auto exec = std::make_shared<StepExecutor>(2);
   std::vector<int> want[2];
   for (int i = 0; i < 2; ++i) {
-    auto solo = *ProgramSession::create(m.model, 64, 1, DType::kF32);
+    auto solo = *Session::create(m.model, 64, 1, DType::kF32);
     want[i] = run_greedy(*solo, 5 + i, 12);
   }
-  std::unique_ptr<ProgramSession> s[2];
+  std::unique_ptr<Session> s[2];
   StepTracer t[2] = {StepTracer(ProfileLevel::kDetailed, true), StepTracer(ProfileLevel::kBasic, true)};
   std::vector<int> got[2];
   for (int i = 0; i < 2; ++i) {
-    s[i] = *ProgramSession::create(m.model, 64, exec, DType::kF32);
+    s[i] = *Session::create(m.model, 64, exec, DType::kF32);
     s[i]->set_tracer(&t[i]);
   }
   exec->decoding().fetch_add(2);
@@ -186,7 +186,7 @@ TEST(Profile, CheckNumericsNamesTheOpAndLayerOfTheNaNWeight) {
   oo.tokenizer_path = test::data_path("nan-weight/tok512.bin");
   auto m = open_model(nan_model(), oo);
   ASSERT_TRUE(m) << m.status().message();
-  auto s = *ProgramSession::create(m->model, 64, 1, DType::kF32);
+  auto s = *Session::create(m->model, 64, 1, DType::kF32);
   StepTracer t(ProfileLevel::kOff, true);
   s->set_tracer(&t);
   const int prompt[3] = {1, 20, 30};

@@ -25,9 +25,9 @@
 #include "formats/synth_model.h"
 #include "graph/builder.h"
 #include "quant/weight_params.h"
-#include "runtime/compiled_model.h"
-#include "runtime/program_session.h"
+#include "runtime/model.h"
 #include "runtime/session.h"
+#include "reference/reference_session.h"
 #include "test_util.h"
 #include "tokenizer/bytelevel_bpe.h"
 
@@ -53,16 +53,16 @@ CompileOptions options(bool fuse = true) {
   return o;
 }
 
-std::shared_ptr<const Model> reference_model(const std::string& path) {
+std::shared_ptr<const ReferenceModel> reference_model(const std::string& path) {
   auto imp = import_model(path);
   EXPECT_TRUE(imp) << imp.status().message();
   if (!imp) return nullptr;
-  auto m = Model::create(std::move(imp->model));
+  auto m = ReferenceModel::create(std::move(imp->model));
   EXPECT_TRUE(m) << m.status().message();
   return m ? *m : nullptr;
 }
 
-std::shared_ptr<const CompiledModel> compiled(const std::string& path, const CompileOptions& o,
+std::shared_ptr<const Model> compiled(const std::string& path, const CompileOptions& o,
                                               std::span<const Backend* const> extra = {}) {
   auto imp = import_model(path);
   EXPECT_TRUE(imp) << imp.status().message();
@@ -70,14 +70,14 @@ std::shared_ptr<const CompiledModel> compiled(const std::string& path, const Com
   auto img = compile_model(*imp, o, nullptr);
   EXPECT_TRUE(img) << img.status().message();
   if (!img) return nullptr;
-  auto m = CompiledModel::create(std::move(img).value(), extra);
+  auto m = Model::create(std::move(img).value(), extra);
   EXPECT_TRUE(m) << m.status().message();
   return m ? *m : nullptr;
 }
 
 // Every position's logits of `tokens` through the reference pass.
-std::vector<std::vector<float>> reference_logits(const std::shared_ptr<const Model>& m, const std::vector<int>& tokens) {
-  auto s = Session::create(m, 0);
+std::vector<std::vector<float>> reference_logits(const std::shared_ptr<const ReferenceModel>& m, const std::vector<int>& tokens) {
+  auto s = ReferenceSession::create(m, 0);
   EXPECT_TRUE(s);
   std::vector<std::vector<float>> out;
   for (int t : tokens) {
@@ -90,9 +90,9 @@ std::vector<std::vector<float>> reference_logits(const std::shared_ptr<const Mod
 }
 
 // The same through a compiled program, `chunk` tokens per step.
-std::vector<std::vector<float>> program_logits(const std::shared_ptr<const CompiledModel>& m, const std::vector<int>& tokens,
+std::vector<std::vector<float>> program_logits(const std::shared_ptr<const Model>& m, const std::vector<int>& tokens,
                                                size_t chunk) {
-  auto s = ProgramSession::create(m, 0);
+  auto s = Session::create(m, 0);
   EXPECT_TRUE(s) << s.status().message();
   std::vector<std::vector<float>> out;
   const auto v = static_cast<size_t>(m->config().vocab_size);
@@ -242,10 +242,10 @@ TEST(Qwen3, GreedyTokensEqualTransformersOnEveryPath) {
   const auto want = ref["greedy"]["tokens"].get<std::vector<int>>();
   ASSERT_EQ(want.size(), 20u);
   for (const std::string& path : {folder(), gguf()}) {
-    auto s = Session::create(reference_model(path), 0);
+    auto s = ReferenceSession::create(reference_model(path), 0);
     ASSERT_TRUE(s);
     EXPECT_EQ(greedy(**s, prompt, want.size()), want) << "reference pass, " << path;
-    auto p = ProgramSession::create(compiled(path, options()), 0);
+    auto p = Session::create(compiled(path, options()), 0);
     ASSERT_TRUE(p);
     EXPECT_EQ(greedy(**p, prompt, want.size()), want) << "compiled program, " << path;
   }

@@ -10,7 +10,7 @@
 #include "quant/overrides.h"
 #include "runtime/generate.h"
 #include "runtime/perf_mode.h"
-#include "runtime/program_session.h"
+#include "runtime/session.h"
 #include "runtime/session_snapshot.h"
 #include "test_util.h"
 
@@ -23,7 +23,7 @@ OpenedModel shipped() {
   return std::move(m).value();
 }
 
-std::string greedy(ProgramSession& s, const Tokenizer& tok, std::span<const int> prompt, int n,
+std::string greedy(Session& s, const Tokenizer& tok, std::span<const int> prompt, int n,
                    const GenerateOptions& o = {}, GenerationStats* stats = nullptr) {
   SamplerParams sp;
   sp.temperature = 0;
@@ -37,7 +37,7 @@ std::string greedy(ProgramSession& s, const Tokenizer& tok, std::span<const int>
 
 TEST(RuntimeGenerate, RaisedCancelStopsBeforeThePrefillAndLeavesTheSession) {
   OpenedModel m = shipped();
-  auto s = ProgramSession::create(m.model, 256);
+  auto s = Session::create(m.model, 256);
   ASSERT_TRUE(s);
   auto ids = m.tokenizer->encode("Once upon a time there was a girl", true);
   ASSERT_TRUE(ids);
@@ -52,7 +52,7 @@ TEST(RuntimeGenerate, RaisedCancelStopsBeforeThePrefillAndLeavesTheSession) {
   // Lowered, the same session gives the text a fresh one does.
   cancel = false;
   const std::string text = greedy(**s, *m.tokenizer, *ids, 50, o);
-  auto fresh = ProgramSession::create(m.model, 256);
+  auto fresh = Session::create(m.model, 256);
   EXPECT_EQ(text, greedy(**fresh, *m.tokenizer, *ids, 50));
 }
 
@@ -61,7 +61,7 @@ TEST(RuntimeGenerate, RaisedCancelStopsBeforeThePrefillAndLeavesTheSession) {
 // sessions' rows). Lowered, the session decodes as a fresh one does.
 TEST(RuntimeGenerate, CancelIsSeenInsideAPrefillStep) {
   OpenedModel m = shipped();
-  auto s = ProgramSession::create(m.model, 256);
+  auto s = Session::create(m.model, 256);
   ASSERT_TRUE(s);
   std::vector<int> prompt(40);
   for (int i = 0; i < 40; ++i) prompt[static_cast<size_t>(i)] = 1 + (i * 37) % 500;
@@ -77,7 +77,7 @@ TEST(RuntimeGenerate, CancelIsSeenInsideAPrefillStep) {
   cancel = false;
   auto got = (*s)->decode(prompt);
   ASSERT_TRUE(got.is_ok()) << got.status().message();
-  auto fresh = ProgramSession::create(m.model, 256);
+  auto fresh = Session::create(m.model, 256);
   auto want = (*fresh)->decode(prompt);
   ASSERT_TRUE(want.is_ok());
   EXPECT_TRUE(std::equal(got->begin(), got->end(), want->begin(), want->end()));
@@ -86,7 +86,7 @@ TEST(RuntimeGenerate, CancelIsSeenInsideAPrefillStep) {
 
 TEST(RuntimeGenerate, StopStringsAreCutAndHeldBack) {
   OpenedModel m = shipped();
-  auto s = ProgramSession::create(m.model, 256);
+  auto s = Session::create(m.model, 256);
   auto ids = m.tokenizer->encode("", true);
   const std::string full = greedy(**s, *m.tokenizer, *ids, 100);
   // Every cut point: a stop string made of the text at some place, spanning token pieces.
@@ -109,12 +109,12 @@ TEST(RuntimeGenerate, StopStringsAreCutAndHeldBack) {
 
 TEST(RuntimeSnapshot, RoundTripRestoresTheCacheExactly) {
   OpenedModel m = shipped();
-  auto a = ProgramSession::create(m.model, 128, 1, DType::kF16);
+  auto a = Session::create(m.model, 128, 1, DType::kF16);
   auto ids = m.tokenizer->encode("Once upon a time", true);
   ASSERT_TRUE((*a)->decode(*ids));
   const std::string path = test::temp_dir() + "/s.snapshot";
   ASSERT_TRUE(save_session_snapshot(**a, *ids, path));
-  auto b = ProgramSession::create(m.model, 128, 1, DType::kF16);
+  auto b = Session::create(m.model, 128, 1, DType::kF16);
   auto tokens = load_session_snapshot(**b, path);
   ASSERT_TRUE(tokens) << tokens.status().message();
   EXPECT_EQ(*tokens, *ids);
@@ -142,12 +142,12 @@ TEST(RuntimeBatch, BatchedDecodeGivesEachSessionItsSoloLogits) {
       ASSERT_TRUE(m) << m.status().message();
       const std::vector<std::string> prompts = {"Once upon a time", "The cat sat", "Tim"};
       auto exec = std::make_shared<StepExecutor>(2);
-      std::vector<std::unique_ptr<ProgramSession>> batched, solo;
+      std::vector<std::unique_ptr<Session>> batched, solo;
       std::vector<std::vector<int>> ids;
       for (const std::string& p : prompts) {
         ids.push_back(*m->tokenizer->encode(p, true));
-        batched.push_back(std::move(*ProgramSession::create(m->model, 64, exec, kv)));
-        solo.push_back(std::move(*ProgramSession::create(m->model, 64, 1, kv)));
+        batched.push_back(std::move(*Session::create(m->model, 64, exec, kv)));
+        solo.push_back(std::move(*Session::create(m->model, 64, 1, kv)));
         ASSERT_TRUE(batched.back()->decode(ids.back()));
         ASSERT_TRUE(solo.back()->decode(ids.back()));
       }

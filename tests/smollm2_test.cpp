@@ -16,7 +16,7 @@
 #include "engine/open_model.h"
 #include "engine/perplexity.h"
 #include "quant/overrides.h"
-#include "runtime/program_session.h"
+#include "runtime/session.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -59,7 +59,7 @@ TEST(SmolLM2, F32MatchesTransformers) {
     auto ids = m.tokenizer->encode(prompt, eo);
     ASSERT_TRUE(ids) << ids.status().message();
     ASSERT_EQ(*ids, c["prompt_ids"].get<std::vector<int>>());
-    auto s = ProgramSession::create(m.model, 256, 2);
+    auto s = Session::create(m.model, 256, 2);
     ASSERT_TRUE(s) << s.status().message();
     auto logits = (*s)->decode(*ids);
     ASSERT_TRUE(logits) << logits.status().message();
@@ -139,7 +139,7 @@ TEST(SmolLM2, OwnPrecisionMatchesLlamaCpp) {
     auto ids = m.tokenizer->encode(prompt, EncodeOptions{});
     ASSERT_TRUE(ids) << ids.status().message();
     ASSERT_EQ(*ids, c["prompt_ids"].get<std::vector<int>>());
-    auto s = ProgramSession::create(m.model, 256, 2);
+    auto s = Session::create(m.model, 256, 2);
     ASSERT_TRUE(s) << s.status().message();
     auto logits = (*s)->decode(*ids);
     ASSERT_TRUE(logits) << logits.status().message();

@@ -12,9 +12,9 @@
 #include "graph/builder.h"
 #include "graph/program.h"
 #include "quant/overrides.h"
-#include "runtime/compiled_model.h"
-#include "runtime/program_session.h"
+#include "runtime/model.h"
 #include "runtime/session.h"
+#include "reference/reference_session.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -26,7 +26,7 @@ std::string folder() { return test::data_path("hf-tiny/smollm3"); }
 std::string gguf() { return folder() + "/model.gguf"; }
 json reference() { return json::parse(test::read_file(folder() + "/reference.json")); }
 
-std::shared_ptr<const CompiledModel> compiled(const std::string& path, const char* scheme = "f32") {
+std::shared_ptr<const Model> compiled(const std::string& path, const char* scheme = "f32") {
   auto imp = import_model(path);
   EXPECT_TRUE(imp) << imp.status().message();
   CompileOptions o;
@@ -34,15 +34,15 @@ std::shared_ptr<const CompiledModel> compiled(const std::string& path, const cha
   o.quant = *overrides_from_flags(scheme, 32, true, true);
   auto img = compile_model(*imp, o, nullptr);
   EXPECT_TRUE(img) << img.status().message();
-  auto m = CompiledModel::create(std::move(img).value());
+  auto m = Model::create(std::move(img).value());
   EXPECT_TRUE(m) << m.status().message();
   return *m;
 }
 
-std::shared_ptr<const Model> reference_model(const std::string& path) {
+std::shared_ptr<const ReferenceModel> reference_model(const std::string& path) {
   auto imp = import_model(path);
   EXPECT_TRUE(imp) << imp.status().message();
-  auto m = Model::create(std::move(imp->model));
+  auto m = ReferenceModel::create(std::move(imp->model));
   EXPECT_TRUE(m) << m.status().message();
   return *m;
 }
@@ -90,8 +90,8 @@ TEST(SmolLM3, ConfigFromFolderAndGguf) {
 TEST(SmolLM3, LogitsMatchTransformersFromFolderAndGguf) {
   for (const std::string& path : {folder(), gguf()}) {
     SCOPED_TRACE(path);
-    EXPECT_LT(worst_error([&] { return *Session::create(reference_model(path), 0); }), 1e-4) << "reference pass";
-    EXPECT_LT(worst_error([&] { return *ProgramSession::create(compiled(path), 0); }), 1e-4) << "compiled program";
+    EXPECT_LT(worst_error([&] { return *ReferenceSession::create(reference_model(path), 0); }), 1e-4) << "reference pass";
+    EXPECT_LT(worst_error([&] { return *Session::create(compiled(path), 0); }), 1e-4) << "compiled program";
   }
 }
 
@@ -100,7 +100,7 @@ TEST(SmolLM3, GreedyTokensEqualTransformers) {
   const auto prompt = ref["greedy"]["prompt"].get<std::vector<int>>();
   const auto want = ref["greedy"]["tokens"].get<std::vector<int>>();
   for (const std::string& path : {folder(), gguf()}) {
-    auto s = *ProgramSession::create(compiled(path), 0);
+    auto s = *Session::create(compiled(path), 0);
     std::vector<int> got;
     auto l = s->decode(prompt);
     for (size_t i = 0; i < want.size() && l; ++i) {

@@ -10,9 +10,9 @@
 #include "compiler/driver.h"
 #include "formats/hf_config.h"
 #include "formats/safetensors.h"
-#include "runtime/compiled_model.h"
-#include "runtime/program_session.h"
+#include "runtime/model.h"
 #include "runtime/session.h"
+#include "reference/reference_session.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -153,9 +153,9 @@ std::vector<float> run_tokens(const std::string& dir, const std::string& scheme,
   auto img = compile_model(*imp, o, nullptr);
   EXPECT_TRUE(img) << img.status().message();
   if (!img) return {};
-  auto m = CompiledModel::create(std::move(img).value());
+  auto m = Model::create(std::move(img).value());
   EXPECT_TRUE(m) << m.status().message();
-  auto s = ProgramSession::create(*m, 32);
+  auto s = Session::create(*m, 32);
   EXPECT_TRUE(s) << s.status().message();
   std::vector<float> last;
   for (int t : tokens) {
@@ -187,9 +187,9 @@ TEST(Synth, OneLayerFolderImportsCompilesAndRuns) {
     ASSERT_EQ(w4.size(), f32.size());
     for (float x : w4) ASSERT_TRUE(std::isfinite(x));
     // The compiled f32 program agrees with the reference forward pass on the same folder.
-    auto model = Model::create(std::move(imp->model));
+    auto model = ReferenceModel::create(std::move(imp->model));
     ASSERT_TRUE(model);
-    auto ref = Session::create(*model, 32);
+    auto ref = ReferenceSession::create(*model, 32);
     ASSERT_TRUE(ref);
     std::vector<float> want;
     for (int t : tokens) {

@@ -8,7 +8,7 @@
 #include "formats/model_config.h"
 #include "formats/tensor_source.h"
 #include "quant/overrides.h"
-#include "runtime/program_session.h"
+#include "runtime/session.h"
 #include "runtime/sampler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -18,7 +18,7 @@ namespace kiln {
 // a phone app wants a bound).
 inline constexpr int kDefaultMaxNewTokens = 256;
 
-// A session's context when none is asked for: default_context() (runtime/program_session.h).
+// A session's context when none is asked for: default_context() (runtime/session.h).
 
 // A plain prompt (no chat template) starts with BOS when the tokenizer has one, as llama.cpp
 // and HF tokenizers' add_special_tokens do for Llama-family vocabularies.

@@ -62,7 +62,7 @@ nlohmann::json describe(const KilnImage& k) {
   return j;
 }
 
-std::string main_scheme(const CompiledModel& m) {
+std::string main_scheme(const Model& m) {
   std::map<std::string, uint64_t> by_scheme;
   const Graph& g = m.program().graph;
   for (size_t i = 0; i < g.weights.size(); ++i) by_scheme[g.weights[i].scheme] += m.image().weights[i].size();

@@ -4,13 +4,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/compiled_model.h"
+#include "runtime/model.h"
 #include "runtime/kiln_image.h"
 
 namespace kiln {
 
 nlohmann::json describe(const KilnImage& k);
 // The scheme that holds most of a compiled model's weight bytes ("w4a16", "f32", ...).
-std::string main_scheme(const CompiledModel& m);
+std::string main_scheme(const Model& m);
 
 }  // namespace kiln

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "engine/defaults.h"
-#include "runtime/program_session.h"
+#include "runtime/session.h"
 
 namespace kiln {
 
@@ -36,8 +36,8 @@ Result<KlResult> kl_divergence_against(const OpenedModel& m, const LlamaLogits& 
   if (base.n_ctx > cfg.max_seq_len)
     return invalid_argument(base.file->path() + ": its window of " + std::to_string(base.n_ctx) +
                             " tokens exceeds the model's maximum of " + std::to_string(cfg.max_seq_len));
-  KILN_ASSIGN_OR_RETURN(auto session, ProgramSession::create(m.model, base.n_ctx, o.threads, o.kv_dtype));
-  ProgramSession& s = *session;
+  KILN_ASSIGN_OR_RETURN(auto session, Session::create(m.model, base.n_ctx, o.threads, o.kv_dtype));
+  Session& s = *session;
   const int bos = add_bos_by_default(*m.tokenizer) ? m.tokenizer->bos_id() : -1;
   const auto vocab = static_cast<size_t>(cfg.vocab_size);
   const auto n_ctx = static_cast<size_t>(base.n_ctx), first = static_cast<size_t>(base.first_scored());

@@ -56,7 +56,7 @@ Result<OpenedModel> open_model(const std::string& path, const OpenOptions& o) {
                    std::to_string(image.config.vocab_size));
   out.tokenizer = std::move(tok);
   KILN_ASSIGN_OR_RETURN(out.chat, chat_template_of_blob(image.tokenizer, tokenizer_file));
-  KILN_ASSIGN_OR_RETURN(out.model, CompiledModel::create(std::move(image)));
+  KILN_ASSIGN_OR_RETURN(out.model, Model::create(std::move(image)));
   return out;
 }
 

@@ -9,7 +9,7 @@
 
 #include "compiler/driver.h"
 #include "quant/overrides.h"
-#include "runtime/compiled_model.h"
+#include "runtime/model.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -25,7 +25,7 @@ struct OpenOptions {
 };
 
 struct OpenedModel {
-  std::shared_ptr<const CompiledModel> model;
+  std::shared_ptr<const Model> model;
   std::shared_ptr<const Tokenizer> tokenizer;
   std::string path;
   std::string kind;  // "kiln", "llama2c", "gguf", "hf"

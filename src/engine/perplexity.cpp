@@ -5,7 +5,7 @@
 
 #include "engine/defaults.h"
 #include "perf/token_stats.h"
-#include "runtime/program_session.h"
+#include "runtime/session.h"
 
 namespace kiln {
 
@@ -13,8 +13,8 @@ Result<PerplexityResult> perplexity(const OpenedModel& m, std::string_view text,
   KILN_ASSIGN_OR_RETURN(std::vector<int> tokens, m.tokenizer->encode(text, add_bos_by_default(*m.tokenizer)));
   const ModelConfig& cfg = m.model->config();
   KILN_ASSIGN_OR_RETURN(const int ctx, scoring_window(o.n_ctx, cfg.max_seq_len));
-  KILN_ASSIGN_OR_RETURN(auto session, ProgramSession::create(m.model, ctx, o.threads, o.kv_dtype));
-  ProgramSession& s = *session;
+  KILN_ASSIGN_OR_RETURN(auto session, Session::create(m.model, ctx, o.threads, o.kv_dtype));
+  Session& s = *session;
   double nll = 0;
   int64_t scored = 0;
   const auto vocab = static_cast<size_t>(cfg.vocab_size);

@@ -190,7 +190,7 @@ bool RuntimeModel::resident() {
   return compiled_ != nullptr;
 }
 
-Result<std::shared_ptr<const CompiledModel>> RuntimeModel::acquire_locked(const RuntimeSession* requester) {
+Result<std::shared_ptr<const Model>> RuntimeModel::acquire_locked(const RuntimeSession* requester) {
   last_used_ = rt_->touch();
   if (compiled_) return compiled_;
   // A .kiln is counted before it is mapped (its size is known); a source model once compiled.
@@ -277,10 +277,10 @@ Status RuntimeSession::resume() {
   last_used_ = rt.touch();
   KILN_ASSIGN_OR_RETURN(auto compiled, model_->acquire_locked(this));
   if (session_) return Status::ok();
-  const uint64_t need = ProgramSession::bytes_needed(*compiled, n_ctx_, options_.kv_dtype, rt.executor_->n_threads());
+  const uint64_t need = Session::bytes_needed(*compiled, n_ctx_, options_.kv_dtype, rt.executor_->n_threads());
   KILN_RETURN_IF_ERROR(rt.reserve_locked(need, options_.priority,
                                          "a session of " + std::to_string(n_ctx_) + " positions", model_.get(), this));
-  auto s = ProgramSession::create(compiled, n_ctx_, rt.executor_, options_.kv_dtype);
+  auto s = Session::create(compiled, n_ctx_, rt.executor_, options_.kv_dtype);
   if (!s) {
     rt.release_locked(need);
     return s.status();

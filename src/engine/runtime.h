@@ -26,7 +26,7 @@
 #include "runtime/chat_format.h"
 #include "runtime/generate.h"
 #include "runtime/perf_mode.h"
-#include "runtime/program_session.h"
+#include "runtime/session.h"
 #include "runtime/step_trace.h"
 
 namespace kiln {
@@ -49,7 +49,7 @@ struct RuntimeStats {
 struct ModelLoadOptions {
   OpenOptions open;
   int priority = 0;
-  bool prefault = true;  // map every weight page on the loading thread (see CompiledModel::prefault)
+  bool prefault = true;  // map every weight page on the loading thread (see Model::prefault)
   // Called with 0..1 at each stage of the load; returning false cancels it (kCancelled).
   std::function<bool(double)> progress;
 };
@@ -126,7 +126,7 @@ class RuntimeModel : public std::enable_shared_from_this<RuntimeModel> {
   friend class RuntimeSession;
   RuntimeModel() = default;
   // The compiled model, reopened (under the budget) if it was evicted. Caller holds rt_->mu_.
-  Result<std::shared_ptr<const CompiledModel>> acquire_locked(const RuntimeSession* requester);
+  Result<std::shared_ptr<const Model>> acquire_locked(const RuntimeSession* requester);
   uint64_t evict_locked();  // the model's sessions must be evicted already
 
   std::shared_ptr<Runtime> rt_;
@@ -137,7 +137,7 @@ class RuntimeModel : public std::enable_shared_from_this<RuntimeModel> {
   std::string main_scheme_;
   int64_t n_params_ = 0;
   uint64_t weight_bytes_ = 0;
-  std::shared_ptr<const CompiledModel> compiled_;  // null while evicted; guarded by rt_->mu_
+  std::shared_ptr<const Model> compiled_;  // null while evicted; guarded by rt_->mu_
   uint64_t bytes_ = 0;                             // counted while compiled_ is set
   uint64_t last_used_ = 0;
   std::vector<std::weak_ptr<RuntimeSession>> sessions_;  // guarded by rt_->mu_
@@ -200,7 +200,7 @@ class RuntimeSession {
   std::atomic<bool> cancel_{false};
   std::atomic<bool> generating_{false};
   std::atomic<int> position_{0};           // cached_.size() after the last call, for state()
-  std::unique_ptr<ProgramSession> session_;  // null while evicted
+  std::unique_ptr<Session> session_;  // null while evicted
   uint64_t bytes_ = 0;                       // counted while session_ is set
   std::string snapshot_;                     // the eviction snapshot, while evicted
   std::vector<int> cached_;                  // the tokens at the cache's positions

@@ -6,7 +6,7 @@
 #include <random>
 
 #include "perf/probe_process.h"
-#include "runtime/program_session.h"
+#include "runtime/session.h"
 #include "runtime/step_executor.h"
 
 namespace kiln {
@@ -21,7 +21,7 @@ double now_s() {
 // from `depth` tokens already in the cache.
 class BenchRuns {
  public:
-  BenchRuns(ProgramSession& s, std::vector<int> tokens, int depth) : s_(s), tokens_(std::move(tokens)), depth_(depth) {}
+  BenchRuns(Session& s, std::vector<int> tokens, int depth) : s_(s), tokens_(std::move(tokens)), depth_(depth) {}
 
   Result<double> prefill_seconds(int n) {
     KILN_RETURN_IF_ERROR(fill_depth());
@@ -45,7 +45,7 @@ class BenchRuns {
     if (depth_ > 0) KILN_RETURN_IF_ERROR(s_.decode(span(0, depth_)).status());
     return Status::ok();
   }
-  ProgramSession& s_;
+  Session& s_;
   std::vector<int> tokens_;
   int depth_;
 };
@@ -73,7 +73,7 @@ Result<std::vector<PrefillResult>> measure_prefills(const SpeedBenchOptions& o, 
 }
 
 // The compute roofline of each prefill, measured between the prefill and the decode tests.
-void add_prefill_rooflines(const CompiledModel& model, const ProgramSession& s, int depth,
+void add_prefill_rooflines(const Model& model, const Session& s, int depth,
                            std::vector<PrefillResult>& pp) {
   ComputeProbe compute(model, s.n_threads());
   for (PrefillResult& r : pp) {
@@ -147,9 +147,9 @@ Result<SpeedBenchReport> run_speed_bench(const SpeedBenchOptions& o) {
   if (n_ctx > r.config.max_seq_len)
     return invalid_argument("a context of " + std::to_string(n_ctx) + " tokens exceeds the model's maximum of " +
                             std::to_string(r.config.max_seq_len));
-  KILN_ASSIGN_OR_RETURN(auto session, ProgramSession::create(opened.model, n_ctx,
+  KILN_ASSIGN_OR_RETURN(auto session, Session::create(opened.model, n_ctx,
                                                              std::make_shared<StepExecutor>(o.threads, o.pool), o.kv_dtype));
-  ProgramSession& s = *session;
+  Session& s = *session;
   r.session_threads = s.n_threads();
 
   std::mt19937 rng(1234);

@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "perf/instruction_cost.h"
-#include "runtime/compiled_model.h"
+#include "runtime/model.h"
 
 namespace kiln {
 

@@ -20,7 +20,7 @@
 
 namespace kiln {
 
-class CompiledModel;
+class Model;
 
 // The products of one back end's nodes in one scheme (attention: f32) in the steps of one size,
 // over a whole prefill.
@@ -48,7 +48,7 @@ class ComputeProbe {
  public:
   // `seconds` per pass, `passes` passes per rate (the fastest), on `threads` threads at once
   // (each at least 1, or prefill() says so).
-  ComputeProbe(const CompiledModel& model, int threads, double seconds = 0.1, int passes = 3)
+  ComputeProbe(const Model& model, int threads, double seconds = 0.1, int passes = 3)
       : model_(model), threads_(threads), seconds_(seconds), passes_(passes) {}
 
   // The roofline of a `tokens`-token prefill; an error names the back end without a measure.
@@ -57,7 +57,7 @@ class ComputeProbe {
   Result<double> rate(const std::string& backend, Scheme s, int step_tokens);
 
  private:
-  const CompiledModel& model_;
+  const Model& model_;
   int threads_;
   double seconds_;
   int passes_;

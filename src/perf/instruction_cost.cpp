@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "runtime/compiled_model.h"
+#include "runtime/model.h"
 
 namespace kiln {
 
@@ -33,7 +33,7 @@ bool appends_kv(OpCode op) { return op == OpCode::kKvStore || op == OpCode::kRop
 
 }  // namespace
 
-InstructionCost instruction_cost(const CompiledModel& model, int index, const StepShape& shape) {
+InstructionCost instruction_cost(const Model& model, int index, const StepShape& shape) {
   const Program& p = model.program();
   const Graph& g = p.graph;
   const Node& node = g.nodes[static_cast<size_t>(index)];

@@ -15,7 +15,7 @@
 
 namespace kiln {
 
-class CompiledModel;
+class Model;
 
 struct InstructionCost {
   double weight_bytes = 0;
@@ -61,7 +61,7 @@ Status node_products(const Graph& g, const Node& node, int n, double attended, A
   return Status::ok();
 }
 
-InstructionCost instruction_cost(const CompiledModel& model, int node, const StepShape& shape);
+InstructionCost instruction_cost(const Model& model, int node, const StepShape& shape);
 
 // "cpu matmul w4a16 g32 [q4_32x8]": the back end, the op and what its weights are stored as,
 // which is what picks the kernel.

@@ -5,7 +5,7 @@
 #include <numeric>
 
 #include "perf/token_stats.h"
-#include "runtime/program_session.h"
+#include "runtime/session.h"
 
 namespace kiln {
 
@@ -13,7 +13,7 @@ namespace {
 
 // Per node: the layer whose hidden state it writes (its layer's last node, whose first output is
 // the residual stream, `dim` wide), else -1.
-Result<std::vector<int>> hidden_state_nodes(const CompiledModel& m, const std::string& which) {
+Result<std::vector<int>> hidden_state_nodes(const Model& m, const std::string& which) {
   const Graph& g = m.program().graph;
   const int layers = m.config().n_layers;
   std::vector<int> last(static_cast<size_t>(layers), -1);
@@ -34,12 +34,12 @@ Result<std::vector<int>> hidden_state_nodes(const CompiledModel& m, const std::s
 
 // A session whose tracer copies each layer's hidden state out of every step.
 struct Probe {
-  std::unique_ptr<ProgramSession> session;
+  std::unique_ptr<Session> session;
   StepTracer tracer{ProfileLevel::kOff};
   std::vector<int> layer_of;
   std::vector<std::vector<float>> hidden;  // per layer, [rows][dim] of the last step
 
-  Status open(std::shared_ptr<const CompiledModel> m, int n_ctx, int threads, const std::string& which) {
+  Status open(std::shared_ptr<const Model> m, int n_ctx, int threads, const std::string& which) {
     KILN_ASSIGN_OR_RETURN(layer_of, hidden_state_nodes(*m, which));
     hidden.assign(static_cast<size_t>(m->config().n_layers), {});
     const size_t dim = static_cast<size_t>(m->config().dim);
@@ -51,7 +51,7 @@ struct Probe {
       const auto* x = reinterpret_cast<const float*>(ctx.arena + p->plan.offsets[static_cast<size_t>(v)]);
       hidden[static_cast<size_t>(l)].assign(x, x + dim * static_cast<size_t>(rows));
     };
-    KILN_ASSIGN_OR_RETURN(session, ProgramSession::create(std::move(m), n_ctx, threads, DType::kF32));
+    KILN_ASSIGN_OR_RETURN(session, Session::create(std::move(m), n_ctx, threads, DType::kF32));
     session->set_tracer(&tracer);
     return Status::ok();
   }
@@ -59,7 +59,7 @@ struct Probe {
 
 }  // namespace
 
-Result<CompareResult> compare_models(std::shared_ptr<const CompiledModel> a, std::shared_ptr<const CompiledModel> b,
+Result<CompareResult> compare_models(std::shared_ptr<const Model> a, std::shared_ptr<const Model> b,
                                      std::span<const int> tokens, const CompareOptions& o) {
   if (!a || !b) return invalid_argument("compare: two models are needed");
   const ModelConfig& ca = a->config();

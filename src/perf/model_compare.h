@@ -16,7 +16,7 @@
 
 namespace kiln {
 
-class CompiledModel;
+class Model;
 
 struct CompareOptions {
   int n_ctx = 0;  // the scoring window; <= 0: min(the model's maximum, 512)
@@ -46,7 +46,7 @@ struct CompareResult {
 
 // `tokens` as the tokenizer gives them (BOS included where the model wants it). The two models
 // must have the same layers, width and vocabulary.
-Result<CompareResult> compare_models(std::shared_ptr<const CompiledModel> a, std::shared_ptr<const CompiledModel> b,
+Result<CompareResult> compare_models(std::shared_ptr<const Model> a, std::shared_ptr<const Model> b,
                                      std::span<const int> tokens, const CompareOptions& options);
 
 }  // namespace kiln

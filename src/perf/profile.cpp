@@ -7,8 +7,8 @@
 #include <functional>
 
 #include "perf/process_memory.h"
-#include "runtime/compiled_model.h"
-#include "runtime/program_session.h"
+#include "runtime/model.h"
+#include "runtime/session.h"
 
 namespace kiln {
 
@@ -30,7 +30,7 @@ uint64_t resident_bytes(const uint8_t* data, size_t size) {
 
 }  // namespace
 
-MemoryParts memory_parts(const ProgramSession& s) {
+MemoryParts memory_parts(const Session& s) {
   MemoryParts m;
   m.peak_rss = peak_rss_bytes();
   m.rss_now = resident_bytes_now();
@@ -138,7 +138,7 @@ void summarize_phase(Profile& p, Phase phase, PhaseSummary& out) {
 
 }  // namespace
 
-Profile build_profile(const CompiledModel& model, const StepTracer& tracer, DType kv_dtype, int n_threads,
+Profile build_profile(const Model& model, const StepTracer& tracer, DType kv_dtype, int n_threads,
                       const MemoryParts& memory, const Ceilings& ceilings, int prompt_tokens) {
   Profile p;
   p.level = tracer.level();

@@ -17,8 +17,8 @@
 
 namespace kiln {
 
-class CompiledModel;
-class ProgramSession;
+class Model;
+class Session;
 
 // Where the process's resident memory is (bytes).
 struct MemoryParts {
@@ -29,7 +29,7 @@ struct MemoryParts {
   uint64_t arenas = 0, kv_cache = 0, scratch = 0;  // the session's
 };
 // The parts for `session` now.
-MemoryParts memory_parts(const ProgramSession& session);
+MemoryParts memory_parts(const Session& session);
 
 // The ceilings an instruction is put against; rates in products per second, all threads.
 struct Ceilings {
@@ -102,7 +102,7 @@ struct Profile {
 // `prompt_tokens` >= 0: the steps that carried the first prompt_tokens tokens are prefill, the
 // rest decode; -1: a step of more than one token, or at position 0, is prefill, a one-token step
 // after it decode. `ceilings` may be empty (the C API measures none).
-Profile build_profile(const CompiledModel& model, const StepTracer& tracer, DType kv_dtype, int n_threads,
+Profile build_profile(const Model& model, const StepTracer& tracer, DType kv_dtype, int n_threads,
                       const MemoryParts& memory, const Ceilings& ceilings, int prompt_tokens = -1);
 
 // The (back end, scheme, step size) of every instruction with products: the rates to measure.

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <map>
 
-#include "runtime/compiled_model.h"
+#include "runtime/model.h"
 
 namespace kiln {
 
-WeightSummary summarize_weights(const CompiledModel& m) {
+WeightSummary summarize_weights(const Model& m) {
   const Program& p = m.program();
   const Graph& g = p.graph;
   std::vector<bool> gathered_only(g.weights.size(), true);

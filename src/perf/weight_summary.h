@@ -7,7 +7,7 @@
 
 namespace kiln {
 
-class CompiledModel;
+class Model;
 
 struct WeightSummary {
   uint64_t weight_bytes = 0;    // every weight of the program
@@ -19,6 +19,6 @@ struct WeightSummary {
 
 // Decode reads every weight once per token, except an embedding table read by nothing else,
 // of which it gathers one row.
-WeightSummary summarize_weights(const CompiledModel& m);
+WeightSummary summarize_weights(const Model& m);
 
 }  // namespace kiln

@@ -23,7 +23,7 @@ class Decoder {
   // Forgets the positions from `position` on (0 <= position <= position()): the cache keeps the
   // first `position` tokens, the next decode() continues there.
   virtual void rewind(int position) = 0;
-  // A flag raised from another thread to stop: an instance that can (ProgramSession) also checks
+  // A flag raised from another thread to stop: an instance that can (Session) also checks
   // it inside a multi-token step and fails that step with StatusCode::kCancelled, its position
   // unchanged. nullptr: none. Only between steps otherwise.
   virtual void watch_cancel(const std::atomic<bool>* flag) { (void)flag; }

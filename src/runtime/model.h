@@ -1,60 +1,48 @@
-// An immutable model: config and FP32 weights, shared by any number of sessions.
+// A compiled program bound to its back ends and weights: immutable, shared by many sessions.
 #pragma once
 
 #include <memory>
+#include <mutex>
+#include <span>
+#include <string>
 #include <vector>
 
-#include "formats/tensor_source.h"
+#include "backends/api/backend.h"
+#include "graph/program.h"
 
 namespace kiln {
 
-struct LayerWeights {
-  const float* attn_norm = nullptr;
-  const float* wq = nullptr;
-  const float* wk = nullptr;
-  const float* wv = nullptr;
-  const float* bq = nullptr;  // biases are null unless the architecture has them (Qwen2)
-  const float* bk = nullptr;
-  const float* bv = nullptr;
-  const float* q_norm = nullptr;  // per-head norms [head_dim], null unless the architecture has them (Qwen3)
-  const float* k_norm = nullptr;
-  const float* wo = nullptr;
-  const float* ffn_norm = nullptr;
-  const float* w_gate = nullptr;
-  const float* w_up = nullptr;
-  const float* w_down = nullptr;
-};
-
 class Model {
  public:
-  // F32 tensors are used in place (the file stays mapped); other types are converted once here.
-  static Result<std::shared_ptr<const Model>> create(ImportedModel imported);
+  // Binds every node to its back end (by the name the compiler recorded) and prepares its kernel.
+  // `extra` back ends are searched before the registered ones (tests plug limited ones in).
+  static Result<std::shared_ptr<const Model>> create(ProgramImage image,
+                                                             std::span<const Backend* const> extra = {});
 
-  const ModelConfig& config() const { return config_; }
-  const std::string& format() const { return format_; }
-  const float* token_embd() const { return token_embd_; }
-  const float* output_norm() const { return output_norm_; }
-  const float* output() const { return output_; }
-  const LayerWeights& layer(int l) const { return layers_[static_cast<size_t>(l)]; }
-  // RoPE frequency of each pair in a head, with the config's scaling applied.
-  const std::vector<float>& inv_freq() const { return inv_freq_; }
-
-  uint64_t mapped_weight_bytes() const { return mapped_bytes_; }
-  uint64_t converted_weight_bytes() const { return converted_bytes_; }
+  const ModelConfig& config() const { return image_.config; }
+  const Program& program() const { return image_.program; }
+  const ProgramImage& image() const { return image_; }
+  const ModelConstants& constants() const { return constants_; }
+  std::span<const std::unique_ptr<Kernel>> kernels() const { return kernels_; }
+  std::span<const Backend* const> backends() const { return backends_; }  // those the program uses
+  // A fingerprint of the program and every weight byte (a session snapshot is bound to it);
+  // computed on first use, as it reads every page of the weights.
+  uint64_t identity() const;
+  // The weights' bytes as stored (mapped or in memory).
+  uint64_t weight_bytes() const;
+  // Maps every page of the weights into this process now (MADV_POPULATE_READ, else a read per
+  // page), so that the first step does not take a page fault per 4 KiB of a mapped .kiln: a
+  // loader calls it on its own thread to move that cost out of the time to the first token.
+  void prefault() const;
 
  private:
   Model() = default;
-  ModelConfig config_;
-  std::string format_;
-  const float* token_embd_ = nullptr;
-  const float* output_norm_ = nullptr;
-  const float* output_ = nullptr;
-  std::vector<LayerWeights> layers_;
-  std::vector<float> inv_freq_;
-  std::vector<std::shared_ptr<const MappedFile>> files_;
-  std::vector<std::unique_ptr<float[]>> converted_;
-  uint64_t mapped_bytes_ = 0;
-  uint64_t converted_bytes_ = 0;
+  ProgramImage image_;
+  ModelConstants constants_;
+  std::vector<std::unique_ptr<Kernel>> kernels_;
+  std::vector<const Backend*> backends_;
+  mutable std::once_flag identity_once_;
+  mutable uint64_t identity_ = 0;
 };
 
 }  // namespace kiln

@@ -1,103 +1,413 @@
 #include "runtime/session.h"
 
-#include <cmath>
+#include <algorithm>
 #include <cstring>
+#include <new>
 
-#include "backends/ref/kernels.h"
+#include "runtime/numerics_check.h"
 
 namespace kiln {
 
-Result<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> model, int n_ctx) {
+Result<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> model, int n_ctx,
+                                                              int n_threads, DType kv_dtype) {
+  if (n_threads < 1 || n_threads > 256)
+    return invalid_argument("thread count " + std::to_string(n_threads) + " is outside 1..256");
+  return create(std::move(model), n_ctx, std::make_shared<StepExecutor>(n_threads), kv_dtype);
+}
+
+Result<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> model, int n_ctx,
+                                                              std::shared_ptr<StepExecutor> executor, DType kv_dtype) {
+  if (!model || !executor) return invalid_argument("a session needs a model and an executor");
+  if (kv_dtype != DType::kF32 && kv_dtype != DType::kF16)
+    return invalid_argument("a KV cache holds f32 or f16, not " + std::string(dtype_name(kv_dtype)));
   const ModelConfig& c = model->config();
-  if (n_ctx <= 0) n_ctx = c.max_seq_len;
+  if (n_ctx <= 0) n_ctx = default_context(c);
   if (n_ctx > c.max_seq_len)
     return invalid_argument("context of " + std::to_string(n_ctx) + " exceeds the model's maximum of " +
                             std::to_string(c.max_seq_len));
   std::unique_ptr<Session> s(new Session());
-  s->model_ = std::move(model);
+  const Program& p = model->program();
+  size_t scratch = 0;
+  for (const Backend* b : model->backends())
+    scratch = std::max(scratch, b->session_scratch_bytes(p.graph, p.plan.max_tokens, n_ctx, executor->n_threads()));
+  const size_t kv = static_cast<size_t>(c.n_layers) * static_cast<size_t>(n_ctx) * static_cast<size_t>(c.kv_dim()) *
+                   static_cast<size_t>(dtype_info(kv_dtype).block_bytes);
+  // Arena offsets are 64-byte aligned; allocate with slack so that the base can be too. A
+  // failed allocation (a huge n_ctx) is a status naming the bytes, not an exception.
+  try {
+    s->arena_.assign(static_cast<size_t>(p.plan.arena_bytes) + 64, 0);
+    s->scratch_.assign(scratch + 64, 0);
+    s->keys_.assign(kv, 0);
+    s->values_.assign(kv, 0);
+  } catch (const std::bad_alloc&) {
+    return out_of_memory("a session of " + std::to_string(n_ctx) + " positions needs " +
+                         std::to_string((static_cast<size_t>(p.plan.arena_bytes) + scratch + 2 * kv) >> 20) +
+                         " MiB (KV cache " + std::to_string((2 * kv) >> 20) + " MiB), which could not be allocated");
+  }
+  s->kv_dtype_ = kv_dtype;
+  s->tokens_.assign(static_cast<size_t>(p.plan.max_tokens), 0);
+  s->logits_from_tail_ = tail_values(p.graph)[static_cast<size_t>(p.graph.logits_output)];
   s->n_ctx_ = n_ctx;
-  const size_t kv = static_cast<size_t>(c.n_layers) * static_cast<size_t>(n_ctx) * static_cast<size_t>(c.kv_dim());
-  s->key_cache_.assign(kv, 0.0f);
-  s->value_cache_.assign(kv, 0.0f);
-  const auto d = static_cast<size_t>(c.dim);
-  s->x_.resize(d);
-  s->xb_.resize(std::max(d, static_cast<size_t>(c.q_dim())));
-  s->xb2_.resize(d);
-  s->q_.resize(static_cast<size_t>(c.q_dim()));
-  s->k_.resize(static_cast<size_t>(c.kv_dim()));
-  s->v_.resize(static_cast<size_t>(c.kv_dim()));
-  s->att_out_.resize(static_cast<size_t>(c.q_dim()));
-  s->gate_.resize(static_cast<size_t>(c.hidden_dim));
-  s->up_.resize(static_cast<size_t>(c.hidden_dim));
-  s->scores_.resize(static_cast<size_t>(n_ctx));
-  s->logits_.resize(static_cast<size_t>(c.vocab_size));
+  s->model_ = std::move(model);
+  s->executor_ = std::move(executor);
   return s;
 }
 
-Result<std::span<const float>> Session::forward(int token) {
-  const Model& m = *model_;
-  const ModelConfig& c = m.config();
-  if (token < 0 || token >= c.vocab_size)
-    return invalid_argument("token id " + std::to_string(token) + " is outside the vocabulary");
-  if (pos_ >= n_ctx_) return invalid_argument("the context of " + std::to_string(n_ctx_) + " tokens is full");
-  const int pos = pos_;
-  const int d = c.dim, kv_dim = c.kv_dim(), hd = c.head_dim;
-  const int group = c.n_heads / c.n_kv_heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const bool half_split = c.rope_style == RopeStyle::kHalfSplit;
-  // With a sliding window a query sees only the last `sliding_window` positions, itself included.
-  const int first = (c.sliding_window > 0 && pos >= c.sliding_window) ? pos - c.sliding_window + 1 : 0;
+size_t Session::bytes_needed(const Model& model, int n_ctx, DType kv_dtype, int n_threads) {
+  const ModelConfig& c = model.config();
+  if (n_ctx <= 0) n_ctx = default_context(c);
+  const Program& p = model.program();
+  size_t scratch = 0;
+  for (const Backend* b : model.backends())
+    scratch = std::max(scratch, b->session_scratch_bytes(p.graph, p.plan.max_tokens, n_ctx, n_threads));
+  const size_t kv = static_cast<size_t>(c.n_layers) * static_cast<size_t>(n_ctx) * static_cast<size_t>(c.kv_dim()) *
+                   static_cast<size_t>(dtype_info(kv_dtype).block_bytes);
+  return static_cast<size_t>(p.plan.arena_bytes) + 64 + scratch + 64 + 2 * kv;
+}
 
-  std::memcpy(x_.data(), m.token_embd() + static_cast<int64_t>(token) * d, sizeof(float) * static_cast<size_t>(d));
-  for (int l = 0; l < c.n_layers; ++l) {
-    const LayerWeights& w = m.layer(l);
-    float* kc = key_cache_.data() + static_cast<size_t>(l) * static_cast<size_t>(n_ctx_) * static_cast<size_t>(kv_dim);
-    float* vc = value_cache_.data() + static_cast<size_t>(l) * static_cast<size_t>(n_ctx_) * static_cast<size_t>(kv_dim);
+size_t Session::kv_state_bytes(int n) const {
+  const ModelConfig& c = model_->config();
+  return 2 * static_cast<size_t>(c.n_layers) * static_cast<size_t>(n) * static_cast<size_t>(c.kv_dim()) *
+         static_cast<size_t>(dtype_info(kv_dtype_).block_bytes);
+}
 
-    // Attention block.
-    ref::rmsnorm(xb_.data(), x_.data(), w.attn_norm, d, c.rms_eps);
-    ref::matvec(q_.data(), w.wq, xb_.data(), w.bq, c.q_dim(), d);
-    ref::matvec(k_.data(), w.wk, xb_.data(), w.bk, kv_dim, d);
-    ref::matvec(v_.data(), w.wv, xb_.data(), w.bv, kv_dim, d);
-    if (w.q_norm != nullptr) {  // Qwen3: each head normalised before RoPE
-      ref::head_rmsnorm(q_.data(), q_.data(), w.q_norm, c.n_heads, hd, c.rms_eps);
-      ref::head_rmsnorm(k_.data(), k_.data(), w.k_norm, c.n_kv_heads, hd, c.rms_eps);
+void Session::copy_kv_out(int n, uint8_t* out) const {
+  const ModelConfig& c = model_->config();
+  const size_t row = static_cast<size_t>(c.kv_dim()) * static_cast<size_t>(dtype_info(kv_dtype_).block_bytes);
+  const size_t layer = static_cast<size_t>(n_ctx_) * row;
+  for (const auto* cache : {&keys_, &values_})
+    for (int l = 0; l < c.n_layers; ++l) {
+      std::memcpy(out, cache->data() + static_cast<size_t>(l) * layer, static_cast<size_t>(n) * row);
+      out += static_cast<size_t>(n) * row;
     }
-    if (c.layer_has_rope(l)) {  // SmolLM3's NoPE layers have none
-      ref::rope(q_.data(), c.n_heads, hd, pos, m.inv_freq().data(), half_split);
-      ref::rope(k_.data(), c.n_kv_heads, hd, pos, m.inv_freq().data(), half_split);
-    }
-    std::memcpy(kc + static_cast<size_t>(pos) * kv_dim, k_.data(), sizeof(float) * static_cast<size_t>(kv_dim));
-    std::memcpy(vc + static_cast<size_t>(pos) * kv_dim, v_.data(), sizeof(float) * static_cast<size_t>(kv_dim));
-    for (int h = 0; h < c.n_heads; ++h) {
-      const int kvh = h / group;
-      ref::attend(att_out_.data() + h * hd, q_.data() + h * hd, kc + kvh * hd, vc + kvh * hd, first, pos, kv_dim, hd,
-                  scale, scores_.data());
-    }
-    ref::matvec(xb2_.data(), w.wo, att_out_.data(), nullptr, d, c.q_dim());
-    ref::add(x_.data(), xb2_.data(), d);
+}
 
-    // Feed-forward block.
-    ref::rmsnorm(xb_.data(), x_.data(), w.ffn_norm, d, c.rms_eps);
-    ref::matvec(gate_.data(), w.w_gate, xb_.data(), nullptr, c.hidden_dim, d);
-    ref::matvec(up_.data(), w.w_up, xb_.data(), nullptr, c.hidden_dim, d);
-    ref::swiglu(gate_.data(), gate_.data(), up_.data(), c.hidden_dim);
-    ref::matvec(xb2_.data(), w.w_down, gate_.data(), nullptr, d, c.hidden_dim);
-    ref::add(x_.data(), xb2_.data(), d);
+Status Session::copy_kv_in(int n, std::span<const uint8_t> bytes) {
+  if (n < 0 || n > n_ctx_) return invalid_argument("a snapshot of " + std::to_string(n) + " positions does not fit a context of " + std::to_string(n_ctx_));
+  if (bytes.size() != kv_state_bytes(n)) return corrupt("the snapshot's KV cache has " + std::to_string(bytes.size()) + " bytes, " + std::to_string(kv_state_bytes(n)) + " expected");
+  const ModelConfig& c = model_->config();
+  const size_t row = static_cast<size_t>(c.kv_dim()) * static_cast<size_t>(dtype_info(kv_dtype_).block_bytes);
+  const size_t layer = static_cast<size_t>(n_ctx_) * row;
+  const uint8_t* in = bytes.data();
+  for (auto* cache : {&keys_, &values_})
+    for (int l = 0; l < c.n_layers; ++l) {
+      std::memcpy(cache->data() + static_cast<size_t>(l) * layer, in, static_cast<size_t>(n) * row);
+      in += static_cast<size_t>(n) * row;
+    }
+  pos_ = n;
+  return Status::ok();
+}
+
+namespace {
+uint8_t* aligned64(std::vector<uint8_t>& v) {
+  auto p = reinterpret_cast<uintptr_t>(v.data());
+  return v.data() + ((64 - p % 64) % 64);
+}
+}  // namespace
+
+// A multi-token step is long (a 128-token W4A16 step of TinyLlama takes ~1 s on 2 cores): a cancel
+// is seen between its instructions. The cache rows it wrote past pos_ are then never read (pos_
+// does not move). A one-token step may be serving other sessions' rows too: it runs to its end.
+Status Session::cancel_point(int n_tokens) const {
+  if (n_tokens > 1 && cancel_ != nullptr && cancel_->load(std::memory_order_relaxed))
+    return cancelled("cancelled during a " + std::to_string(n_tokens) + "-token step");
+  return Status::ok();
+}
+
+Result<std::span<const float>> Session::step(std::span<const int> tokens, bool all_logits, bool held) {
+  const int n = static_cast<int>(tokens.size());
+  const ModelConfig& c = model_->config();
+  if (n == 0 || n > max_tokens()) return invalid_argument("a step takes 1 to " + std::to_string(max_tokens()) + " tokens");
+  if (all_logits && n > max_logit_rows())
+    return invalid_argument("a step that returns every token's logits takes 1 to " + std::to_string(max_logit_rows()) + " tokens");
+  if (pos_ + n > n_ctx_) return context_full("the context of " + std::to_string(n_ctx_) + " tokens is full");
+  for (int i = 0; i < n; ++i) {
+    if (tokens[static_cast<size_t>(i)] < 0 || tokens[static_cast<size_t>(i)] >= c.vocab_size)
+      return invalid_argument("token id " + std::to_string(tokens[static_cast<size_t>(i)]) + " is outside the vocabulary");
+    tokens_[static_cast<size_t>(i)] = tokens[static_cast<size_t>(i)];
   }
-  ref::rmsnorm(x_.data(), x_.data(), m.output_norm(), d, c.rms_eps);
-  ref::matvec(logits_.data(), m.output(), x_.data(), nullptr, c.vocab_size, d);
-  ++pos_;
-  return std::span<const float>(logits_);
+  StepContext ctx;
+  ctx.arena = aligned64(arena_);
+  ctx.tokens = tokens_.data();
+  ctx.n_tokens = n;
+  ctx.first_pos = pos_;
+  ctx.all_logits = all_logits;
+  ctx.n_ctx = n_ctx_;
+  ctx.key_cache = keys_.data();
+  ctx.value_cache = values_.data();
+  ctx.kv_dtype = kv_dtype_;
+  ctx.model = &model_->constants();
+  ctx.scratch = aligned64(scratch_);
+  ctx.scratch_size = scratch_.size() - 64;
+  {
+    std::unique_lock<std::mutex> hold(executor_->mutex(), std::defer_lock);
+    if (!held) hold.lock();
+    ctx.pool = executor_->pool();
+    if (tracer_ != nullptr) {
+      KILN_RETURN_IF_ERROR(run_traced(ctx, *tracer_));
+    } else {
+      for (const auto& k : model_->kernels()) {
+        KILN_RETURN_IF_ERROR(cancel_point(n));
+        KILN_RETURN_IF_ERROR(k->run(ctx));
+      }
+    }
+  }
+  pos_ += n;
+  const Program& p = model_->program();
+  const auto* logits = reinterpret_cast<const float*>(ctx.arena + p.plan.offsets[static_cast<size_t>(p.graph.logits_output)]);
+  const size_t v = static_cast<size_t>(c.vocab_size);
+  if (all_logits) return std::span<const float>(logits, v * static_cast<size_t>(n));
+  // The tail ran on the last token alone and wrote its logits to row 0 (in a graph without a
+  // tail, every row was computed).
+  const size_t row = logits_from_tail_ ? 0 : static_cast<size_t>(n - 1);
+  return std::span<const float>(logits + v * row, v);
+}
+
+Status Session::run_traced(const StepContext& ctx, StepTracer& t) {
+  const bool steps = t.level() != ProfileLevel::kOff;
+  const bool each = t.per_instruction();
+  const size_t step = steps ? t.begin_step(ctx.n_tokens, ctx.first_pos, ctx.n_tokens, ctx.all_logits) : 0;
+  const Program& p = model_->program();
+  const auto& kernels = model_->kernels();
+  Status st;
+  for (size_t k = 0; k < kernels.size() && st; ++k) {
+    if (st = cancel_point(ctx.n_tokens); !st) break;
+    const uint64_t begin = each ? t.now_ns() : 0;
+    st = kernels[k]->run(ctx);
+    if (each) t.instruction(static_cast<int>(k), begin, t.now_ns());
+    if (!st) break;
+    const int rows = output_rows(p.graph.nodes[k], ctx);
+    if (t.after_instruction) t.after_instruction(static_cast<int>(k), ctx, rows);
+    if (t.check_numerics())
+      if (auto f = scan_outputs(p, static_cast<int>(k), ctx, rows, ctx.first_pos)) {
+        st = numerics_error(*f);
+        t.set_fault(std::move(*f));
+      }
+  }
+  if (steps) t.end_step(step);
+  return st;
+}
+
+namespace {
+// Ops whose output row for a token depends on that token's row of input alone (and the
+// weights): in a batched step they run once over the rows of every session. Any other op (RoPE,
+// the KV store, attention, and whatever op is added later until it is listed here) reads a
+// position or a session's KV cache and runs once per row.
+bool row_wise(OpCode op) {
+  switch (op) {
+    case OpCode::kEmbed:
+    case OpCode::kRmsNorm:
+    case OpCode::kMatMul:
+    case OpCode::kSwiGLU:
+    case OpCode::kAdd:
+    case OpCode::kHeadRmsNorm:
+    case OpCode::kMatMulQKV:
+    case OpCode::kGateUpSwiGLU:
+    case OpCode::kMatMulAdd:
+    case OpCode::kRmsNormMatMulQKV:
+    case OpCode::kRmsNormGateUpSwiGLU:
+      return true;
+    default:
+      return false;
+  }
+}
+}  // namespace
+
+Status Session::check_next(int token) const {
+  if (token < 0 || token >= model_->config().vocab_size)
+    return invalid_argument("token id " + std::to_string(token) + " is outside the vocabulary");
+  if (pos_ + 1 > n_ctx_) return context_full("the context of " + std::to_string(n_ctx_) + " tokens is full");
+  return Status::ok();
 }
 
 Result<std::span<const float>> Session::decode(std::span<const int> tokens) {
   if (tokens.empty()) return invalid_argument("decode: no tokens");
-  std::span<const float> logits;
-  for (int t : tokens) {
-    KILN_ASSIGN_OR_RETURN(logits, forward(t));
+  if (tokens.size() > 1) {
+    std::span<const float> logits;
+    for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(max_tokens())) {
+      const size_t n = std::min(tokens.size() - i, static_cast<size_t>(max_tokens()));
+      KILN_ASSIGN_OR_RETURN(logits, step(tokens.subspan(i, n), false));
+    }
+    return logits;
   }
-  return logits;
+  KILN_RETURN_IF_ERROR(check_next(tokens[0]));
+  DecodeRequest req;
+  req.session = this;
+  req.token = tokens[0];
+  executor_->enqueue(&req);
+  // Until another session's step has served this token, or the pool is free to run one: a
+  // session served needs no pool to learn it (so it samples its next token while the leader of
+  // the next step waits for it).
+  for (;;) {
+    std::unique_lock<std::mutex> hold(executor_->mutex(), std::try_to_lock);
+    if (!hold.owns_lock()) {
+      if (executor_->wait_done(req, std::chrono::microseconds(100))) break;
+      continue;
+    }
+    if (executor_->is_done(req)) break;
+    // This thread has the pool: one step for every waiting token of this model, once the other
+    // sessions that are decoding have sampled theirs (they do within a fraction of a step).
+    if (executor_->decoding().load(std::memory_order_relaxed) > 1)
+      executor_->wait_for_decoders(std::chrono::microseconds(2000));
+    const size_t most = static_cast<size_t>(std::min(max_tokens(), max_logit_rows()));
+    std::array<DecodeRequest*, StepExecutor::kMaxBatch> batch;
+    const size_t n = executor_->take(&req, most, [&](const DecodeRequest& r) { return r.session->model_ == model_; }, batch);
+    run_batch(std::span<DecodeRequest* const>(batch.data(), n));
+    executor_->complete(std::span<DecodeRequest* const>(batch.data(), n));
+    break;
+  }
+  if (!req.status) return req.status;
+  return req.logits;
 }
+
+void Session::run_batch(std::span<DecodeRequest* const> batch) {
+  auto finish = [](DecodeRequest* r, Status st, std::span<const float> logits) {
+    r->status = std::move(st);
+    r->logits = logits;  // `done` is set by StepExecutor::complete
+  };
+  executor_->count_decode_step(static_cast<int>(batch.size()));
+  if (batch.size() == 1) {
+    // Alone: the plain step, the same bits as ever.
+    DecodeRequest* r = batch[0];
+    auto l = r->session->step(std::span<const int>(&r->token, 1), false, /*held=*/true);
+    finish(r, l ? Status::ok() : l.status(), l ? *l : std::span<const float>());
+    return;
+  }
+  const Program& p = model_->program();
+  const Graph& g = p.graph;
+  const auto& offsets = p.plan.offsets;
+  const int n = static_cast<int>(batch.size());
+  const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
+  try {
+    if (row_arena_.empty()) row_arena_.assign(arena_.size(), 0);
+    for (DecodeRequest* r : batch)
+      if (r->session->batch_logits_.size() != vocab) r->session->batch_logits_.assign(vocab, 0.0f);
+  } catch (const std::bad_alloc&) {
+    for (DecodeRequest* r : batch) finish(r, out_of_memory("no memory for a batched decode step"), {});
+    return;
+  }
+  for (int i = 0; i < n; ++i) tokens_[static_cast<size_t>(i)] = batch[static_cast<size_t>(i)]->token;
+  StepContext all;
+  all.arena = aligned64(arena_);
+  all.tokens = tokens_.data();
+  all.n_tokens = n;
+  all.all_logits = true;  // every row is some session's last token
+  all.model = &model_->constants();
+  all.scratch = aligned64(scratch_);
+  all.scratch_size = scratch_.size() - 64;
+  all.pool = executor_->pool();
+  // The context of row i alone: its session's position and cache, in the row arena.
+  auto row_context = [&](int i) {
+    Session& s = *batch[static_cast<size_t>(i)]->session;
+    StepContext c = all;
+    c.arena = aligned64(row_arena_);
+    c.tokens = &tokens_[static_cast<size_t>(i)];
+    c.n_tokens = 1;
+    c.first_pos = s.pos_;
+    c.n_ctx = s.n_ctx_;
+    c.key_cache = s.keys_.data();
+    c.value_cache = s.values_.data();
+    c.kv_dtype = s.kv_dtype_;
+    return c;
+  };
+  // The batch's tracers (see step_trace.h): each records the whole step; a row whose session
+  // checks numerics and meets a non-finite value fails alone (rows do not mix).
+  std::array<Status, StepExecutor::kMaxBatch> row_status;
+  std::array<size_t, StepExecutor::kMaxBatch> trace_step{};
+  bool traced = false, checked = false, each = false;
+  for (int i = 0; i < n; ++i)
+    if (StepTracer* t = batch[static_cast<size_t>(i)]->session->tracer_) {
+      traced = true;
+      checked = checked || t->check_numerics();
+      each = each || t->per_instruction();
+      if (t->level() != ProfileLevel::kOff)
+        trace_step[static_cast<size_t>(i)] = t->begin_step(1, batch[static_cast<size_t>(i)]->session->pos_, n, false);
+    }
+  auto tracer_of = [&](int i) { return batch[static_cast<size_t>(i)]->session->tracer_; };
+  using Clock = std::chrono::steady_clock;
+  auto record = [&](size_t k, Clock::time_point begin) {
+    const Clock::time_point end = Clock::now();
+    for (int i = 0; i < n; ++i)
+      if (StepTracer* t = tracer_of(i); t != nullptr && t->per_instruction())
+        t->instruction(static_cast<int>(k), t->at(begin), t->at(end));
+  };
+  // After node k ran on row `row` of `c` (every row: -1): the numerics of the rows whose session checks.
+  auto check_rows = [&](size_t k, const StepContext& c, int row) {
+    int from = 0;
+    const int rows = row < 0 ? n : 1;
+    while (auto f = scan_outputs(p, static_cast<int>(k), c, rows, 0, from)) {
+      const int i = row < 0 ? f->row : row;
+      from = f->row + 1;
+      StepTracer* t = tracer_of(i);
+      if (t == nullptr || !t->check_numerics() || !row_status[static_cast<size_t>(i)]) continue;
+      f->position = batch[static_cast<size_t>(i)]->session->pos_;
+      row_status[static_cast<size_t>(i)] = numerics_error(*f);
+      t->set_fault(std::move(*f));
+    }
+  };
+  Status st;
+  const auto& kernels = model_->kernels();
+  for (size_t k = 0; k < kernels.size() && st; ++k) {
+    const Node& node = g.nodes[k];
+    const Clock::time_point begin = each ? Clock::now() : Clock::time_point();
+    if (row_wise(node.op)) {
+      st = kernels[k]->run(all);
+      if (traced) {
+        if (checked && st) check_rows(k, all, -1);
+        if (each) record(k, begin);
+      }
+      continue;
+    }
+    // Row by row: inputs copied to row 0 of the row arena, outputs gathered, then written back
+    // (after every row ran: an output may share memory with another row's input).
+    size_t out_width = 0;
+    for (int v : node.outputs) out_width += static_cast<size_t>(g.values[static_cast<size_t>(v)].width);
+    staging_.resize(out_width * static_cast<size_t>(n));
+    for (int i = 0; i < n && st; ++i) {
+      const StepContext c = row_context(i);
+      for (int v : node.inputs) {
+        const size_t w = static_cast<size_t>(g.values[static_cast<size_t>(v)].width) * sizeof(float);
+        const size_t at = static_cast<size_t>(offsets[static_cast<size_t>(v)]);
+        std::memcpy(c.arena + at, all.arena + at + static_cast<size_t>(i) * w, w);
+      }
+      st = kernels[k]->run(c);
+      if (checked && st) check_rows(k, c, i);
+      float* out = staging_.data() + static_cast<size_t>(i) * out_width;
+      for (int v : node.outputs) {
+        const size_t w = static_cast<size_t>(g.values[static_cast<size_t>(v)].width);
+        std::memcpy(out, c.arena + static_cast<size_t>(offsets[static_cast<size_t>(v)]), w * sizeof(float));
+        out += w;
+      }
+    }
+    for (int i = 0; i < n && st; ++i) {
+      const float* in = staging_.data() + static_cast<size_t>(i) * out_width;
+      for (int v : node.outputs) {
+        const size_t w = static_cast<size_t>(g.values[static_cast<size_t>(v)].width);
+        std::memcpy(all.arena + static_cast<size_t>(offsets[static_cast<size_t>(v)]) + static_cast<size_t>(i) * w * sizeof(float),
+                    in, w * sizeof(float));
+        in += w;
+      }
+    }
+    if (each) record(k, begin);
+  }
+  if (traced)
+    for (int i = 0; i < n; ++i)
+      if (StepTracer* t = tracer_of(i); t != nullptr && t->level() != ProfileLevel::kOff)
+        t->end_step(trace_step[static_cast<size_t>(i)]);
+  const auto* logits = reinterpret_cast<const float*>(all.arena + offsets[static_cast<size_t>(g.logits_output)]);
+  for (int i = 0; i < n; ++i) {
+    DecodeRequest* r = batch[static_cast<size_t>(i)];
+    if (!st || !row_status[static_cast<size_t>(i)]) {
+      finish(r, st ? row_status[static_cast<size_t>(i)] : st, {});
+      continue;
+    }
+    Session& s = *r->session;
+    std::memcpy(s.batch_logits_.data(), logits + static_cast<size_t>(i) * vocab, vocab * sizeof(float));
+    s.pos_ += 1;
+    finish(r, Status::ok(), s.batch_logits_);
+  }
+}
+
+Result<std::span<const float>> Session::decode_all(std::span<const int> tokens) { return step(tokens, true); }
 
 }  // namespace kiln

@@ -26,7 +26,7 @@ T get(const uint8_t* p) {
 }
 }  // namespace
 
-Result<std::vector<uint8_t>> encode_session_snapshot(const ProgramSession& s, std::span<const int> tokens) {
+Result<std::vector<uint8_t>> encode_session_snapshot(const Session& s, std::span<const int> tokens) {
   const int n = static_cast<int>(tokens.size());
   if (n > s.position())
     return invalid_argument("a snapshot of " + std::to_string(n) + " tokens from a session at position " +
@@ -54,18 +54,18 @@ Result<std::vector<uint8_t>> encode_session_snapshot(const ProgramSession& s, st
   return out;
 }
 
-Status save_session_snapshot(const ProgramSession& s, std::span<const int> tokens, const std::string& path) {
+Status save_session_snapshot(const Session& s, std::span<const int> tokens, const std::string& path) {
   auto bytes = encode_session_snapshot(s, tokens);
   if (!bytes) return bytes.status().with_context(path);
   return write_file_atomically(path, *bytes).with_context("session snapshot");
 }
 
-Result<std::vector<int>> load_session_snapshot(ProgramSession& s, const std::string& path) {
+Result<std::vector<int>> load_session_snapshot(Session& s, const std::string& path) {
   KILN_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
   return load_session_snapshot_bytes(s, file->bytes(), path);
 }
 
-Result<std::vector<int>> load_session_snapshot_bytes(ProgramSession& s, std::span<const uint8_t> b,
+Result<std::vector<int>> load_session_snapshot_bytes(Session& s, std::span<const uint8_t> b,
                                                      const std::string& path) {
   auto bad = [&](const std::string& what) { return corrupt(path + ": not a session snapshot of this kind: " + what); };
   if (b.size() < kHeaderBytes + 8 || std::memcmp(b.data(), kMagic, 8) != 0)

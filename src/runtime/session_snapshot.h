@@ -9,17 +9,17 @@
 #include <string>
 #include <vector>
 
-#include "runtime/program_session.h"
+#include "runtime/session.h"
 
 namespace kiln {
 
-Status save_session_snapshot(const ProgramSession& session, std::span<const int> tokens, const std::string& path);
+Status save_session_snapshot(const Session& session, std::span<const int> tokens, const std::string& path);
 // Restores into `session` and returns the tokens; on any error the session is unchanged.
-Result<std::vector<int>> load_session_snapshot(ProgramSession& session, const std::string& path);
+Result<std::vector<int>> load_session_snapshot(Session& session, const std::string& path);
 // The same on bytes in memory; `where` names them in messages (fuzzing, tests).
-Result<std::vector<int>> load_session_snapshot_bytes(ProgramSession& session, std::span<const uint8_t> bytes,
+Result<std::vector<int>> load_session_snapshot_bytes(Session& session, std::span<const uint8_t> bytes,
                                                      const std::string& where);
 // The file's bytes, as save_session_snapshot writes them.
-Result<std::vector<uint8_t>> encode_session_snapshot(const ProgramSession& session, std::span<const int> tokens);
+Result<std::vector<uint8_t>> encode_session_snapshot(const Session& session, std::span<const int> tokens);
 
 }  // namespace kiln

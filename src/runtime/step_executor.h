@@ -4,7 +4,7 @@
 //
 // Decode tokens are batched: a session decoding one token queues a request and waits for the
 // pool; whoever gets the pool runs one step for every request of the same model waiting by then
-// (each weight read once for all of them; see ProgramSession::decode), and the others find
+// (each weight read once for all of them; see Session::decode), and the others find
 // theirs done when the pool comes to them.
 #pragma once
 
@@ -22,11 +22,11 @@
 
 namespace kiln {
 
-class ProgramSession;
+class Session;
 
 // One session's next token, waiting for a step.
 struct DecodeRequest {
-  ProgramSession* session = nullptr;
+  Session* session = nullptr;
   int token = 0;
   bool done = false;
   Status status;                   // when done

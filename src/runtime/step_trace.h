@@ -1,5 +1,5 @@
 // What a session records about its steps when asked: the profiler's raw data. A StepTracer is
-// made by the caller and handed to a session (ProgramSession::set_tracer), never a global; a
+// made by the caller and handed to a session (Session::set_tracer), never a global; a
 // session without one pays a null pointer check per instruction.
 //
 //   basic     one record per step: tokens, position, time, resident memory after it

@@ -4,18 +4,18 @@
 #include <memory>
 #include <string>
 
-#include "runtime/model.h"
+#include "reference/reference_model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kiln {
 
-struct LoadedModel {
-  std::shared_ptr<const Model> model;
+struct LoadedReference {
+  std::shared_ptr<const ReferenceModel> model;
   std::shared_ptr<const Tokenizer> tokenizer;
   std::string path;
 };
 
 // `tokenizer_path` overrides where the tokenizer comes from (see tokenizer_blob_for).
-Result<LoadedModel> load_model(const std::string& path, const std::string& tokenizer_path = "");
+Result<LoadedReference> load_reference(const std::string& path, const std::string& tokenizer_path = "");
 
 }  // namespace kiln
