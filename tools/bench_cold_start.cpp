@@ -13,7 +13,7 @@
 #include "perf/page_cache.h"
 #include "perf/process_memory.h"
 #include "perf/sample_stats.h"
-#include "runtime/program_session.h"
+#include "runtime/session.h"
 #include "tools/bench_common.h"
 #include "tools/cli_common.h"
 
@@ -35,7 +35,7 @@ int bench_first_token(const ColdStartArgs& c) {
   auto prompt = opened->tokenizer->encode(c.prompt, opened->tokenizer->bos_id() >= 0);
   if (!prompt) return fail(prompt.status());
   const int n_ctx = std::min(opened->model->config().max_seq_len, static_cast<int>(prompt->size()) + 64);
-  auto session = ProgramSession::create(opened->model, n_ctx, c.threads > 0 ? c.threads : 1, kv_dtype(c.kv_type));
+  auto session = Session::create(opened->model, n_ctx, c.threads > 0 ? c.threads : 1, kv_dtype(c.kv_type));
   if (!session) return fail(session.status());
   const double t_session = now_s();
   auto logits = (*session)->decode(*prompt);

@@ -17,7 +17,7 @@
 #include "core/byte_reader.h"
 #include "core/utf8.h"
 #include "runtime/chat_session.h"
-#include "runtime/program_session.h"
+#include "runtime/session.h"
 #include "tools/cli_common.h"
 #include "tools/generation_flags.h"
 #include "tools/template_vars.h"
@@ -121,7 +121,7 @@ int run_chat(ChatCmd c) {
   if (Status s = check_ctx_flag(g.n_ctx, opened->model->config().max_seq_len, g.model); !s.is_ok()) return fail(s);
   auto executor = executor_for(g);
   if (!executor) return fail(executor.status());
-  auto session = ProgramSession::create(opened->model, g.n_ctx, *executor, kv_dtype(g.kv_type));
+  auto session = Session::create(opened->model, g.n_ctx, *executor, kv_dtype(g.kv_type));
   if (!session) return fail(session.status());
   co.sampler = sampler_with_seed(g);
   auto chat = ChatSession::create(**session, *opened->tokenizer, *tpl, co);

@@ -21,7 +21,7 @@
 #include "perf/profile_text.h"
 #include "perf/sample_stats.h"
 #include "perf/trace_json.h"
-#include "runtime/program_session.h"
+#include "runtime/session.h"
 #include "tools/cli_common.h"
 #include "tools/generation_flags.h"
 
@@ -46,7 +46,7 @@ Status write_text(const std::string& path, const std::string& text) {
 }
 
 // The prompt (fixed pseudo-random tokens, as `kiln bench`'s) and greedy decoding after it.
-Status run_workload(ProgramSession& s, const std::vector<int>& prompt, int n_gen) {
+Status run_workload(Session& s, const std::vector<int>& prompt, int n_gen) {
   s.reset();
   std::span<const float> logits;
   KILN_ASSIGN_OR_RETURN(logits, s.decode(prompt));
@@ -59,7 +59,7 @@ Status run_workload(ProgramSession& s, const std::vector<int>& prompt, int n_gen
 
 // The tracer's own cost: decode steps timed with the tracer off and at `level`, alternated token
 // by token in one session (so that a shared machine's drift falls on both alike).
-Status measure_overhead(ProgramSession& s, const std::vector<int>& prompt, int steps, ProfileLevel level) {
+Status measure_overhead(Session& s, const std::vector<int>& prompt, int steps, ProfileLevel level) {
   StepTracer t(level);
   std::vector<double> off, on;
   std::span<const float> logits;
@@ -80,7 +80,7 @@ Status measure_overhead(ProgramSession& s, const std::vector<int>& prompt, int s
   return Status::ok();
 }
 
-Result<Ceilings> measure_ceilings(const ProfileCmd& c, const Profile& p, const CompiledModel& model) {
+Result<Ceilings> measure_ceilings(const ProfileCmd& c, const Profile& p, const Model& model) {
   Ceilings out;
   BandwidthOptions bo;
   bo.bytes = static_cast<uint64_t>(c.bw_mib) << 20;
@@ -113,15 +113,15 @@ int profile(ProfileCmd c) {
   oo.quant = *q;
   auto opened = open_model(c.model, oo);
   if (!opened) return fail(opened.status());
-  const CompiledModel& model = *opened->model;
+  const Model& model = *opened->model;
   const ModelConfig& cfg = model.config();
   const int n_ctx = c.n_prompt + std::max(c.n_gen, 2 * c.overhead);
   if (n_ctx > cfg.max_seq_len)
     return usage_error("-p plus -n is " + std::to_string(n_ctx) + " tokens, more than the model's maximum of " +
                        std::to_string(cfg.max_seq_len));
-  auto session = ProgramSession::create(opened->model, n_ctx, c.threads, kv_dtype(c.kv_type));
+  auto session = Session::create(opened->model, n_ctx, c.threads, kv_dtype(c.kv_type));
   if (!session) return fail(session.status());
-  ProgramSession& s = **session;
+  Session& s = **session;
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int> pick(0, cfg.vocab_size - 1);
   std::vector<int> prompt(static_cast<size_t>(c.n_prompt));

@@ -11,7 +11,7 @@
 #include "core/mapped_file.h"
 #include "runtime/chat_session.h"
 #include "runtime/generate.h"
-#include "runtime/program_session.h"
+#include "runtime/session.h"
 #include "tools/cli_common.h"
 #include "engine/defaults.h"
 #include "tools/generation_flags.h"
@@ -90,7 +90,7 @@ int run(RunOptions o) {
   auto executor = executor_for(g);
   if (!executor) return fail(executor.status());
   StepTracer numerics(ProfileLevel::kOff, /*check_numerics=*/true);  // outlives the session
-  auto session = ProgramSession::create(opened->model, g.n_ctx, *executor, kv_dtype(g.kv_type));
+  auto session = Session::create(opened->model, g.n_ctx, *executor, kv_dtype(g.kv_type));
   if (!session) return fail(session.status().with_context(g.model));
   if (o.check_numerics) (*session)->set_tracer(&numerics);
   std::fprintf(stderr, "kiln: loaded %s (%s, %s, %d layers, dim %d, vocab %d) in %.1f ms\n", g.model.c_str(),
