@@ -7,12 +7,15 @@
 #include <filesystem>
 
 #include "backends/ref/ref_backend.h"
+#include "artifact/config_section.h"
+#include "artifact/program_section.h"
+#include "artifact/tokenizer_section.h"
 #include "backends/registry.h"
 #include "compiler/kiln_writer.h"
 #include "engine/defaults.h"
 #include "quant/weight_params.h"
 #include <nlohmann/json.hpp>
-#include "runtime/kiln_image.h"
+#include "artifact/kiln_image_reader.h"
 #include "runtime/session.h"
 #include "reference/reference_session.h"
 #include "test_util.h"

@@ -38,7 +38,7 @@
 #include "core/thread_pool.h"
 #include "quant/ref_matmul.h"
 #include "quant/weight_params.h"
-#include "runtime/kiln_image.h"
+#include "artifact/kiln_image_reader.h"
 #include "runtime/session.h"
 #include "test_util.h"
 

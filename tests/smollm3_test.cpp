@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/driver.h"
+#include "artifact/config_section.h"
 #include "formats/hf_config.h"
 #include "formats/import.h"
 #include "graph/builder.h"

@@ -7,6 +7,7 @@
 #include "graph/builder.h"
 #include "quant/ggml_blocks.h"
 #include "quant/weight_params.h"
+#include "tokenizer/tokenizer_source.h"
 
 namespace kiln {
 

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "compiler/passes.h"
+#include "artifact/program_image.h"
+#include "artifact/quant_record_section.h"
 #include "formats/import.h"
 #include "graph/program.h"
 
@@ -33,14 +35,11 @@ struct CompileOptions {
   std::function<void(double)> progress;   // 0..1 while weights are quantized
 };
 
-struct CompileReport {
+// The totals the .kiln quantization record stores (notes, bytes per scheme, parameters), and
+// what the passes did.
+struct CompileReport : QuantTotals {
   FusionReport fusion;
   PartitionReport partition;
-  std::vector<std::string> notes;
-  int64_t source_bytes = 0;    // weights as the source stored them
-  int64_t compiled_bytes = 0;  // weights as compiled
-  std::map<std::string, int64_t> scheme_bytes;  // compiled bytes per scheme
-  int64_t parameters = 0;
 };
 
 Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& options, CompileReport* report);

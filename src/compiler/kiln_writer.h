@@ -5,7 +5,8 @@
 #include <string>
 
 #include "compiler/driver.h"
-#include "formats/kiln_file.h"
+#include "artifact/kiln_image_writer.h"
+#include "artifact/program_image.h"
 
 namespace kiln {
 
@@ -14,11 +15,8 @@ namespace kiln {
 // of the kernels that will run (a .kiln opens only on a CPU that has them).
 Result<KilnTarget> resolve_target(const std::string& name);
 
-// Sections: config, tokenizer, program, memory plan, quantization record, tensors and weights.
+// The image with its compile report's totals, written by this version of kiln.
 Status write_kiln(const ProgramImage& image, const KilnTarget& target, const CompileReport& report,
                   const std::string& path, const std::function<void(double)>& progress = {});
-
-// Tokenizer section: u32 length of a JSON header {"kind", "vocab_size"}, the header, the bytes.
-std::vector<uint8_t> encode_tokenizer_section(const TokenizerBlob& blob);
 
 }  // namespace kiln

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/model.h"
-#include "runtime/kiln_image.h"
+#include "artifact/kiln_image_reader.h"
 
 namespace kiln {
 

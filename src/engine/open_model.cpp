@@ -8,7 +8,7 @@
 #include "core/mapped_file.h"
 #include "engine/defaults.h"
 #include "formats/kiln_file.h"
-#include "runtime/kiln_image.h"
+#include "artifact/kiln_image_reader.h"
 #include "tokenizer/tokenizer_source.h"
 
 namespace kiln {

@@ -1,7 +1,8 @@
 #include "engine/open_tokenizer.h"
 
+#include "artifact/tokenizer_section.h"
 #include "engine/open_model.h"
-#include "runtime/kiln_image.h"
+#include "artifact/kiln_image_reader.h"
 #include "tokenizer/tokenizer_source.h"
 
 namespace kiln {

@@ -68,4 +68,16 @@ Result<int> json_dim(const Json& obj, const std::string& key, int fallback, cons
   return static_cast<int>(v);
 }
 
+Status json_int_array(const Json& j, const char* key, int64_t lo, int64_t hi, std::vector<int64_t>& out,
+                      const std::string& where) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_array()) return corrupt(where + ": '" + key + "' must be an array");
+  for (const Json& v : *it) {
+    if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi)
+      return corrupt(where + ": '" + key + "' has an entry outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    out.push_back(v.get<int64_t>());
+  }
+  return Status::ok();
+}
+
 }  // namespace kiln

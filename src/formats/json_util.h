@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -21,6 +22,9 @@ Result<bool> json_bool(const Json& obj, const std::string& key, bool fallback, c
 Result<std::string> json_string(const Json& obj, const std::string& key, const std::string& fallback,
                                 const std::string& where);
 // An int field that must fit in int (for model dimensions).
+// An array of integers, each in [lo, hi], appended to `out`.
+Status json_int_array(const Json& obj, const char* key, int64_t lo, int64_t hi, std::vector<int64_t>& out,
+                      const std::string& where);
 Result<int> json_dim(const Json& obj, const std::string& key, int fallback, const std::string& where);
 
 }  // namespace kiln

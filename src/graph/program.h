@@ -1,5 +1,5 @@
-// What the compiler hands the runtime: the graph after its passes, the memory plan, and the
-// weights in the layout the chosen kernels read. The .kiln file is this, serialized.
+// A compiled program: the graph after the compiler's passes, its memory plan and RoPE constants
+// (artifact/program_image.h adds the weights and tokenizer: what the compiler hands the runtime).
 #pragma once
 
 #include <memory>
@@ -9,7 +9,6 @@
 
 #include "formats/model_config.h"
 #include "graph/graph.h"
-#include "tokenizer/tokenizer_source.h"
 
 namespace kiln {
 
@@ -31,26 +30,9 @@ struct Program {
   std::vector<float> rope_inv_freq;  // per pair of a head, scaling and GGUF rope_freqs applied
 };
 
-// A program with everything it needs to run, wherever its bytes live.
-struct ProgramImage {
-  ModelConfig config;
-  Program program;
-  std::vector<std::span<const uint8_t>> weights;  // per graph weight
-  std::vector<std::shared_ptr<const void>> owners;  // keep the weight bytes alive
-  TokenizerBlob tokenizer;
-  // The CPU features the kernels may use (the .kiln target's; ~0: whatever the machine has).
-  uint64_t cpu_features = ~0ull;
-};
-
-// JSON encodings for the .kiln sections; decoding validates every id, width and offset.
-std::string program_to_json(const Program& p);  // the graph and its constants
-std::string plan_to_json(const MemoryPlan& plan);
 // The rows value v's buffer is planned for: logit_rows for what tail nodes write, else max_tokens.
 inline int planned_rows(const MemoryPlan& plan, const std::vector<bool>& tail, size_t v) {
   return tail[v] ? plan.logit_rows : plan.max_tokens;
 }
-Result<Program> program_from_json(std::string_view program, std::string_view plan, const std::string& where);
-std::string config_to_json(const ModelConfig& c);
-Result<ModelConfig> config_from_json(std::string_view text, const std::string& where);
 
 }  // namespace kiln

@@ -7,6 +7,8 @@
 #include <unistd.h>
 #endif
 
+#include "artifact/config_section.h"
+#include "artifact/program_section.h"
 #include "backends/registry.h"
 #include "formats/kiln_file.h"
 #include "quant/weight_params.h"

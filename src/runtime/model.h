@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/api/backend.h"
+#include "artifact/program_image.h"
 #include "graph/program.h"
 
 namespace kiln {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "formats/tokenizer_blob.h"
 #include "tokenizer/jinja_eval.h"
 
 namespace kiln {
@@ -61,11 +62,8 @@ class ChatTemplate {
 
 // A model's chat template and special tokens, from an HF folder (chat_template.jinja, else
 // tokenizer_config.json's chat_template: a string or a list of {name, template}, "default"
-// unless tools are given and "tool_use" exists) or a .gguf (tokenizer.chat_template).
-struct ModelChatTemplate {
-  std::string source;
-  std::vector<std::pair<std::string, std::string>> special_tokens;
-};
+// unless tools are given and "tool_use" exists) or a .gguf (tokenizer.chat_template)
+// (ModelChatTemplate: formats/tokenizer_blob.h).
 Result<ModelChatTemplate> load_model_chat_template(const std::string& path, bool with_tools);
 // The same from a parsed GGUF file (tokenizer.chat_template; special tokens from its vocabulary).
 Result<ModelChatTemplate> chat_template_from_gguf(const GgufFile& g, const std::string& where);

@@ -7,25 +7,11 @@
 #include <vector>
 
 #include "formats/import.h"
+#include "formats/tokenizer_blob.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kiln {
-
-// The tokenizer as its source file had it: "llama2c" (.bin bytes), "hf-json" (tokenizer.json
-// text) or "gguf" (a GGUF file holding only the tokenizer.* metadata).
-struct TokenizerBlob {
-  std::string kind;
-  int vocab_size = 0;  // what a llama2.c .bin needs, since it does not store it
-  std::vector<uint8_t> bytes;
-  // The file the tokenizer was read from (a folder's tokenizer.json, not the folder), which its
-  // errors name; empty when the tokenizer is part of the model file (a GGUF model's own
-  // vocabulary, a .kiln's tokenizer section). Not stored in a .kiln.
-  std::string source;
-  // The chat template that came with a tokenizer.json (from its folder's tokenizer_config.json
-  // or chat_template.jinja). A GGUF blob carries its own tokenizer.chat_template inside `bytes`.
-  std::optional<ModelChatTemplate> chat;
-};
 
 // The tokenizer of an imported model: `explicit_path` when given (a tokenizer.json, HF folder,
 // .gguf or llama2.c .bin); else tokenizer.bin or the one tok*.bin beside a llama2.c checkpoint,

@@ -1,10 +1,9 @@
-#include "runtime/kiln_image.h"
+#include "artifact/kiln_image_reader.h"
 
-#include <cstring>
-
-#include "backends/registry.h"
+#include "artifact/config_section.h"
+#include "artifact/program_section.h"
+#include "artifact/tokenizer_section.h"
 #include "core/cpu_features.h"
-#include "formats/json_util.h"
 #include "quant/weight_params.h"
 
 namespace kiln {
@@ -12,34 +11,6 @@ namespace kiln {
 namespace {
 std::string_view text_of(std::span<const uint8_t> b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
 }  // namespace
-
-Result<TokenizerBlob> decode_tokenizer_section(std::span<const uint8_t> bytes, const std::string& where) {
-  if (bytes.size() < 4) return corrupt(where + ": tokenizer section is truncated");
-  uint32_t n;
-  std::memcpy(&n, bytes.data(), 4);
-  if (n > bytes.size() - 4) return corrupt(where + ": tokenizer header runs past the section");
-  KILN_ASSIGN_OR_RETURN(Json h, parse_json(text_of(bytes.subspan(4, n)), where + ": tokenizer header"));
-  TokenizerBlob b;
-  KILN_ASSIGN_OR_RETURN(b.kind, json_string(h, "kind", "", where));
-  KILN_ASSIGN_OR_RETURN(b.vocab_size, json_dim(h, "vocab_size", 0, where));
-  if (h.contains("chat_template")) {
-    ModelChatTemplate chat;
-    KILN_ASSIGN_OR_RETURN(chat.source, json_string(h, "chat_template", "", where));
-    auto it = h.find("special_tokens");
-    if (it != h.end()) {
-      if (!it->is_array()) return corrupt(where + ": tokenizer header: special_tokens must be an array");
-      for (const Json& e : *it) {
-        if (!e.is_array() || e.size() != 2 || !e[0].is_string() || !e[1].is_string())
-          return corrupt(where + ": tokenizer header: each special token must be [name, text]");
-        chat.special_tokens.emplace_back(e[0].get<std::string>(), e[1].get<std::string>());
-      }
-    }
-    b.chat = std::move(chat);
-  }
-  auto rest = bytes.subspan(4 + n);
-  b.bytes.assign(rest.begin(), rest.end());
-  return b;
-}
 
 Result<KilnImage> open_kiln_image(std::shared_ptr<const KilnFile> file) {
   const std::string& path = file->path();

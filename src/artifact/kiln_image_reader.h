@@ -4,8 +4,8 @@
 #include <memory>
 #include <string>
 
+#include "artifact/program_image.h"
 #include "formats/kiln_file.h"
-#include "graph/program.h"
 
 namespace kiln {
 
@@ -17,7 +17,5 @@ struct KilnImage {
 // `verify` also checks the weights' checksum (reads every page).
 Result<KilnImage> open_kiln_image(const std::string& path, bool verify);
 Result<KilnImage> open_kiln_image(std::shared_ptr<const KilnFile> file);
-
-Result<TokenizerBlob> decode_tokenizer_section(std::span<const uint8_t> bytes, const std::string& where);
 
 }  // namespace kiln

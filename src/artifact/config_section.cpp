@@ -1,0 +1,96 @@
+#include "artifact/config_section.h"
+
+#include <limits>
+
+#include "formats/json_util.h"
+
+namespace kiln {
+
+std::string config_to_json(const ModelConfig& c) {
+  Json j = {{"arch", std::string(arch_name(c.arch))},
+            {"dim", c.dim},
+            {"hidden_dim", c.hidden_dim},
+            {"n_layers", c.n_layers},
+            {"n_heads", c.n_heads},
+            {"n_kv_heads", c.n_kv_heads},
+            {"head_dim", c.head_dim},
+            {"vocab_size", c.vocab_size},
+            {"max_seq_len", c.max_seq_len},
+            {"rms_eps", c.rms_eps},
+            {"rope_theta", c.rope_theta},
+            {"rope_half_split", c.rope_style == RopeStyle::kHalfSplit},
+            {"rope_scaling",
+             {{"type", c.rope_scaling.type == RopeScaling::Type::kNone     ? "none"
+                       : c.rope_scaling.type == RopeScaling::Type::kLinear ? "linear"
+                                                                           : "llama3"},
+              {"factor", c.rope_scaling.factor},
+              {"low_freq_factor", c.rope_scaling.low_freq_factor},
+              {"high_freq_factor", c.rope_scaling.high_freq_factor},
+              {"original_max_position", c.rope_scaling.original_max_position}}},
+            {"tie_embeddings", c.tie_embeddings},
+            {"qkv_bias", c.qkv_bias},
+            {"qk_norm", c.qk_norm},
+            {"sliding_window", c.sliding_window},
+            {"rope_layers", c.rope_layers},
+            {"bos_id", c.bos_id},
+            {"eos_id", c.eos_id},
+            {"stop_ids", c.stop_ids}};
+  return j.dump();
+}
+
+Result<ModelConfig> config_from_json(std::string_view text, const std::string& where) {
+  KILN_ASSIGN_OR_RETURN(Json j, parse_json(text, where));
+  if (!j.is_object()) return corrupt(where + ": not an object");
+  ModelConfig c;
+  KILN_ASSIGN_OR_RETURN(std::string arch, json_string(j, "arch", "", where));
+  if (arch == "llama") c.arch = Arch::kLlama;
+  else if (arch == "qwen2") c.arch = Arch::kQwen2;
+  else if (arch == "mistral") c.arch = Arch::kMistral;
+  else if (arch == "qwen3") c.arch = Arch::kQwen3;
+  else if (arch == "smollm3") c.arch = Arch::kSmolLM3;
+  else return corrupt(where + ": unknown arch '" + arch + "'");
+  KILN_ASSIGN_OR_RETURN(c.dim, json_dim(j, "dim", 0, where));
+  KILN_ASSIGN_OR_RETURN(c.hidden_dim, json_dim(j, "hidden_dim", 0, where));
+  KILN_ASSIGN_OR_RETURN(c.n_layers, json_dim(j, "n_layers", 0, where));
+  KILN_ASSIGN_OR_RETURN(c.n_heads, json_dim(j, "n_heads", 0, where));
+  KILN_ASSIGN_OR_RETURN(c.n_kv_heads, json_dim(j, "n_kv_heads", 0, where));
+  KILN_ASSIGN_OR_RETURN(c.head_dim, json_dim(j, "head_dim", 0, where));
+  KILN_ASSIGN_OR_RETURN(c.vocab_size, json_dim(j, "vocab_size", 0, where));
+  KILN_ASSIGN_OR_RETURN(c.max_seq_len, json_dim(j, "max_seq_len", 0, where));
+  KILN_ASSIGN_OR_RETURN(double eps, json_number(j, "rms_eps", 0, where));
+  KILN_ASSIGN_OR_RETURN(double theta, json_number(j, "rope_theta", 0, where));
+  c.rms_eps = static_cast<float>(eps);
+  c.rope_theta = static_cast<float>(theta);
+  KILN_ASSIGN_OR_RETURN(bool half, json_bool(j, "rope_half_split", false, where));
+  c.rope_style = half ? RopeStyle::kHalfSplit : RopeStyle::kAdjacentPairs;
+  if (auto rs = j.find("rope_scaling"); rs != j.end() && rs->is_object()) {
+    KILN_ASSIGN_OR_RETURN(std::string type, json_string(*rs, "type", "none", where));
+    if (type == "none") c.rope_scaling.type = RopeScaling::Type::kNone;
+    else if (type == "linear") c.rope_scaling.type = RopeScaling::Type::kLinear;
+    else if (type == "llama3") c.rope_scaling.type = RopeScaling::Type::kLlama3;
+    else return corrupt(where + ": unknown rope scaling '" + type + "'");
+    KILN_ASSIGN_OR_RETURN(double f, json_number(*rs, "factor", 1, where));
+    KILN_ASSIGN_OR_RETURN(double lo, json_number(*rs, "low_freq_factor", 1, where));
+    KILN_ASSIGN_OR_RETURN(double hi, json_number(*rs, "high_freq_factor", 4, where));
+    KILN_ASSIGN_OR_RETURN(c.rope_scaling.original_max_position, json_dim(*rs, "original_max_position", 8192, where));
+    c.rope_scaling.factor = static_cast<float>(f);
+    c.rope_scaling.low_freq_factor = static_cast<float>(lo);
+    c.rope_scaling.high_freq_factor = static_cast<float>(hi);
+  }
+  KILN_ASSIGN_OR_RETURN(c.tie_embeddings, json_bool(j, "tie_embeddings", false, where));
+  KILN_ASSIGN_OR_RETURN(c.qkv_bias, json_bool(j, "qkv_bias", false, where));
+  KILN_ASSIGN_OR_RETURN(c.qk_norm, json_bool(j, "qk_norm", false, where));
+  KILN_ASSIGN_OR_RETURN(c.sliding_window, json_dim(j, "sliding_window", 0, where));
+  std::vector<int64_t> rope_layers;  // absent in files written before SmolLM3: RoPE everywhere
+  if (j.contains("rope_layers")) KILN_RETURN_IF_ERROR(json_int_array(j, "rope_layers", 0, 1, rope_layers, where));
+  c.rope_layers.assign(rope_layers.begin(), rope_layers.end());
+  KILN_ASSIGN_OR_RETURN(c.bos_id, json_dim(j, "bos_id", -1, where));
+  KILN_ASSIGN_OR_RETURN(c.eos_id, json_dim(j, "eos_id", -1, where));
+  std::vector<int64_t> stops;
+  KILN_RETURN_IF_ERROR(json_int_array(j, "stop_ids", 0, std::numeric_limits<int32_t>::max(), stops, where));
+  c.stop_ids.assign(stops.begin(), stops.end());
+  KILN_RETURN_IF_ERROR(validate_config(c, where));
+  return c;
+}
+
+}  // namespace kiln

@@ -1,0 +1,20 @@
+// Writes a program image as a .kiln context binary (formats/kiln_file.h is the container).
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "artifact/program_image.h"
+#include "artifact/quant_record_section.h"
+#include "formats/kiln_file.h"
+
+namespace kiln {
+
+// Sections: config, tokenizer, program, memory plan, quantization record, then each weight.
+// `writer` names the program that wrote the file ("kiln 0.4.0"). Written to a temporary file
+// and renamed.
+Status write_kiln_image(const ProgramImage& image, const KilnTarget& target, const QuantTotals& totals,
+                        const std::string& writer, const std::string& path,
+                        const std::function<void(double)>& progress = {});
+
+}  // namespace kiln

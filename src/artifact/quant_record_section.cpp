@@ -1,0 +1,23 @@
+#include "artifact/quant_record_section.h"
+
+#include "formats/json_util.h"
+
+namespace kiln {
+
+std::string encode_quant_record(const ProgramImage& img, const QuantTotals& r) {
+  Json tensors = Json::array();
+  const Graph& g = img.program.graph;
+  for (size_t i = 0; i < g.weights.size(); ++i) {
+    const WeightDesc& w = g.weights[i];
+    tensors.push_back({{"name", w.name}, {"scheme", w.scheme}, {"group_size", w.group_size},
+                       {"symmetric", w.symmetric}, {"layout", w.layout}, {"bytes", img.weights[i].size()}});
+  }
+  Json schemes = Json::object();
+  for (const auto& [k, v] : r.scheme_bytes) schemes[k] = v;
+  return Json{{"method", "rtn"}, {"tensors", tensors}, {"scheme_bytes", schemes},
+              {"source_bytes", r.source_bytes}, {"compiled_bytes", r.compiled_bytes},
+              {"parameters", r.parameters}, {"notes", r.notes}}
+      .dump();
+}
+
+}  // namespace kiln
