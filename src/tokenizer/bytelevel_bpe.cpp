@@ -107,12 +107,22 @@ const ByteLevelBpeTokenizer::PairSlot* ByteLevelBpeTokenizer::find_pair(int a, i
 }
 
 Status ByteLevelBpeTokenizer::build() {
-  ByteLevelSpec& s = spec_;
+  KILN_RETURN_IF_ERROR(check_spec());
+  std::unordered_map<std::string_view, int> by_spelling;
+  KILN_RETURN_IF_ERROR(build_vocabulary(by_spelling));
+  KILN_RETURN_IF_ERROR(build_merges(by_spelling));
+  KILN_RETURN_IF_ERROR(compile_regexes());
+  build_added_matchers();
+  return Status::ok();
+}
+
+// The ids the spec names (BOS, EOS, unknown, post-processor tokens) and its pre-tokenizer order.
+Status ByteLevelBpeTokenizer::check_spec() const {
+  const ByteLevelSpec& s = spec_;
   const std::string& name = s.name;
   if (s.tokens.empty()) return corrupt(name + ": the vocabulary is empty");
   if (s.tokens.size() > static_cast<size_t>(INT32_MAX / 2)) return corrupt(name + ": the vocabulary is too large");
   const int n = static_cast<int>(s.tokens.size());
-  const auto ns = s.tokens.size();
   auto check_optional_id = [&](int id, const char* what) -> Status {
     if (id < -1 || id >= n)
       return corrupt(name + ": " + what + " id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(n));
@@ -129,7 +139,16 @@ Status ByteLevelBpeTokenizer::build() {
   for (size_t i = 0; i + 1 < s.pre_tokenizer.size(); ++i)
     if (s.pre_tokenizer[i].kind == PreTokenizerStep::Kind::kByteLevel)
       return unsupported(name + ": pre-tokenizers after ByteLevel are not supported");
+  return Status::ok();
+}
 
+// Each id's bytes, the model's tokens by spelling (for merges and byte fallback), by bytes (for
+// encoding) and the id of each single byte.
+Status ByteLevelBpeTokenizer::build_vocabulary(std::unordered_map<std::string_view, int>& by_spelling) {
+  ByteLevelSpec& s = spec_;
+  const std::string& name = s.name;
+  const int n = static_cast<int>(s.tokens.size());
+  const auto ns = s.tokens.size();
   // Which ids the model's own vocabulary holds (the others are added tokens beyond it).
   std::vector<uint8_t> in_model(ns, 1);
   special_.assign(ns, 0);
@@ -149,7 +168,6 @@ Status ByteLevelBpeTokenizer::build() {
   // What each id stands for.
   bytes_.resize(ns);
   by_bytes_.reserve(ns);
-  std::unordered_map<std::string_view, int> by_spelling;
   by_spelling.reserve(ns);
   std::string tmp;
   std::vector<uint8_t> reachable(ns, 0);  // by text: in the model and spelled in the byte alphabet
@@ -188,7 +206,13 @@ Status ByteLevelBpeTokenizer::build() {
       byte_fallback_ids_[static_cast<size_t>(b)] = std::move(ids);
     }
   }
+  return Status::ok();
+}
 
+Status ByteLevelBpeTokenizer::build_merges(const std::unordered_map<std::string_view, int>& by_spelling) {
+  ByteLevelSpec& s = spec_;
+  const std::string& name = s.name;
+  const int n = static_cast<int>(s.tokens.size());
   // Merges: the pair becomes the token spelled by the two joined; a later duplicate of a pair
   // takes its rank (HF builds its merge map by inserting in order).
   if (s.merges.size() > static_cast<size_t>(INT32_MAX)) return corrupt(name + ": too many merges");
@@ -222,7 +246,12 @@ Status ByteLevelBpeTokenizer::build() {
       }
     }
   }
+  return Status::ok();
+}
 
+Status ByteLevelBpeTokenizer::compile_regexes() {
+  ByteLevelSpec& s = spec_;
+  const std::string& name = s.name;
   // Regexes, compiled once.
   regexes_.resize(s.pre_tokenizer.size());
   for (size_t i = 0; i < s.pre_tokenizer.size(); ++i) {
@@ -244,7 +273,11 @@ Status ByteLevelBpeTokenizer::build() {
       }
     }
   }
+  return Status::ok();
+}
 
+void ByteLevelBpeTokenizer::build_added_matchers() {
+  const ByteLevelSpec& s = spec_;
   // Added tokens: matched on the raw text, or (normalized=true) on the normalized text, with
   // their content normalized as the text is.
   std::vector<AddedToken> raw, norm;
@@ -263,7 +296,6 @@ Status ByteLevelBpeTokenizer::build() {
   }
   raw_added_ = AddedTokenMatcher(raw, raw_c);
   normalized_added_ = AddedTokenMatcher(norm, norm_c);
-  return Status::ok();
 }
 
 std::string_view ByteLevelBpeTokenizer::normalize(std::string_view text, std::string& buf, std::string& tmp) const {

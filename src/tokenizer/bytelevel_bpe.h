@@ -122,6 +122,12 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
  private:
   ByteLevelBpeTokenizer() = default;
   Status build();
+  // build()'s steps, in order.
+  Status check_spec() const;
+  Status build_vocabulary(std::unordered_map<std::string_view, int>& by_spelling);
+  Status build_merges(const std::unordered_map<std::string_view, int>& by_spelling);
+  Status compile_regexes();
+  void build_added_matchers();
   struct Scratch;
   Status encode_normalized(std::string_view text, size_t offset, const EncodeOptions& options, Scratch& s,
                            std::vector<int>& out) const;
