@@ -156,7 +156,7 @@ class MatmulOnlyBackend final : public Backend {
   bool supports(const Node& n, const Graph& g) const override {
     if (n.op != OpCode::kMatMul && n.op != OpCode::kMatMulAdd) return false;
     for (int w : n.weights)
-      if (g.weights[static_cast<size_t>(w)].scheme != "f32") return false;
+      if (g.weights[static_cast<size_t>(w)].scheme != Scheme::kF32) return false;
     return true;
   }
   Result<std::unique_ptr<Kernel>> prepare(const Node& n, const Graph& g, std::span<const BoundWeight> w,
@@ -354,7 +354,7 @@ class BadKiln : public ::testing::Test {
       if (g.weights[i].name == skip_tensor_) continue;
       std::vector<int64_t> dims = g.weights[i].shape;
       if (g.weights[i].name == reshape_tensor_) std::swap(dims[0], dims[1]);
-      auto code = static_cast<uint32_t>(*parse_scheme(g.weights[i].scheme));
+      auto code = static_cast<uint32_t>(g.weights[i].scheme);
       if (g.weights[i].name == recode_tensor_) code = 99;
       ASSERT_TRUE(w.add_tensor(g.weights[i].name, code, dims, {img->weights[i].begin(), img->weights[i].end()}));
     }
@@ -406,6 +406,15 @@ TEST_F(BadKiln, ProgramReadsBeforeWrite) {
     std::swap(img.program.graph.nodes[1], img.program.graph.nodes[2]);
     program_text_ = program_to_json(img.program);
   }, "before it is written");
+}
+TEST_F(BadKiln, UnknownWeightScheme) {
+  expect_bad([this](ProgramImage& img, CompileReport&) {
+    program_text_ = program_to_json(img.program);
+    const std::string from = "\"scheme\":\"" + std::string(scheme_name(img.program.graph.weights[0].scheme)) + "\"";
+    const size_t at = program_text_.find(from);
+    ASSERT_NE(at, std::string::npos) << program_text_.substr(0, 400);
+    program_text_.replace(at, from.size(), "\"scheme\":\"w5a3\"");
+  }, "unknown scheme 'w5a3'");
 }
 TEST_F(BadKiln, ValueOutsideArena) {
   expect_bad([this](ProgramImage& img, CompileReport&) {
@@ -534,14 +543,14 @@ TEST(Compile, QuantizedGgufKeepsItsBlocks) {
       if (src == imp->model.tensors.end()) continue;  // a fused weight
       const TensorSource& t = src->second;
       if (t.dtype == DType::kQ4_0 || t.dtype == DType::kQ4_1) {
-        EXPECT_EQ(w.scheme, "w4a16") << w.name;
+        EXPECT_EQ(w.scheme, Scheme::kW4A16) << w.name;
         ASSERT_EQ(img->weights[i].size(), t.bytes.size()) << w.name;
         EXPECT_TRUE(std::equal(t.bytes.begin(), t.bytes.end(), img->weights[i].begin())) << w.name;
         ++same;
       } else if (t.dtype == DType::kF16) {
-        EXPECT_EQ(w.scheme, "f16") << w.name;
+        EXPECT_EQ(w.scheme, Scheme::kF16) << w.name;
       } else if (t.dtype == DType::kQ8_0) {
-        EXPECT_EQ(w.scheme, "w8a16") << w.name;
+        EXPECT_EQ(w.scheme, Scheme::kW8A16) << w.name;
       }
     }
     EXPECT_GT(same, 0);

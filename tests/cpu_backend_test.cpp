@@ -717,7 +717,7 @@ TEST(CpuLayouts, CompilerPacksForTheCpuBackEnd) {
   for (const WeightDesc& w : g.weights) {
     // The tied embedding is read by the embedding and the classifier: one copy, packed.
     EXPECT_EQ(w.name.find('@'), std::string::npos) << w.name;
-    if (w.shape.size() == 2) EXPECT_EQ(w.layout, w.scheme == "w8a16" ? "r16k4" : "r16") << w.name << " " << w.scheme;
+    if (w.shape.size() == 2) EXPECT_EQ(w.layout, w.scheme == Scheme::kW8A16 ? "r16k4" : "r16") << w.name << " " << scheme_name(w.scheme);
     else EXPECT_EQ(w.layout, "rowmajor") << w.name;
   }
 }
@@ -1016,7 +1016,7 @@ TEST(CpuBackend, PerThreadScratchIsPlannedAndChecked) {
   WeightDesc wd;
   wd.name = "blk.0.ffn_down.weight";
   wd.shape = {rows, cols};
-  wd.scheme = "w4a16";
+  wd.scheme = Scheme::kW4A16;
   wd.group_size = 32;
   wd.layout = std::string(cpu::matmul_layout(Scheme::kW4A16));
   g.add_weight(wd);

@@ -201,7 +201,7 @@ TEST(Qwen3, FusionKeepsTheHeadNormsBeforeTheFusedRope) {
     if (n.op != OpCode::kHeadRmsNorm) continue;
     ++head_norms;
     const WeightDesc& w = g.weights[static_cast<size_t>(n.weights[0])];
-    EXPECT_EQ(w.scheme, "f32") << w.name;  // norms stay f32, like the others
+    EXPECT_EQ(w.scheme, Scheme::kF32) << w.name;  // norms stay f32, like the others
     EXPECT_EQ(w.shape, std::vector<int64_t>{24});
     EXPECT_EQ(n.head_dim, 24);
     // Its output is what the fused rope + KV store reads.
@@ -219,7 +219,7 @@ TEST(Qwen3, FusionKeepsTheHeadNormsBeforeTheFusedRope) {
   ASSERT_TRUE(q) << q.status().message();
   for (const WeightDesc& w : q->program.graph.weights)
     if (w.name.find("_norm") != std::string::npos) {
-      EXPECT_EQ(w.scheme, "f32") << w.name;
+      EXPECT_EQ(w.scheme, Scheme::kF32) << w.name;
     }
 }
 

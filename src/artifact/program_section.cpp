@@ -12,7 +12,7 @@ std::string program_to_json(const Program& p) {
   for (const Value& v : p.graph.values) values.push_back({{"name", v.name}, {"width", v.width}});
   Json weights = Json::array();
   for (const WeightDesc& w : p.graph.weights)
-    weights.push_back({{"name", w.name}, {"shape", w.shape}, {"scheme", w.scheme}, {"group_size", w.group_size},
+    weights.push_back({{"name", w.name}, {"shape", w.shape}, {"scheme", scheme_name(w.scheme)}, {"group_size", w.group_size},
                        {"symmetric", w.symmetric}, {"layout", w.layout}});
   Json nodes = Json::array();
   for (const Node& n : p.graph.nodes)
@@ -64,7 +64,12 @@ Result<Program> program_from_json(std::string_view text, std::string_view plan_t
   for (const Json& w : j["weights"]) {
     WeightDesc d;
     KILN_ASSIGN_OR_RETURN(d.name, json_string(w, "name", "", where));
-    KILN_ASSIGN_OR_RETURN(d.scheme, json_string(w, "scheme", "", where));
+    KILN_ASSIGN_OR_RETURN(std::string scheme, json_string(w, "scheme", "", where));
+    const std::optional<Scheme> parsed = parse_scheme(scheme);
+    if (!parsed)
+      return corrupt(where + ": weight '" + d.name + "': unknown scheme '" + scheme + "' (" +
+                     std::string(scheme_names_list()) + ")");
+    d.scheme = *parsed;
     KILN_ASSIGN_OR_RETURN(d.layout, json_string(w, "layout", "", where));
     KILN_ASSIGN_OR_RETURN(d.group_size, json_dim(w, "group_size", 0, where));
     KILN_ASSIGN_OR_RETURN(d.symmetric, json_bool(w, "symmetric", true, where));

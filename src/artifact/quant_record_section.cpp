@@ -9,7 +9,7 @@ std::string encode_quant_record(const ProgramImage& img, const QuantTotals& r) {
   const Graph& g = img.program.graph;
   for (size_t i = 0; i < g.weights.size(); ++i) {
     const WeightDesc& w = g.weights[i];
-    tensors.push_back({{"name", w.name}, {"scheme", w.scheme}, {"group_size", w.group_size},
+    tensors.push_back({{"name", w.name}, {"scheme", scheme_name(w.scheme)}, {"group_size", w.group_size},
                        {"symmetric", w.symmetric}, {"layout", w.layout}, {"bytes", img.weights[i].size()}});
   }
   Json schemes = Json::object();

@@ -136,7 +136,7 @@ Status assign_layouts(Graph& g, std::span<const Backend* const> backends, Progra
     KILN_RETURN_IF_ERROR(packer[wi]->pack(w, img.weights[wi], *out));
     const auto before = static_cast<int64_t>(img.weights[wi].size()), after = static_cast<int64_t>(out->size());
     r.compiled_bytes += after - (wi < n_weights ? before : 0);
-    r.scheme_bytes[w.scheme] += after - (wi < n_weights ? before : 0);
+    r.scheme_bytes[std::string(scheme_name(w.scheme))] += after - (wi < n_weights ? before : 0);
     img.weights[wi] = *out;
     buffers[wi] = std::move(out);  // the reference bytes go unless a copy still needs them
   }
@@ -196,7 +196,7 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
       for (const auto& f : m.files) f->release_pages(src.bytes);  // converted: the source's pages can go
     sizes[i] = static_cast<int64_t>(img.weights[i].size());
     r.compiled_bytes += sizes[i];
-    r.scheme_bytes[w.scheme] += sizes[i];
+    r.scheme_bytes[std::string(scheme_name(w.scheme))] += sizes[i];
     if (o.progress) o.progress(static_cast<double>(i + 1) / static_cast<double>(g.weights.size()));
   }
 

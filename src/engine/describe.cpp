@@ -52,10 +52,10 @@ nlohmann::json describe(const KilnImage& k) {
   std::map<std::string, uint64_t> scheme_bytes;
   for (size_t i = 0; i < g.weights.size(); ++i) {
     const WeightDesc& w = g.weights[i];
-    std::string scheme = w.scheme;
+    std::string scheme(scheme_name(w.scheme));
     if (w.group_size) scheme += " g" + std::to_string(w.group_size) + (w.symmetric ? " sym" : " asym");
     tensors.push_back({{"name", w.name}, {"shape", w.shape}, {"scheme", scheme}, {"bytes", img.weights[i].size()}});
-    scheme_bytes[w.scheme] += img.weights[i].size();
+    scheme_bytes[std::string(scheme_name(w.scheme))] += img.weights[i].size();
   }
   j["tensors"] = tensors;
   j["sizes"] = {{"by_scheme", scheme_bytes}};
@@ -65,7 +65,7 @@ nlohmann::json describe(const KilnImage& k) {
 std::string main_scheme(const Model& m) {
   std::map<std::string, uint64_t> by_scheme;
   const Graph& g = m.program().graph;
-  for (size_t i = 0; i < g.weights.size(); ++i) by_scheme[g.weights[i].scheme] += m.image().weights[i].size();
+  for (size_t i = 0; i < g.weights.size(); ++i) by_scheme[std::string(scheme_name(g.weights[i].scheme))] += m.image().weights[i].size();
   std::string best;
   for (const auto& [scheme, bytes] : by_scheme)
     if (best.empty() || bytes > by_scheme[best]) best = scheme;

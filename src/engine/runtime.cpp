@@ -137,7 +137,7 @@ Result<std::shared_ptr<RuntimeModel>> Runtime::load_model(const std::string& pat
     int64_t n = 1;
     for (int64_t d : g.weights[i].shape) n *= d;
     m->n_params_ += n;
-    by_scheme[g.weights[i].scheme] += compiled->image().weights[i].size();
+    by_scheme[std::string(scheme_name(g.weights[i].scheme))] += compiled->image().weights[i].size();
   }
   for (const auto& [scheme, bytes] : by_scheme)
     if (m->main_scheme_.empty() || bytes > by_scheme[m->main_scheme_]) m->main_scheme_ = scheme;

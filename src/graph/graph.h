@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/scheme.h"
 #include "core/status.h"
 
 namespace kiln {
@@ -38,7 +39,7 @@ Result<OpCode> op_from_name(std::string_view name);
 struct WeightDesc {
   std::string name;
   std::vector<int64_t> shape;     // outermost first; a matmul weight is {rows, cols}
-  std::string scheme = "f32";     // "f32", "f16", "bf16", "w8a16", "w4a16", "w8a8", "w4a8"
+  Scheme scheme = Scheme::kF32;
   int group_size = 0;             // 4-bit schemes
   bool symmetric = true;
   std::string layout = "rowmajor";  // how the bytes are arranged for the kernels that read them

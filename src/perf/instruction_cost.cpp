@@ -76,7 +76,7 @@ std::string kernel_label(const Graph& g, const Node& node) {
   for (int wi : node.weights) {
     const WeightDesc& w = g.weights[static_cast<size_t>(wi)];
     if (w.shape.size() != 2) continue;
-    s += " " + w.scheme;
+    s += " " + std::string(scheme_name(w.scheme));
     if (w.group_size > 0) s += " g" + std::to_string(w.group_size);
     if (!w.symmetric) s += " asym";
     if (w.layout != kRowMajorLayout) s += " [" + w.layout + "]";

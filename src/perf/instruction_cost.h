@@ -54,9 +54,7 @@ Status node_products(const Graph& g, const Node& node, int n, double attended, A
   for (int wi : node.weights) {
     const WeightDesc& w = g.weights[static_cast<size_t>(wi)];
     if (w.shape.size() != 2) continue;  // norms and biases
-    const auto s = parse_scheme(w.scheme);
-    if (!s) return invalid_argument("weight '" + w.name + "' has no scheme '" + w.scheme + "'");
-    add(*s, static_cast<double>(w.shape[0]) * static_cast<double>(w.shape[1]) * n);
+    add(w.scheme, static_cast<double>(w.shape[0]) * static_cast<double>(w.shape[1]) * n);
   }
   return Status::ok();
 }

@@ -31,8 +31,9 @@ WeightSummary summarize_weights(const Model& m) {
     if (!used[i]) continue;
     s.read_per_token += gathered_only[i] ? bytes / static_cast<uint64_t>(std::max<int64_t>(rows, 1)) : bytes;
     if (w.shape.size() == 2 && w.name != "token_embd.weight" && w.name != "output.weight") {
-      by_scheme[w.scheme] += bytes;
-      group_of[w.scheme] = w.group_size;
+      const std::string name(scheme_name(w.scheme));
+      by_scheme[name] += bytes;
+      group_of[name] = w.group_size;
     }
   }
   uint64_t best = 0;
@@ -42,7 +43,7 @@ WeightSummary summarize_weights(const Model& m) {
       s.scheme = scheme;
       s.group = group_of[scheme];
     }
-  if (s.scheme.empty() && !g.weights.empty()) s.scheme = g.weights.front().scheme;
+  if (s.scheme.empty() && !g.weights.empty()) s.scheme = scheme_name(g.weights.front().scheme);
   return s;
 }
 

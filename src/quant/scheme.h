@@ -43,18 +43,12 @@
 #include <string>
 #include <string_view>
 
+#include "core/scheme.h"
 #include "core/status.h"
 
 namespace kiln {
 
-// The numeric values are written into `.kiln` files: append new schemes, never renumber.
-enum class Scheme : uint8_t { kF32, kF16, kBF16, kW8A16, kW4A16, kW8A8, kW4A8 };
-
-// "f32", "f16", "bf16", "w8a16", "w4a16", "w8a8", "w4a8".
-std::string_view scheme_name(Scheme s);
-std::optional<Scheme> parse_scheme(std::string_view name);  // exact, lower case
-// "f32, f16, bf16, w8a16, w4a16, w8a8, w4a8", for error messages.
-std::string_view scheme_names_list();
+// Scheme and its names: core/scheme.h.
 
 // 32, 16 or 8 for the float schemes, 8 or 4 for the integer ones.
 int weight_bits(Scheme s);

@@ -3,14 +3,11 @@
 namespace kiln {
 
 Result<QuantParams> weight_params(const WeightDesc& w) {
-  auto s = parse_scheme(w.scheme);
-  if (!s) return corrupt("weight '" + w.name + "': unknown scheme '" + w.scheme + "' (" +
-                         std::string(scheme_names_list()) + ")");
   QuantParams p;
-  p.scheme = *s;
+  p.scheme = w.scheme;
   p.group_size = w.group_size;
   p.symmetric = w.symmetric;
-  if (!is_4bit(*s)) p = canonical(p);
+  if (!is_4bit(w.scheme)) p = canonical(p);
   KILN_RETURN_IF_ERROR(validate_params(p).with_context("weight '" + w.name + "'"));
   const int64_t rows = w.shape.size() == 2 ? w.shape[0] : 1;
   const int64_t cols = w.shape.back();
@@ -20,7 +17,7 @@ Result<QuantParams> weight_params(const WeightDesc& w) {
 
 void set_weight_params(WeightDesc& w, const QuantParams& p) {
   const QuantParams c = canonical(p);
-  w.scheme = std::string(scheme_name(c.scheme));
+  w.scheme = c.scheme;
   w.group_size = c.group_size;
   w.symmetric = c.symmetric;
 }

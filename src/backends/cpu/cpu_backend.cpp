@@ -203,7 +203,7 @@ class CpuKernel final : public Kernel {
         m.formats.push_back(k_.activation_format(m.m.params.scheme, std::max(n, 1), m.m.cols));
       if (biased) {
         const BoundWeight& bb = weights[first + n_mat + i];
-        if (bb.desc->scheme != "f32" || bb.desc->layout != kRowMajorLayout || bb.desc->shape.size() != 1 ||
+        if (bb.desc->scheme != Scheme::kF32 || bb.desc->layout != kRowMajorLayout || bb.desc->shape.size() != 1 ||
             bb.desc->shape[0] != m.m.rows)
           return corrupt("cpu back end: bias '" + bb.desc->name + "' must be f32 [" + std::to_string(m.m.rows) + "]");
         m.bias = reinterpret_cast<const float*>(bb.bytes.data());
@@ -219,7 +219,7 @@ class CpuKernel final : public Kernel {
       } else if (!matrix && d.layout != kRowMajorLayout) {
         return unsupported("cpu back end: weight '" + d.name + "' is stored in unknown layout '" + d.layout + "'");
       }
-      if (!matrix && node_.op != OpCode::kEmbed && d.scheme != "f32")
+      if (!matrix && node_.op != OpCode::kEmbed && d.scheme != Scheme::kF32)
         return corrupt("cpu back end: weight '" + d.name + "' must be f32");
     }
     if (node_.op == OpCode::kHeadRmsNorm &&
