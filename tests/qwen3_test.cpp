@@ -28,6 +28,7 @@
 #include "runtime/model.h"
 #include "runtime/session.h"
 #include "reference/reference_session.h"
+#include "model_paths.h"
 #include "test_util.h"
 #include "tokenizer/bytelevel_bpe.h"
 
@@ -35,6 +36,11 @@ namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
+using test::compiled;
+using test::greedy;
+using test::program_logits;
+using test::reference_logits;
+using test::reference_model;
 using nlohmann::json;
 
 const std::string kDir = "hf-tiny/qwen3";
@@ -43,86 +49,7 @@ std::string folder() { return test::data_path(kDir); }
 std::string gguf() { return test::data_path(kDir + "/model.gguf"); }
 json reference() { return json::parse(test::read_file(folder() + "/reference.json")); }
 
-CompileOptions options(bool fuse = true) {
-  CompileOptions o;
-  o.require_tokenizer = false;  // the tiny model has none
-  auto q = overrides_from_flags("f32", 32, true, /*auto_fallback=*/true);
-  EXPECT_TRUE(q) << q.status().message();
-  o.quant = *q;
-  o.fuse = fuse;
-  return o;
-}
-
-std::shared_ptr<const ReferenceModel> reference_model(const std::string& path) {
-  auto imp = import_model(path);
-  EXPECT_TRUE(imp) << imp.status().message();
-  if (!imp) return nullptr;
-  auto m = ReferenceModel::create(std::move(imp->model));
-  EXPECT_TRUE(m) << m.status().message();
-  return m ? *m : nullptr;
-}
-
-std::shared_ptr<const Model> compiled(const std::string& path, const CompileOptions& o,
-                                              std::span<const Backend* const> extra = {}) {
-  auto imp = import_model(path);
-  EXPECT_TRUE(imp) << imp.status().message();
-  if (!imp) return nullptr;
-  auto img = compile_model(*imp, o, nullptr);
-  EXPECT_TRUE(img) << img.status().message();
-  if (!img) return nullptr;
-  auto m = Model::create(std::move(img).value(), extra);
-  EXPECT_TRUE(m) << m.status().message();
-  return m ? *m : nullptr;
-}
-
-// Every position's logits of `tokens` through the reference pass.
-std::vector<std::vector<float>> reference_logits(const std::shared_ptr<const ReferenceModel>& m, const std::vector<int>& tokens) {
-  auto s = ReferenceSession::create(m, 0);
-  EXPECT_TRUE(s);
-  std::vector<std::vector<float>> out;
-  for (int t : tokens) {
-    auto l = (*s)->forward(t);
-    EXPECT_TRUE(l) << l.status().message();
-    if (!l) return out;
-    out.emplace_back(l->begin(), l->end());
-  }
-  return out;
-}
-
-// The same through a compiled program, `chunk` tokens per step.
-std::vector<std::vector<float>> program_logits(const std::shared_ptr<const Model>& m, const std::vector<int>& tokens,
-                                               size_t chunk) {
-  auto s = Session::create(m, 0);
-  EXPECT_TRUE(s) << s.status().message();
-  std::vector<std::vector<float>> out;
-  const auto v = static_cast<size_t>(m->config().vocab_size);
-  for (size_t i = 0; i < tokens.size(); i += chunk) {
-    const size_t n = std::min(chunk, tokens.size() - i);
-    auto l = (*s)->decode_all(std::span<const int>(tokens).subspan(i, n));
-    EXPECT_TRUE(l) << l.status().message();
-    if (!l) return out;
-    for (size_t t = 0; t < n; ++t) out.emplace_back(l->begin() + t * v, l->begin() + (t + 1) * v);
-  }
-  return out;
-}
-
-// The largest relative error of `got` against transformers' logits over every prompt and position.
-double worst_against_transformers(const std::function<std::vector<std::vector<float>>(const std::vector<int>&)>& run) {
-  const json ref = reference();
-  double worst = 0;
-  for (size_t p = 0; p < ref["prompts"].size(); ++p) {
-    const auto tokens = ref["prompts"][p].get<std::vector<int>>();
-    const auto got = run(tokens);
-    EXPECT_EQ(got.size(), tokens.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-      const auto want = ref["logits"][p][i].get<std::vector<float>>();
-      EXPECT_EQ(want.size(), got[i].size());
-      if (want.size() != got[i].size()) continue;
-      worst = std::max(worst, test::relative_error(got[i].data(), want.data(), want.size()));
-    }
-  }
-  return worst;
-}
+CompileOptions options(bool fuse = true) { return test::tiny_model_options(fuse); }
 
 TEST(Qwen3, ConfigFromFolderAndGguf) {
   for (const std::string& path : {folder(), gguf()}) {
@@ -145,7 +72,7 @@ TEST(Qwen3, ReferencePassMatchesTransformers) {
   for (const std::string& path : {folder(), gguf()}) {
     auto m = reference_model(path);
     ASSERT_TRUE(m);
-    const double worst = worst_against_transformers([&](const std::vector<int>& t) { return reference_logits(m, t); });
+    const double worst = test::worst_against(reference(), [&](const std::vector<int>& t) { return reference_logits(m, t); });
     std::printf("qwen3 reference pass from %s: max relative logit error %.3g\n", fs::path(path).filename().c_str(), worst);
     EXPECT_LT(worst, 1e-4) << path;
   }
@@ -157,7 +84,7 @@ TEST(Qwen3, CompiledProgramMatchesTransformers) {
       auto m = compiled(path, options(fuse));
       ASSERT_TRUE(m);
       for (size_t chunk : {size_t{1}, size_t{5}, size_t{64}}) {
-        const double worst = worst_against_transformers([&](const std::vector<int>& t) { return program_logits(m, t, chunk); });
+        const double worst = test::worst_against(reference(), [&](const std::vector<int>& t) { return program_logits(m, t, chunk); });
         std::printf("qwen3 compiled f32 from %s, fuse %d, %zu tokens a step: max relative logit error %.3g\n",
                     fs::path(path).filename().c_str(), fuse, chunk, worst);
         EXPECT_LT(worst, 1e-4) << path << " fuse " << fuse << " chunk " << chunk;
@@ -221,19 +148,6 @@ TEST(Qwen3, FusionKeepsTheHeadNormsBeforeTheFusedRope) {
     if (w.name.find("_norm") != std::string::npos) {
       EXPECT_EQ(w.scheme, Scheme::kF32) << w.name;
     }
-}
-
-// Greedy decoding, token by token, against transformers' generate(do_sample=False).
-std::vector<int> greedy(Decoder& d, const std::vector<int>& prompt, size_t n) {
-  std::vector<int> out;
-  auto l = d.decode(prompt);
-  for (size_t i = 0; i < n && l; ++i) {
-    const int next = static_cast<int>(std::max_element(l->begin(), l->end()) - l->begin());
-    out.push_back(next);
-    l = d.decode(std::span<const int>(&out.back(), 1));
-  }
-  EXPECT_TRUE(l) << l.status().message();
-  return out;
 }
 
 TEST(Qwen3, GreedyTokensEqualTransformersOnEveryPath) {

@@ -35,6 +35,10 @@ std::string config_to_json(const ModelConfig& c) {
             {"bos_id", c.bos_id},
             {"eos_id", c.eos_id},
             {"stop_ids", c.stop_ids}};
+  // Gemma's keys, only where set: the files of the other architectures stay as they were.
+  if (!c.sliding_layers.empty()) j["sliding_layers"] = c.sliding_layers;
+  if (c.rope_theta_local > 0.0f) j["rope_theta_local"] = c.rope_theta_local;
+  if (c.query_pre_attn_scalar > 0.0f) j["query_pre_attn_scalar"] = c.query_pre_attn_scalar;
   return j.dump();
 }
 
@@ -48,6 +52,7 @@ Result<ModelConfig> config_from_json(std::string_view text, const std::string& w
   else if (arch == "mistral") c.arch = Arch::kMistral;
   else if (arch == "qwen3") c.arch = Arch::kQwen3;
   else if (arch == "smollm3") c.arch = Arch::kSmolLM3;
+  else if (arch == "gemma3") c.arch = Arch::kGemma3;
   else return corrupt(where + ": unknown arch '" + arch + "'");
   KILN_ASSIGN_OR_RETURN(c.dim, json_dim(j, "dim", 0, where));
   KILN_ASSIGN_OR_RETURN(c.hidden_dim, json_dim(j, "hidden_dim", 0, where));
@@ -84,6 +89,13 @@ Result<ModelConfig> config_from_json(std::string_view text, const std::string& w
   std::vector<int64_t> rope_layers;  // absent in files written before SmolLM3: RoPE everywhere
   if (j.contains("rope_layers")) KILN_RETURN_IF_ERROR(json_int_array(j, "rope_layers", 0, 1, rope_layers, where));
   c.rope_layers.assign(rope_layers.begin(), rope_layers.end());
+  std::vector<int64_t> sliding_layers;
+  if (j.contains("sliding_layers")) KILN_RETURN_IF_ERROR(json_int_array(j, "sliding_layers", 0, 1, sliding_layers, where));
+  c.sliding_layers.assign(sliding_layers.begin(), sliding_layers.end());
+  KILN_ASSIGN_OR_RETURN(double theta_local, json_number(j, "rope_theta_local", 0, where));
+  c.rope_theta_local = static_cast<float>(theta_local);
+  KILN_ASSIGN_OR_RETURN(double qpas, json_number(j, "query_pre_attn_scalar", 0, where));
+  c.query_pre_attn_scalar = static_cast<float>(qpas);
   KILN_ASSIGN_OR_RETURN(c.bos_id, json_dim(j, "bos_id", -1, where));
   KILN_ASSIGN_OR_RETURN(c.eos_id, json_dim(j, "eos_id", -1, where));
   std::vector<int64_t> stops;

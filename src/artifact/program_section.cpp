@@ -15,17 +15,20 @@ std::string program_to_json(const Program& p) {
     weights.push_back({{"name", w.name}, {"shape", w.shape}, {"scheme", scheme_name(w.scheme)}, {"group_size", w.group_size},
                        {"symmetric", w.symmetric}, {"layout", w.layout}});
   Json nodes = Json::array();
-  for (const Node& n : p.graph.nodes)
+  for (const Node& n : p.graph.nodes) {
     nodes.push_back({{"op", std::string(op_name(n.op))}, {"inputs", n.inputs}, {"outputs", n.outputs},
                      {"weights", n.weights}, {"layer", n.layer}, {"n_heads", n.n_heads},
                      {"n_kv_heads", n.n_kv_heads}, {"head_dim", n.head_dim}, {"eps", n.eps}, {"tail", n.tail},
                      {"backend", n.backend}});
+    if (n.scale != 0.0f) nodes.back()["scale"] = n.scale;  // only where set: older files stay the same
+  }
   j["values"] = values;
   j["weights"] = weights;
   j["nodes"] = nodes;
   j["tokens_input"] = p.graph.tokens_input;
   j["logits_output"] = p.graph.logits_output;
   j["rope_inv_freq"] = p.rope_inv_freq;
+  if (!p.rope_inv_freq_local.empty()) j["rope_inv_freq_local"] = p.rope_inv_freq_local;
   return j.dump();
 }
 
@@ -91,6 +94,9 @@ Result<Program> program_from_json(std::string_view text, std::string_view plan_t
     KILN_ASSIGN_OR_RETURN(node.head_dim, json_dim(n, "head_dim", 0, where));
     KILN_ASSIGN_OR_RETURN(double eps, json_number(n, "eps", 0.0, where));
     node.eps = static_cast<float>(eps);
+    KILN_ASSIGN_OR_RETURN(double scale, json_number(n, "scale", 0.0, where));
+    if (!(scale >= 0.0 && scale < 1e30)) return corrupt(where + ": a node's scale must be a finite non-negative number");
+    node.scale = static_cast<float>(scale);
     KILN_ASSIGN_OR_RETURN(node.tail, json_bool(n, "tail", false, where));
     KILN_ASSIGN_OR_RETURN(node.backend, json_string(n, "backend", "", where));
     g.nodes.push_back(std::move(node));
@@ -99,12 +105,19 @@ Result<Program> program_from_json(std::string_view text, std::string_view plan_t
   KILN_ASSIGN_OR_RETURN(g.logits_output, json_dim(j, "logits_output", -1, where));
   KILN_RETURN_IF_ERROR(verify_graph(g).with_context(where));
 
-  auto rf = j.find("rope_inv_freq");
-  if (rf == j.end() || !rf->is_array() || rf->size() > 4096) return corrupt(where + ": 'rope_inv_freq' must be an array");
-  for (const Json& f : *rf) {
-    if (!f.is_number()) return corrupt(where + ": 'rope_inv_freq' must hold numbers");
-    p.rope_inv_freq.push_back(f.get<float>());
-  }
+  // The RoPE frequencies, and (Gemma) the sliding-window layers' own, absent elsewhere.
+  auto read_freqs = [&](const char* key, bool required, std::vector<float>& out) -> Status {
+    auto rf = j.find(key);
+    if (rf == j.end() && !required) return Status::ok();
+    if (rf == j.end() || !rf->is_array() || rf->size() > 4096) return corrupt(where + ": '" + key + "' must be an array");
+    for (const Json& f : *rf) {
+      if (!f.is_number()) return corrupt(where + ": '" + key + "' must hold numbers");
+      out.push_back(f.get<float>());
+    }
+    return Status::ok();
+  };
+  KILN_RETURN_IF_ERROR(read_freqs("rope_inv_freq", true, p.rope_inv_freq));
+  KILN_RETURN_IF_ERROR(read_freqs("rope_inv_freq_local", false, p.rope_inv_freq_local));
   KILN_ASSIGN_OR_RETURN(p.plan.max_tokens, json_dim(plan, "max_tokens", 0, where));
   if (p.plan.max_tokens < 1 || p.plan.max_tokens > (1 << 16)) return corrupt(where + ": plan: bad max_tokens");
   // Files before logit_rows planned the tail's values for max_tokens rows.

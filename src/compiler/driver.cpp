@@ -223,6 +223,7 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
     KILN_ASSIGN_OR_RETURN(factors, source_f32(rf->second));
   }
   img.program.rope_inv_freq = rope_inv_freq(m.config, factors);
+  img.program.rope_inv_freq_local = rope_inv_freq_local(m.config);
   img.program.graph = std::move(g);
   auto tok = tokenizer_blob_for(imp, o.tokenizer_path);
   if (tok) {

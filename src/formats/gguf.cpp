@@ -283,8 +283,13 @@ Result<ImportedModel> gguf_to_model(const GgufFile& g) {
   } else if (arch == "smollm3") {
     c.arch = Arch::kSmolLM3;
     c.rope_style = RopeStyle::kAdjacentPairs;  // converted as llama (q/k un-permuted)
+  } else if (arch == "gemma3") {
+    c.arch = Arch::kGemma3;
+    c.rope_style = RopeStyle::kHalfSplit;  // NEOX RoPE, q/k rows as in HF
+    c.qk_norm = true;
   } else {
-    return unsupported(path + ": architecture '" + arch + "' is not supported (llama, mistral, qwen2, qwen3, smollm3 are)");
+    return unsupported(path + ": architecture '" + arch +
+                       "' is not supported (llama, mistral, qwen2, qwen3, smollm3, gemma3 are)");
   }
   MetaReader m{g, path};
   const std::string a = arch + ".";
@@ -306,6 +311,15 @@ Result<ImportedModel> gguf_to_model(const GgufFile& g) {
   if (c.arch == Arch::kSmolLM3) {
     // llama.cpp's smollm3 has no key for it: every 4th layer (1-based) is NoPE.
     for (int l = 0; l < c.n_layers; ++l) c.rope_layers.push_back((l + 1) % 4 != 0 ? 1 : 0);
+  }
+  if (c.arch == Arch::kGemma3) {
+    // What llama.cpp assumes of a gemma3 file, which has no keys for it: every 6th layer (1-based)
+    // global, the others through the window with RoPE base 10000 unscaled; the norms' 1 already
+    // folded in by the converter; queries scaled by head_dim^-0.5, but by (dim / heads)^-0.5 in
+    // the 27B (62 layers).
+    for (int l = 0; l < c.n_layers; ++l) c.sliding_layers.push_back((l + 1) % 6 != 0 ? 1 : 0);
+    c.rope_theta_local = 10000.0f;
+    c.query_pre_attn_scalar = static_cast<float>(c.n_layers == 62 && c.n_heads > 0 ? c.dim / c.n_heads : c.head_dim);
   }
   if (const GgufValue* st = g.find(a + "rope.scaling.type"); st && st->as_string()) {
     const std::string& type = *st->as_string();

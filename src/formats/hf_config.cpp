@@ -26,19 +26,10 @@ Status add_ids(const Json& obj, const std::string& key, std::vector<int>& out, c
   return add(*it);
 }
 
-// transformers 4.x writes `rope_theta` and `rope_scaling`; 5.x one `rope_parameters` object
-// holding both.
-Status parse_rope(const Json& j, ModelConfig& c, const std::string& where) {
-  KILN_ASSIGN_OR_RETURN(double theta, json_number(j, "rope_theta", 10000.0, where));
-  c.rope_theta = static_cast<float>(theta);
-  const char* key = j.contains("rope_parameters") ? "rope_parameters" : "rope_scaling";
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return Status::ok();
-  if (!it->is_object()) return corrupt(where + ": '" + key + "' must be an object or null");
-  const Json& rs = *it;
-  const std::string w = where + ": " + key;
+// One rope_scaling (4.x) or rope_parameters (5.x) object: its type, factor, base if it has one.
+Status parse_rope_object(const Json& rs, ModelConfig& c, const std::string& w) {
   if (rs.contains("rope_theta")) {
-    KILN_ASSIGN_OR_RETURN(theta, json_number(rs, "rope_theta", 10000.0, w));
+    KILN_ASSIGN_OR_RETURN(double theta, json_number(rs, "rope_theta", 10000.0, w));
     c.rope_theta = static_cast<float>(theta);
   }
   KILN_ASSIGN_OR_RETURN(std::string type, json_string(rs, "rope_type", "", w));
@@ -62,6 +53,70 @@ Status parse_rope(const Json& j, ModelConfig& c, const std::string& where) {
   } else {
     return unsupported(w + ": type '" + type + "' is not supported (default, linear, llama3 are)");
   }
+  return Status::ok();
+}
+
+// transformers 4.x writes `rope_theta` and `rope_scaling`; 5.x one `rope_parameters` object
+// holding both, or (Gemma 3) one per kind of layer: full_attention and sliding_attention, where
+// 4.x wrote rope_local_base_freq for the sliding layers.
+Status parse_rope(const Json& j, ModelConfig& c, const std::string& where) {
+  const bool gemma = c.arch == Arch::kGemma3;
+  KILN_ASSIGN_OR_RETURN(double theta, json_number(j, "rope_theta", gemma ? 1e6 : 10000.0, where));
+  c.rope_theta = static_cast<float>(theta);
+  if (gemma) {
+    KILN_ASSIGN_OR_RETURN(double local, json_number(j, "rope_local_base_freq", 10000.0, where));
+    c.rope_theta_local = static_cast<float>(local);
+  }
+  const char* key = j.contains("rope_parameters") ? "rope_parameters" : "rope_scaling";
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::ok();
+  if (!it->is_object()) return corrupt(where + ": '" + key + "' must be an object or null");
+  const std::string w = where + ": " + key;
+  if (!gemma) return parse_rope_object(*it, c, w);
+  if (!it->contains("full_attention")) return parse_rope_object(*it, c, w);
+  const Json& full = (*it)["full_attention"];
+  if (!full.is_object()) return corrupt(w + ": full_attention must be an object");
+  KILN_RETURN_IF_ERROR(parse_rope_object(full, c, w + ".full_attention"));
+  if (auto sl = it->find("sliding_attention"); sl != it->end()) {
+    if (!sl->is_object()) return corrupt(w + ": sliding_attention must be an object");
+    ModelConfig local;
+    KILN_RETURN_IF_ERROR(parse_rope_object(*sl, local, w + ".sliding_attention"));
+    if (local.rope_scaling.type != RopeScaling::Type::kNone)
+      return unsupported(w + ".sliding_attention: only the default RoPE is supported on sliding-window layers");
+    c.rope_theta_local = local.rope_theta;
+  }
+  return Status::ok();
+}
+
+// Gemma 3: which layers attend through the sliding window (layer_types, else every
+// sliding_window_pattern-th layer, 1-based, is global), the window, the query scale; the parts of
+// Gemma 2 it does not have (softcapping) refused.
+Status parse_gemma3(const Json& j, ModelConfig& c, const std::string& file) {
+  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+    auto it = j.find(key);
+    if (it != j.end() && !it->is_null())
+      return unsupported(file + ": " + key + " is not supported (Gemma 3 has none; Gemma 2's softcapping is not implemented)");
+  }
+  KILN_ASSIGN_OR_RETURN(bool bidirectional, json_bool(j, "use_bidirectional_attention", false, file));
+  if (bidirectional) return unsupported(file + ": use_bidirectional_attention true is not supported");
+  KILN_ASSIGN_OR_RETURN(c.sliding_window, json_dim(j, "sliding_window", 4096, file));
+  KILN_ASSIGN_OR_RETURN(double qpas, json_number(j, "query_pre_attn_scalar", 256.0, file));
+  if (!(qpas > 0)) return corrupt(file + ": query_pre_attn_scalar must be positive");
+  c.query_pre_attn_scalar = static_cast<float>(qpas);
+  if (auto lt = j.find("layer_types"); lt != j.end() && !lt->is_null()) {
+    if (!lt->is_array() || lt->size() != static_cast<size_t>(c.n_layers))
+      return corrupt(file + ": layer_types must be a list of " + std::to_string(c.n_layers) +
+                     " entries (one per layer), not " + lt->dump().substr(0, 80));
+    for (const Json& v : *lt) {
+      if (v == "sliding_attention") c.sliding_layers.push_back(1);
+      else if (v == "full_attention") c.sliding_layers.push_back(0);
+      else return corrupt(file + ": layer_types entries must be sliding_attention or full_attention, not " + v.dump());
+    }
+    return Status::ok();
+  }
+  KILN_ASSIGN_OR_RETURN(int pattern, json_dim(j, "sliding_window_pattern", 6, file));
+  if (pattern < 1) return corrupt(file + ": sliding_window_pattern must be at least 1");
+  for (int l = 0; l < c.n_layers; ++l) c.sliding_layers.push_back((l + 1) % pattern != 0 ? 1 : 0);
   return Status::ok();
 }
 
@@ -106,13 +161,22 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_vi
     c.arch = Arch::kQwen3;
   } else if (arch_str == "SmolLM3ForCausalLM" || (arch_str.empty() && model_type == "smollm3")) {
     c.arch = Arch::kSmolLM3;
+  } else if (arch_str == "Gemma3ForCausalLM" || (arch_str.empty() && model_type == "gemma3_text")) {
+    c.arch = Arch::kGemma3;
   } else {
     return unsupported(file + ": architecture '" + (arch_str.empty() ? model_type : arch_str) +
                        "' is not supported (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, "
-                       "SmolLM3ForCausalLM are)");
+                       "SmolLM3ForCausalLM, Gemma3ForCausalLM are)");
   }
-  KILN_ASSIGN_OR_RETURN(std::string act, json_string(j, "hidden_act", "silu", file));
-  if (act != "silu") return unsupported(file + ": hidden_act '" + act + "' is not supported (silu is)");
+  const bool gemma = c.arch == Arch::kGemma3;
+  if (gemma) {
+    KILN_ASSIGN_OR_RETURN(std::string act, json_string(j, "hidden_activation", "gelu_pytorch_tanh", file));
+    if (act != "gelu_pytorch_tanh")
+      return unsupported(file + ": hidden_activation '" + act + "' is not supported (gelu_pytorch_tanh is)");
+  } else {
+    KILN_ASSIGN_OR_RETURN(std::string act, json_string(j, "hidden_act", "silu", file));
+    if (act != "silu") return unsupported(file + ": hidden_act '" + act + "' is not supported (silu is)");
+  }
   KILN_ASSIGN_OR_RETURN(bool mlp_bias, json_bool(j, "mlp_bias", false, file));
   if (mlp_bias) return unsupported(file + ": mlp_bias true is not supported");
 
@@ -122,14 +186,15 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_vi
   KILN_ASSIGN_OR_RETURN(c.n_heads, json_dim(j, "num_attention_heads", 0, file));
   KILN_ASSIGN_OR_RETURN(c.n_kv_heads, json_dim(j, "num_key_value_heads", c.n_heads, file));
   // transformers' Qwen3Config defaults head_dim to 128, whatever hidden_size / heads is.
-  const int default_head_dim = c.arch == Arch::kQwen3 ? 128 : (c.n_heads > 0) ? c.dim / c.n_heads : 0;
+  // Gemma3TextConfig to 256.
+  const int default_head_dim = c.arch == Arch::kQwen3 ? 128 : gemma ? 256 : (c.n_heads > 0) ? c.dim / c.n_heads : 0;
   KILN_ASSIGN_OR_RETURN(c.head_dim, json_dim(j, "head_dim", default_head_dim, file));
   KILN_ASSIGN_OR_RETURN(c.vocab_size, json_dim(j, "vocab_size", 0, file));
-  KILN_ASSIGN_OR_RETURN(c.max_seq_len, json_dim(j, "max_position_embeddings", 2048, file));
+  KILN_ASSIGN_OR_RETURN(c.max_seq_len, json_dim(j, "max_position_embeddings", gemma ? 131072 : 2048, file));
   KILN_ASSIGN_OR_RETURN(double eps, json_number(j, "rms_norm_eps", 1e-6, file));
   c.rms_eps = static_cast<float>(eps);
   KILN_RETURN_IF_ERROR(parse_rope(j, c, file));
-  KILN_ASSIGN_OR_RETURN(c.tie_embeddings, json_bool(j, "tie_word_embeddings", false, file));
+  KILN_ASSIGN_OR_RETURN(c.tie_embeddings, json_bool(j, "tie_word_embeddings", gemma, file));
   if (c.arch == Arch::kQwen2) {
     c.qkv_bias = true;
   } else {
@@ -141,7 +206,8 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_vi
     if (use_sw)
       return unsupported(file + ": use_sliding_window true is not supported for " + std::string(arch_name(c.arch)));
   }
-  c.qk_norm = c.arch == Arch::kQwen3;
+  if (gemma) KILN_RETURN_IF_ERROR(parse_gemma3(j, c, file));
+  c.qk_norm = c.arch == Arch::kQwen3 || gemma;
   if (c.arch == Arch::kMistral) {
     KILN_ASSIGN_OR_RETURN(c.sliding_window, json_dim(j, "sliding_window", 0, file));
   }

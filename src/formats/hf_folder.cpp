@@ -1,5 +1,6 @@
 #include "formats/hf_folder.h"
 
+#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -34,6 +35,12 @@ constexpr std::pair<const char*, const char*> kLayerNames[] = {
     {"mlp.up_proj.weight", "ffn_up.weight"},
     {"mlp.down_proj.weight", "ffn_down.weight"},
 };
+// Gemma's four norms per layer (input_layernorm and the q/k norms as above).
+constexpr std::pair<const char*, const char*> kGemmaLayerNames[] = {
+    {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+};
 
 // Splits "<prefix><digits>.<rest>" into the layer number and rest.
 bool split_layer(const std::string& n, const std::string& prefix, int& layer, std::string& rest) {
@@ -49,29 +56,71 @@ bool split_layer(const std::string& n, const std::string& prefix, int& layer, st
 
 }  // namespace
 
-std::string hf_to_canonical_name(const std::string& n) {
+std::string hf_to_canonical_name(const std::string& n, Arch arch) {
   for (auto [hf, ours] : kTopNames)
     if (n == hf) return ours;
   int layer;
   std::string rest;
   if (!split_layer(n, "model.layers.", layer, rest)) return {};
+  if (arch == Arch::kGemma3)
+    for (auto [hf, ours] : kGemmaLayerNames)
+      if (rest == hf) return "blk." + std::to_string(layer) + "." + ours;
   for (auto [hf, ours] : kLayerNames)
     if (rest == hf) return "blk." + std::to_string(layer) + "." + ours;
   return {};
 }
 
-std::string canonical_to_hf_name(const std::string& n) {
+std::string canonical_to_hf_name(const std::string& n, Arch arch) {
   for (auto [hf, ours] : kTopNames)
     if (n == ours) return hf;
   int layer;
   std::string rest;
   if (!split_layer(n, "blk.", layer, rest)) return {};
+  if (arch == Arch::kGemma3)
+    for (auto [hf, ours] : kGemmaLayerNames)
+      if (rest == ours) return "model.layers." + std::to_string(layer) + "." + hf;
   for (auto [hf, ours] : kLayerNames)
     if (rest == ours) return "model.layers." + std::to_string(layer) + "." + hf;
   return {};
 }
 
 namespace {
+
+// Gemma stores w of its norms' (1 + w): the weights kiln's RMSNorm multiplies by are 1 + w, in
+// f32 (as Gemma computes it), held in memory; GGUF files already have the 1 folded in.
+Status fold_gemma_norms(ImportedModel& m) {
+  std::vector<uint8_t> bytes;
+  std::vector<std::pair<TensorSource*, size_t>> folded;  // the tensor, its offset in `bytes`
+  for (auto& [name, t] : m.tensors) {
+    if (name.size() < 11 || name.compare(name.size() - 11, 11, "norm.weight") != 0) continue;
+    if (t.dtype != DType::kF32 && t.dtype != DType::kF16 && t.dtype != DType::kBF16)
+      return unsupported(t.file + ": norm '" + t.name + "' is " + std::string(dtype_name(t.dtype)) +
+                         " (f32, f16 or bf16 expected)");
+    const uint64_t n = t.elements();
+    const size_t at = bytes.size();
+    bytes.resize(at + n * sizeof(float));
+    for (uint64_t i = 0; i < n; ++i) {
+      float w;
+      if (t.dtype == DType::kF32) {
+        std::memcpy(&w, t.bytes.data() + 4 * i, 4);
+      } else {
+        uint16_t h;
+        std::memcpy(&h, t.bytes.data() + 2 * i, 2);
+        w = t.dtype == DType::kF16 ? f16_to_f32(h) : bf16_to_f32(h);
+      }
+      const float v = 1.0f + w;
+      std::memcpy(bytes.data() + at + 4 * i, &v, 4);
+    }
+    folded.emplace_back(&t, at);
+  }
+  auto file = MappedFile::from_bytes(std::move(bytes), m.path + " (Gemma norms, 1 + w)");
+  for (auto [t, at] : folded) {
+    t->dtype = DType::kF32;
+    t->bytes = std::span<const uint8_t>(file->data() + at, t->elements() * sizeof(float));
+  }
+  m.files.push_back(std::move(file));
+  return Status::ok();
+}
 
 Result<std::vector<std::string>> shard_files(const std::string& dir) {
   const std::string single = dir + "/model.safetensors";
@@ -118,7 +167,7 @@ Result<ImportedModel> read_hf_folder(const std::string& dir_in) {
     KILN_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
     KILN_ASSIGN_OR_RETURN(SafetensorsFile st, read_safetensors(file));
     for (TensorSource& t : st.tensors) {
-      std::string canon = hf_to_canonical_name(t.name);
+      std::string canon = hf_to_canonical_name(t.name, m.config.arch);
       if (canon.empty()) continue;  // e.g. rotary_emb.inv_freq: derived, not a weight
       if (m.tensors.count(canon))
         return corrupt(path + ": tensor '" + t.name + "' appears in more than one shard");
@@ -129,6 +178,7 @@ Result<ImportedModel> read_hf_folder(const std::string& dir_in) {
   // A tied model may still ship lm_head.weight; the embedding is what it is tied to.
   if (m.config.tie_embeddings) m.tensors.erase("output.weight");
   KILN_RETURN_IF_ERROR(check_model_tensors(m));
+  if (m.config.arch == Arch::kGemma3) KILN_RETURN_IF_ERROR(fold_gemma_norms(m));
   return m;
 }
 

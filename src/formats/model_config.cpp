@@ -9,6 +9,7 @@ std::string_view arch_name(Arch a) {
     case Arch::kMistral: return "mistral";
     case Arch::kQwen3: return "qwen3";
     case Arch::kSmolLM3: return "smollm3";
+    case Arch::kGemma3: return "gemma3";
   }
   return "?";
 }
@@ -17,6 +18,9 @@ Status validate_config(const ModelConfig& c, std::string_view file) {
   if (!c.rope_layers.empty() && c.rope_layers.size() != static_cast<size_t>(c.n_layers))
     return corrupt(std::string(file) + ": the per-layer RoPE list has " + std::to_string(c.rope_layers.size()) +
                    " entries for " + std::to_string(c.n_layers) + " layers");
+  if (!c.sliding_layers.empty() && c.sliding_layers.size() != static_cast<size_t>(c.n_layers))
+    return corrupt(std::string(file) + ": the per-layer sliding-window list has " +
+                   std::to_string(c.sliding_layers.size()) + " entries for " + std::to_string(c.n_layers) + " layers");
   auto bad = [&](const std::string& what) { return corrupt(std::string(file) + ": config: " + what); };
   constexpr int kMaxDim = 1 << 18;  // far above any published model; bounds every allocation
   auto in_range = [&](int v, const char* name, int lo, int hi) -> Status {
@@ -46,6 +50,9 @@ Status validate_config(const ModelConfig& c, std::string_view file) {
        c.rope_scaling.original_max_position <= 0))
     return bad("llama3 rope_scaling needs high_freq_factor > low_freq_factor and a positive original_max_position_embeddings");
   if (c.sliding_window < 0) return bad("sliding_window is negative");
+  if (c.rope_theta_local < 0.0f || !(c.rope_theta_local == c.rope_theta_local)) return bad("the local RoPE base is negative");
+  if (c.query_pre_attn_scalar < 0.0f || !(c.query_pre_attn_scalar == c.query_pre_attn_scalar))
+    return bad("query_pre_attn_scalar is negative");
   for (int id : c.stop_ids)
     if (id < 0 || id >= c.vocab_size) return bad("stop token id " + std::to_string(id) + " is outside the vocabulary");
   return Status::ok();

@@ -10,7 +10,7 @@
 
 namespace kiln {
 
-enum class Arch { kLlama, kQwen2, kMistral, kQwen3, kSmolLM3 };
+enum class Arch { kLlama, kQwen2, kMistral, kQwen3, kSmolLM3, kGemma3 };
 std::string_view arch_name(Arch a);
 
 // How RoPE pairs the elements of a head. Both conventions describe the same model when the
@@ -48,6 +48,14 @@ struct ModelConfig {
   // Qwen3: each head of q and k is RMS-normalised (a weight of head_dim) before RoPE.
   bool qk_norm = false;
   int sliding_window = 0;  // 0: attend to the whole context
+  // Per layer, 1 where the sliding window applies (Gemma 3: five local layers, then a global
+  // one); empty: every layer, when sliding_window is set (Mistral).
+  std::vector<uint8_t> sliding_layers;
+  // The RoPE base of the sliding-window layers, which use no scaling (Gemma 3's
+  // rope_local_base_freq); 0: they share the global layers' frequencies.
+  float rope_theta_local = 0.0f;
+  // Attention scores are scaled by query_pre_attn_scalar^-0.5 (Gemma); 0: by head_dim^-0.5.
+  float query_pre_attn_scalar = 0.0f;
   // Per layer, 0 where the layer applies no RoPE (SmolLM3's NoPE layers: position comes from
   // the causal mask alone); empty: RoPE in every layer.
   std::vector<uint8_t> rope_layers;
@@ -58,6 +66,12 @@ struct ModelConfig {
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
   bool layer_has_rope(int l) const { return rope_layers.empty() || rope_layers[static_cast<size_t>(l)] != 0; }
+  bool layer_is_sliding(int l) const {
+    return sliding_window > 0 && (sliding_layers.empty() || sliding_layers[static_cast<size_t>(l)] != 0);
+  }
+  // Gemma's block: the embedding scaled by sqrt(dim), a norm after attention and after the FFN
+  // (before each residual add), GELU (tanh) gating instead of SiLU.
+  bool gemma_block() const { return arch == Arch::kGemma3; }
 };
 
 // Checks the numbers for consistency and sane bounds, so that nothing is sized by a bad field.

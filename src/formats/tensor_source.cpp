@@ -64,6 +64,10 @@ std::vector<Expected> expected_tensors(const ModelConfig& c) {
       e.push_back({p + "attn_k_norm.weight", {c.head_dim}});
     }
     e.push_back({p + "attn_output.weight", {d, q}});
+    if (c.gemma_block()) {
+      e.push_back({p + "post_attention_norm.weight", {d}});
+      e.push_back({p + "post_ffw_norm.weight", {d}});
+    }
     e.push_back({p + "ffn_norm.weight", {d}});
     e.push_back({p + "ffn_gate.weight", {h, d}});
     e.push_back({p + "ffn_up.weight", {h, d}});

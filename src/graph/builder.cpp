@@ -34,6 +34,13 @@ std::vector<float> rope_inv_freq(const ModelConfig& c, std::span<const float> ro
   return f;
 }
 
+std::vector<float> rope_inv_freq_local(const ModelConfig& c) {
+  if (!(c.rope_theta_local > 0.0f)) return {};
+  ModelConfig local = c;
+  local.rope_theta = c.rope_theta_local;
+  local.rope_scaling = RopeScaling{};
+  return rope_inv_freq(local);
+}
 
 namespace {
 
@@ -66,7 +73,9 @@ Result<Graph> build_decoder_graph(const ModelConfig& c) {
   b.g.tokens_input = b.value("tokens", 1);
   const int embd = b.weight("token_embd.weight", {v, d});
   int x = b.value("x.embed", d);
-  b.node(OpCode::kEmbed, {b.g.tokens_input}, {x}, {embd}, -1);
+  // Gemma scales the embedding by sqrt(dim) (its classifier, tied, reads the table unscaled).
+  b.node(OpCode::kEmbed, {b.g.tokens_input}, {x}, {embd}, -1).scale =
+      c.gemma_block() ? std::sqrt(static_cast<float>(d)) : 0.0f;
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     auto W = [&](const std::string& n, std::vector<int64_t> s) { return b.weight(p + n, std::move(s)); };
@@ -118,21 +127,31 @@ Result<Graph> build_decoder_graph(const ModelConfig& c) {
     at.n_heads = c.n_heads;
     at.n_kv_heads = c.n_kv_heads;
     at.head_dim = c.head_dim;
+    if (c.query_pre_attn_scalar > 0.0f) at.scale = 1.0f / std::sqrt(c.query_pre_attn_scalar);
+    // Gemma normalises each block's output before the residual add.
+    auto post_norm = [&](int in, const std::string& name, const std::string& weight) {
+      if (!c.gemma_block()) return in;
+      const int out = V(name, d);
+      b.node(OpCode::kRmsNorm, {in}, {out}, {W(weight, {d})}, l).eps = c.rms_eps;
+      return out;
+    };
     const int a = V("attn_proj", d);
     b.node(OpCode::kMatMul, {o}, {a}, {W("attn_output.weight", {d, qd})}, l);
+    const int a_out = post_norm(a, "attn_post", "post_attention_norm.weight");
     const int x2 = V("x.attn", d);
-    b.node(OpCode::kAdd, {x, a}, {x2}, {}, l);
+    b.node(OpCode::kAdd, {x, a_out}, {x2}, {}, l);
 
     const int fn = V("ffn_in", d);
     b.node(OpCode::kRmsNorm, {x2}, {fn}, {W("ffn_norm.weight", {d})}, l).eps = c.rms_eps;
     const int gate = V("gate", h), up = V("up", h), act = V("ffn_act", h);
     b.node(OpCode::kMatMul, {fn}, {gate}, {W("ffn_gate.weight", {h, d})}, l);
     b.node(OpCode::kMatMul, {fn}, {up}, {W("ffn_up.weight", {h, d})}, l);
-    b.node(OpCode::kSwiGLU, {gate, up}, {act}, {}, l);
+    b.node(c.gemma_block() ? OpCode::kGeGLU : OpCode::kSwiGLU, {gate, up}, {act}, {}, l);
     const int down = V("ffn_down", d);
     b.node(OpCode::kMatMul, {act}, {down}, {W("ffn_down.weight", {d, h})}, l);
+    const int f_out = post_norm(down, "ffn_post", "post_ffw_norm.weight");
     const int x3 = V("x.ffn", d);
-    b.node(OpCode::kAdd, {x2, down}, {x3}, {}, l);
+    b.node(OpCode::kAdd, {x2, f_out}, {x3}, {}, l);
     x = x3;
   }
   const int xn = b.value("out_norm", d);

@@ -1,4 +1,5 @@
-// Builds the decoder graph of a Llama-family model (Llama, Qwen2, Qwen3, Mistral) from its config.
+// Builds the decoder graph of a Llama-family model (Llama, Qwen2, Qwen3, Mistral, SmolLM3) or of
+// Gemma 3 from its config.
 #pragma once
 
 #include <span>
@@ -16,5 +17,8 @@ Result<Graph> build_decoder_graph(const ModelConfig& c);
 // divided by a GGUF's `rope_freqs.weight` factors where the file has them (Llama 3.1 GGUFs
 // carry their scaling that way: head_dim / 2 of them, checked by the reader).
 std::vector<float> rope_inv_freq(const ModelConfig& c, std::span<const float> rope_freqs = {});
+// The sliding-window layers' own frequencies (base rope_theta_local, no scaling); empty when the
+// model has none (every layer uses rope_inv_freq).
+std::vector<float> rope_inv_freq_local(const ModelConfig& c);
 
 }  // namespace kiln

@@ -6,7 +6,7 @@
 namespace kiln {
 
 namespace {
-constexpr std::array<std::pair<OpCode, std::string_view>, 15> kNames = {{
+constexpr std::array<std::pair<OpCode, std::string_view>, 16> kNames = {{
     {OpCode::kEmbed, "embed"},
     {OpCode::kRmsNorm, "rms_norm"},
     {OpCode::kMatMul, "matmul"},
@@ -22,6 +22,7 @@ constexpr std::array<std::pair<OpCode, std::string_view>, 15> kNames = {{
     {OpCode::kMatMulAdd, "matmul_add"},
     {OpCode::kRmsNormMatMulQKV, "rms_norm_matmul_qkv"},
     {OpCode::kRmsNormGateUpSwiGLU, "rms_norm_gate_up_swiglu"},
+    {OpCode::kGeGLU, "geglu"},
 }};
 
 // What verify_graph checks of each op. row_wise: every output row depends on the same row of
@@ -41,6 +42,7 @@ OpRules op_rules(OpCode op) {
     case OpCode::kKvStore: return {2, 0, 0, 0, false};
     case OpCode::kAttention: return {1, 1, 0, 0, false};
     case OpCode::kSwiGLU: return {2, 1, 0, 0, true};
+    case OpCode::kGeGLU: return {2, 1, 0, 0, true};
     case OpCode::kAdd: return {2, 1, 0, 0, true};
     case OpCode::kHeadRmsNorm: return {1, 1, 1, 1, true};
     case OpCode::kMatMulQKV: return {1, 3, 3, 6, true};

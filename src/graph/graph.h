@@ -30,6 +30,8 @@ enum class OpCode : uint16_t {
   kMatMulAdd,         // x, r -> r + W x (the residual add as the matmul's epilogue)
   kRmsNormMatMulQKV,  // x -> q, k, v = QKV(rmsnorm(x))               weights: norm, Wq, Wk, Wv [, biases]
   kRmsNormGateUpSwiGLU,  // x -> swiglu(rmsnorm(x))                   weights: norm, Wg, Wu
+  // Plain, appended (files name ops by name; the order is kept for readers of the enum).
+  kGeGLU,      // gate, up -> gelu_tanh(gate) * up (Gemma)
 };
 
 std::string_view op_name(OpCode op);
@@ -61,6 +63,9 @@ struct Node {
   int n_kv_heads = 0;
   int head_dim = 0;
   float eps = 0.0f;
+  // kEmbed: the rows are multiplied by it (Gemma's sqrt(dim)); kAttention: the scores' scale.
+  // 0 for either: none (embed), head_dim^-0.5 (attention).
+  float scale = 0.0f;
   // Runs on the last token only unless the caller asks for every token's logits (the final
   // norm and the classifier).
   bool tail = false;

@@ -28,6 +28,8 @@ struct Program {
   Graph graph;
   MemoryPlan plan;
   std::vector<float> rope_inv_freq;  // per pair of a head, scaling and GGUF rope_freqs applied
+  // The sliding-window layers' frequencies where they differ (Gemma 3); empty: the same.
+  std::vector<float> rope_inv_freq_local;
 };
 
 // The rows value v's buffer is planned for: logit_rows for what tail nodes write, else max_tokens.

@@ -33,9 +33,9 @@ struct ProductCount {
 
 // A prefill of `tokens` tokens after `depth` already in the cache, in steps of at most
 // `step_tokens`, by back end, scheme and step size (in the order first met); `window` > 0 limits
-// attention to that many positions.
+// attention to that many positions in the layers `sliding_layers` marks (empty: every layer).
 Result<std::vector<ProductCount>> prefill_products(const Graph& g, int tokens, int step_tokens, int window,
-                                                   int depth = 0);
+                                                   int depth = 0, const std::vector<uint8_t>& sliding_layers = {});
 
 struct PrefillRoofline {
   std::vector<ProductCount> counts;

@@ -16,12 +16,14 @@ namespace {
 
 // Arithmetic per output element of the ops without products (their FLOPs are small next to a
 // matmul's; counted so that the roofline chart places them): a norm squares, sums and scales
-// (4), SwiGLU's silu and product (~6), RoPE rotates pairs (3), an add adds (1).
+// (4), SwiGLU's silu and product (~6), GeGLU's tanh-GELU and product (~9), RoPE rotates pairs
+// (3), an add adds (1).
 double elementwise_flops(OpCode op) {
   switch (op) {
     case OpCode::kRmsNorm:
     case OpCode::kHeadRmsNorm: return 4;
     case OpCode::kSwiGLU: return 6;
+    case OpCode::kGeGLU: return 9;
     case OpCode::kRope:
     case OpCode::kRopeKvStore: return 3;
     case OpCode::kAdd: return 1;
@@ -59,10 +61,12 @@ InstructionCost instruction_cost(const Model& model, int index, const StepShape&
     out_elements += value_bytes(v) / 4.0;
   }
   const double kv_row = 2.0 * node.n_kv_heads * node.head_dim * shape.kv_element_bytes;  // a key and a value
-  if (node.op == OpCode::kAttention) c.kv_read = kv_row * shape.attended;
+  const bool global = node.layer >= 0 && model.constants().window(node.layer) == 0 && shape.attended_global >= 0;
+  const double attended = global ? shape.attended_global : shape.attended;
+  if (node.op == OpCode::kAttention) c.kv_read = kv_row * attended;
   if (appends_kv(node.op)) c.kv_written = kv_row * rows;
   bool first = true;
-  (void)node_products(g, node, rows, shape.attended, [&](Scheme s, double products) {
+  (void)node_products(g, node, rows, attended, [&](Scheme s, double products) {
     c.products += products;
     if (first) c.scheme = s;
     first = false;

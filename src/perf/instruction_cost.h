@@ -34,7 +34,8 @@ struct InstructionCost {
 // `attended` positions summed over its rows.
 struct StepShape {
   int rows = 1;
-  double attended = 0;
+  double attended = 0;  // through the sliding window, where the model has one
+  double attended_global = -1;  // in the layers without it (Gemma 3's global layers); < 0: as attended
   int kv_element_bytes = 4;
   bool all_logits = false;
 };

@@ -64,6 +64,7 @@ std::string op_kind(OpCode op) {
     case OpCode::kRopeKvStore:
     case OpCode::kRope: return "rope/kv";
     case OpCode::kSwiGLU:
+    case OpCode::kGeGLU:
     case OpCode::kAdd: return "elementwise";
   }
   return "other";
@@ -165,6 +166,7 @@ Profile build_profile(const Model& model, const StepTracer& tracer, DType kv_dty
     shape.all_logits = r.all_logits;
     shape.kv_element_bytes = kv_bytes;
     shape.attended = attended_positions(r.first_pos, r.tokens, window) * r.batch / std::max(r.tokens, 1);
+    shape.attended_global = attended_positions(r.first_pos, r.tokens, 0) * r.batch / std::max(r.tokens, 1);
     const int step_index = static_cast<int>(p.steps.size());
     for (uint32_t k = r.first_instruction; k < r.first_instruction + r.n_instructions && k < records.size(); ++k) {
       const InstructionRecord& ir = records[k];

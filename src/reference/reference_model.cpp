@@ -59,6 +59,10 @@ Result<std::shared_ptr<const ReferenceModel>> ReferenceModel::create(ImportedMod
       KILN_ASSIGN_OR_RETURN(w.k_norm, get(p + "attn_k_norm.weight"));
     }
     KILN_ASSIGN_OR_RETURN(w.wo, get(p + "attn_output.weight"));
+    if (c.gemma_block()) {
+      KILN_ASSIGN_OR_RETURN(w.post_attn_norm, get(p + "post_attention_norm.weight"));
+      KILN_ASSIGN_OR_RETURN(w.post_ffn_norm, get(p + "post_ffw_norm.weight"));
+    }
     KILN_ASSIGN_OR_RETURN(w.ffn_norm, get(p + "ffn_norm.weight"));
     KILN_ASSIGN_OR_RETURN(w.w_gate, get(p + "ffn_gate.weight"));
     KILN_ASSIGN_OR_RETURN(w.w_up, get(p + "ffn_up.weight"));
@@ -67,6 +71,7 @@ Result<std::shared_ptr<const ReferenceModel>> ReferenceModel::create(ImportedMod
   KILN_ASSIGN_OR_RETURN(const float* rope_freqs, get_opt("rope_freqs.weight"));
   model->inv_freq_ =
       rope_inv_freq(c, rope_freqs ? std::span<const float>(rope_freqs, static_cast<size_t>(c.head_dim / 2)) : std::span<const float>());
+  model->inv_freq_local_ = rope_inv_freq_local(c);
   return std::shared_ptr<const ReferenceModel>(std::move(model));
 }
 

@@ -19,6 +19,8 @@ struct ReferenceLayerWeights {
   const float* q_norm = nullptr;  // per-head norms [head_dim], null unless the architecture has them (Qwen3)
   const float* k_norm = nullptr;
   const float* wo = nullptr;
+  const float* post_attn_norm = nullptr;  // Gemma's norms after attention and after the FFN; null elsewhere
+  const float* post_ffn_norm = nullptr;
   const float* ffn_norm = nullptr;
   const float* w_gate = nullptr;
   const float* w_up = nullptr;
@@ -38,6 +40,10 @@ class ReferenceModel {
   const ReferenceLayerWeights& layer(int l) const { return layers_[static_cast<size_t>(l)]; }
   // RoPE frequency of each pair in a head, with the config's scaling applied.
   const std::vector<float>& inv_freq() const { return inv_freq_; }
+  // Layer l's: the sliding-window layers' own where the model has them (Gemma 3).
+  const std::vector<float>& inv_freq(int l) const {
+    return !inv_freq_local_.empty() && config_.layer_is_sliding(l) ? inv_freq_local_ : inv_freq_;
+  }
 
   uint64_t mapped_weight_bytes() const { return mapped_bytes_; }
   uint64_t converted_weight_bytes() const { return converted_bytes_; }
@@ -51,6 +57,7 @@ class ReferenceModel {
   const float* output_ = nullptr;
   std::vector<ReferenceLayerWeights> layers_;
   std::vector<float> inv_freq_;
+  std::vector<float> inv_freq_local_;
   std::vector<std::shared_ptr<const MappedFile>> files_;
   std::vector<std::unique_ptr<float[]>> converted_;
   uint64_t mapped_bytes_ = 0;

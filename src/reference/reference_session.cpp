@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backends/api/activation_math.h"
 #include "backends/ref/kernels.h"
 
 namespace kiln {
@@ -43,13 +44,19 @@ Result<std::span<const float>> ReferenceSession::forward(int token) {
   const int pos = pos_;
   const int d = c.dim, kv_dim = c.kv_dim(), hd = c.head_dim;
   const int group = c.n_heads / c.n_kv_heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale = c.query_pre_attn_scalar > 0.0f ? 1.0f / std::sqrt(c.query_pre_attn_scalar)
+                                                     : 1.0f / std::sqrt(static_cast<float>(hd));
   const bool half_split = c.rope_style == RopeStyle::kHalfSplit;
-  // With a sliding window a query sees only the last `sliding_window` positions, itself included.
-  const int first = (c.sliding_window > 0 && pos >= c.sliding_window) ? pos - c.sliding_window + 1 : 0;
+  const bool gemma = c.gemma_block();
 
   std::memcpy(x_.data(), m.token_embd() + static_cast<int64_t>(token) * d, sizeof(float) * static_cast<size_t>(d));
+  if (gemma) {  // the embedding scaled by sqrt(dim)
+    const float s = std::sqrt(static_cast<float>(d));
+    for (float& v : x_) v *= s;
+  }
   for (int l = 0; l < c.n_layers; ++l) {
+    // With a sliding window a query sees only the last `sliding_window` positions, itself included.
+    const int first = (c.layer_is_sliding(l) && pos >= c.sliding_window) ? pos - c.sliding_window + 1 : 0;
     const ReferenceLayerWeights& w = m.layer(l);
     float* kc = key_cache_.data() + static_cast<size_t>(l) * static_cast<size_t>(n_ctx_) * static_cast<size_t>(kv_dim);
     float* vc = value_cache_.data() + static_cast<size_t>(l) * static_cast<size_t>(n_ctx_) * static_cast<size_t>(kv_dim);
@@ -64,8 +71,8 @@ Result<std::span<const float>> ReferenceSession::forward(int token) {
       ref::head_rmsnorm(k_.data(), k_.data(), w.k_norm, c.n_kv_heads, hd, c.rms_eps);
     }
     if (c.layer_has_rope(l)) {  // SmolLM3's NoPE layers have none
-      ref::rope(q_.data(), c.n_heads, hd, pos, m.inv_freq().data(), half_split);
-      ref::rope(k_.data(), c.n_kv_heads, hd, pos, m.inv_freq().data(), half_split);
+      ref::rope(q_.data(), c.n_heads, hd, pos, m.inv_freq(l).data(), half_split);
+      ref::rope(k_.data(), c.n_kv_heads, hd, pos, m.inv_freq(l).data(), half_split);
     }
     std::memcpy(kc + static_cast<size_t>(pos) * kv_dim, k_.data(), sizeof(float) * static_cast<size_t>(kv_dim));
     std::memcpy(vc + static_cast<size_t>(pos) * kv_dim, v_.data(), sizeof(float) * static_cast<size_t>(kv_dim));
@@ -75,14 +82,20 @@ Result<std::span<const float>> ReferenceSession::forward(int token) {
                   scale, scores_.data());
     }
     ref::matvec(xb2_.data(), w.wo, att_out_.data(), nullptr, d, c.q_dim());
+    if (gemma) ref::rmsnorm(xb2_.data(), xb2_.data(), w.post_attn_norm, d, c.rms_eps);
     ref::add(x_.data(), xb2_.data(), d);
 
     // Feed-forward block.
     ref::rmsnorm(xb_.data(), x_.data(), w.ffn_norm, d, c.rms_eps);
     ref::matvec(gate_.data(), w.w_gate, xb_.data(), nullptr, c.hidden_dim, d);
     ref::matvec(up_.data(), w.w_up, xb_.data(), nullptr, c.hidden_dim, d);
-    ref::swiglu(gate_.data(), gate_.data(), up_.data(), c.hidden_dim);
+    if (gemma) {
+      geglu(gate_.data(), gate_.data(), up_.data(), c.hidden_dim);
+    } else {
+      ref::swiglu(gate_.data(), gate_.data(), up_.data(), c.hidden_dim);
+    }
     ref::matvec(xb2_.data(), w.w_down, gate_.data(), nullptr, d, c.hidden_dim);
+    if (gemma) ref::rmsnorm(xb2_.data(), xb2_.data(), w.post_ffn_norm, d, c.rms_eps);
     ref::add(x_.data(), xb2_.data(), d);
   }
   ref::rmsnorm(x_.data(), x_.data(), m.output_norm(), d, c.rms_eps);

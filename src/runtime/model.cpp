@@ -24,6 +24,9 @@ Result<std::shared_ptr<const Model>> Model::create(ProgramImage image,
   if (m->image_.weights.size() != g.weights.size()) return corrupt("program: one weight per graph weight expected");
   if (static_cast<int>(m->image_.program.rope_inv_freq.size()) != c.head_dim / 2)
     return corrupt("program: rope_inv_freq must have head_dim / 2 entries");
+  if (!m->image_.program.rope_inv_freq_local.empty() &&
+      static_cast<int>(m->image_.program.rope_inv_freq_local.size()) != c.head_dim / 2)
+    return corrupt("program: rope_inv_freq_local must have head_dim / 2 entries");
   if (g.values[static_cast<size_t>(g.logits_output)].width != c.vocab_size)
     return corrupt("program: the logits are not vocab_size wide");
   auto lookup = [&](const std::string& name) -> const Backend* {
@@ -65,6 +68,8 @@ Result<std::shared_ptr<const Model>> Model::create(ProgramImage image,
   m->constants_.inv_freq = m->image_.program.rope_inv_freq;
   m->constants_.rope_half_split = c.rope_style == RopeStyle::kHalfSplit;
   m->constants_.sliding_window = c.sliding_window;
+  m->constants_.inv_freq_local = m->image_.program.rope_inv_freq_local;
+  m->constants_.sliding_layers = c.sliding_layers;
 
   PrepareOptions po;
   po.cpu_features = m->image_.cpu_features;

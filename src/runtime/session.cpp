@@ -199,6 +199,7 @@ bool row_wise(OpCode op) {
     case OpCode::kRmsNorm:
     case OpCode::kMatMul:
     case OpCode::kSwiGLU:
+    case OpCode::kGeGLU:
     case OpCode::kAdd:
     case OpCode::kHeadRmsNorm:
     case OpCode::kMatMulQKV:

@@ -25,8 +25,21 @@ inline constexpr std::string_view kRowMajorLayout = "rowmajor";
 // Model-wide constants the kernels need, fixed when the model is opened.
 struct ModelConstants {
   std::vector<float> inv_freq;  // RoPE frequency per pair
+  std::vector<float> inv_freq_local;  // the sliding-window layers' own (Gemma 3); empty: the same
   bool rope_half_split = false;
   int sliding_window = 0;
+  std::vector<uint8_t> sliding_layers;  // 1 where the window applies; empty: every layer
+
+  bool layer_is_sliding(int layer) const {
+    return sliding_window > 0 &&
+           (sliding_layers.empty() || (layer >= 0 && static_cast<size_t>(layer) < sliding_layers.size() &&
+                                       sliding_layers[static_cast<size_t>(layer)] != 0));
+  }
+  // The window a layer attends through (0: the whole context), and its RoPE frequencies.
+  int window(int layer) const { return layer_is_sliding(layer) ? sliding_window : 0; }
+  const std::vector<float>& freqs(int layer) const {
+    return !inv_freq_local.empty() && layer_is_sliding(layer) ? inv_freq_local : inv_freq;
+  }
 };
 
 // What one step gives the kernels: the arena, the tokens, the positions, the KV cache.

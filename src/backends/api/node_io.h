@@ -83,6 +83,7 @@ OpFunction<K> op_function(OpCode op) {
     case OpCode::kRopeKvStore: return &K::run_rope_kv_store;
     case OpCode::kAttention: return &K::run_attention;
     case OpCode::kSwiGLU: return &K::run_swiglu;
+    case OpCode::kGeGLU: return &K::run_geglu;
     case OpCode::kAdd: return &K::run_add;
   }
   return nullptr;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <optional>
 
+#include "backends/api/activation_math.h"
 #include "backends/api/node_io.h"
 #include "backends/cpu/activations.h"
 #include "backends/cpu/kernels.h"
@@ -251,7 +252,11 @@ class CpuKernel final : public Kernel {
   float* in(const StepContext& ctx, const Rows& r, size_t i) const { return io_.in(ctx, r, i); }
   float* out(const StepContext& ctx, size_t i) const { return io_.out(ctx, i); }
 
-  Status run_embed(const StepContext& ctx, const Rows&) const { return embed(ctx, out(ctx, 0)); }
+  Status run_embed(const StepContext& ctx, const Rows&) const {
+    KILN_RETURN_IF_ERROR(embed(ctx, out(ctx, 0)));
+    scale_embedding(node_, out(ctx, 0), ctx.n_tokens * io_.out_width(0));
+    return Status::ok();
+  }
   Status run_rmsnorm(const StepContext& ctx, const Rows& r) const {
     norm_rows(ctx.pool, in(ctx, r, 0), out(ctx, 0), r.count);
     return Status::ok();
@@ -323,6 +328,13 @@ class CpuKernel final : public Kernel {
     const float *g = in(ctx, r, 0), *u = in(ctx, r, 1);
     float* y = out(ctx, 0);
     for_each_index(ctx.pool, r.count, [&](int64_t t) { k_.swiglu(y + t * w, g + t * w, u + t * w, w); });
+    return Status::ok();
+  }
+  Status run_geglu(const StepContext& ctx, const Rows& r) const {
+    const int64_t w = io_.out_width(0);
+    const float *g = in(ctx, r, 0), *u = in(ctx, r, 1);
+    float* y = out(ctx, 0);
+    for_each_index(ctx.pool, r.count, [&](int64_t t) { geglu(y + t * w, g + t * w, u + t * w, w); });
     return Status::ok();
   }
   Status run_add(const StepContext& ctx, const Rows& r) const {
@@ -434,10 +446,11 @@ class CpuKernel final : public Kernel {
     float* cs = scratch_f32(ctx, scratch_.rope);
     const int half = node_.head_dim / 2;
     const int first_row = ctx.n_tokens - rows;
+    const std::vector<float>& freqs = ctx.model->freqs(node_.layer);
     for (int t = 0; t < rows; ++t) {
       const int pos = ctx.first_pos + first_row + t;
       for (int i = 0; i < half; ++i) {
-        const float angle = static_cast<float>(pos) * ctx.model->inv_freq[static_cast<size_t>(i)];
+        const float angle = static_cast<float>(pos) * freqs[static_cast<size_t>(i)];
         cs[t * node_.head_dim + i] = std::cos(angle);
         cs[t * node_.head_dim + half + i] = std::sin(angle);
       }
@@ -490,8 +503,8 @@ class CpuKernel final : public Kernel {
     a.n_heads = node_.n_heads;
     a.n_kv_heads = node_.n_kv_heads;
     a.head_dim = hd;
-    a.window = ctx.model->sliding_window;
-    a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    a.window = ctx.model->window(node_.layer);
+    a.scale = attention_scale(node_);
     // Work items: (kv head, slice of its query heads), enough of them to give every thread one.
     const int group = node_.n_heads / node_.n_kv_heads;
     const int threads = ctx.pool ? ctx.pool->size() : 1;

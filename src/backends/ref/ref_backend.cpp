@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backends/api/activation_math.h"
 #include "backends/api/node_io.h"
 #include "backends/ref/kernels.h"
 #include "quant/ref_matmul.h"
@@ -61,7 +62,9 @@ class RefKernel final : public Kernel {
   }
 
   Status run_embed(const StepContext& ctx, const Rows&) const {
-    return embed_rowmajor(ctx, *weights_[0].desc, params_[0], weights_[0].bytes, out(ctx, 0));
+    KILN_RETURN_IF_ERROR(embed_rowmajor(ctx, *weights_[0].desc, params_[0], weights_[0].bytes, out(ctx, 0)));
+    scale_embedding(node_, out(ctx, 0), ctx.n_tokens * io_.out_width(0));
+    return Status::ok();
   }
   Status run_rmsnorm(const StepContext& ctx, const Rows& r) const {
     for (int t = 0; t < r.count; ++t)
@@ -126,6 +129,10 @@ class RefKernel final : public Kernel {
     ref_swiglu(out(ctx, 0), in(ctx, r, 0), in(ctx, r, 1), r.count * io_.out_width(0));
     return Status::ok();
   }
+  Status run_geglu(const StepContext& ctx, const Rows& r) const {
+    geglu(out(ctx, 0), in(ctx, r, 0), in(ctx, r, 1), r.count * io_.out_width(0));
+    return Status::ok();
+  }
   Status run_add(const StepContext& ctx, const Rows& r) const {
     const float *a = in(ctx, r, 0), *b = in(ctx, r, 1);
     float* y = out(ctx, 0);
@@ -175,7 +182,7 @@ class RefKernel final : public Kernel {
     const int width = n_heads * node_.head_dim;
     const int first_row = ctx.n_tokens - rows;
     for (int t = 0; t < rows; ++t)
-      ref::rope(x + t * width, n_heads, node_.head_dim, ctx.first_pos + first_row + t, ctx.model->inv_freq.data(),
+      ref::rope(x + t * width, n_heads, node_.head_dim, ctx.first_pos + first_row + t, ctx.model->freqs(node_.layer).data(),
                 ctx.model->rope_half_split);
   }
 
@@ -187,9 +194,9 @@ class RefKernel final : public Kernel {
   void attention(const StepContext& ctx, const float* q, float* o, float* scores) const {
     const int hd = node_.head_dim, kv_dim = node_.n_kv_heads * hd, q_dim = node_.n_heads * hd;
     const int group = node_.n_heads / node_.n_kv_heads;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const float scale = attention_scale(node_);
     const size_t layer_off = static_cast<size_t>(node_.layer) * static_cast<size_t>(ctx.n_ctx) * static_cast<size_t>(kv_dim);
-    const int window = ctx.model->sliding_window;
+    const int window = ctx.model->window(node_.layer);
     auto attend_all = [&](const auto* kc, const auto* vc) {
       for (int t = 0; t < ctx.n_tokens; ++t) {
         const int pos = ctx.first_pos + t;

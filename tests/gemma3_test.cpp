@@ -1,0 +1,245 @@
+// Gemma 3 (Gemma3ForCausalLM, gemma3_text): the embedding scaled by sqrt(dim), (1 + w) norms, a
+// norm after attention and after the FFN, q/k norms, GELU-tanh gating, queries scaled by
+// query_pre_attn_scalar^-0.5, five sliding-window layers (their own RoPE base) then a global one
+// (its base and linear scaling). The tiny model of tests/data/hf-tiny/gemma3/
+// (tests/gen/make_hf_tiny_gemma3.py: transformers' logits and greedy tokens, and the GGUF
+// llama.cpp's converter makes of it, with transformers' logits of what that file means to
+// llama.cpp) through the FP32 reference pass and the compiled program (fused or not, in steps of
+// several tokens, on the CPU and the reference back ends); bad configs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "backends/api/activation_math.h"
+#include "backends/ref/ref_backend.h"
+#include "artifact/kiln_image_reader.h"
+#include "compiler/driver.h"
+#include "compiler/kiln_writer.h"
+#include "formats/hf_config.h"
+#include "formats/import.h"
+#include "quant/overrides.h"
+#include "reference/reference_session.h"
+#include "runtime/model.h"
+#include "runtime/session.h"
+#include "model_paths.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using test::compiled;
+using test::greedy;
+using test::program_logits;
+using test::reference_logits;
+using test::reference_model;
+using nlohmann::json;
+
+std::string folder() { return test::data_path("hf-tiny/gemma3"); }
+std::string gguf() { return test::data_path("hf-tiny/gemma3/model.gguf"); }
+// What each file means: the folder transformers' model, the GGUF what llama.cpp runs of it
+// (queries scaled by head_dim^-0.5, as the GGUF has no key for query_pre_attn_scalar).
+json reference_for(const std::string& path) {
+  return json::parse(test::read_file(folder() + (path == gguf() ? "/reference-gguf.json" : "/reference.json")));
+}
+
+CompileOptions options(bool fuse = true, const char* scheme = "f32") { return test::tiny_model_options(fuse, scheme); }
+
+TEST(Gemma3, ConfigFromFolderAndGguf) {
+  for (const std::string& path : {folder(), gguf()}) {
+    SCOPED_TRACE(path);
+    auto imp = import_model(path);
+    ASSERT_TRUE(imp) << imp.status().message();
+    const ModelConfig& c = imp->model.config;
+    EXPECT_EQ(c.arch, Arch::kGemma3);
+    EXPECT_TRUE(c.qk_norm);
+    EXPECT_TRUE(c.tie_embeddings);
+    EXPECT_EQ(c.head_dim, 32);
+    EXPECT_EQ(c.rope_style, RopeStyle::kHalfSplit);
+    EXPECT_EQ(c.sliding_window, 4);
+    EXPECT_EQ(c.sliding_layers, (std::vector<uint8_t>{1, 1, 1, 1, 1, 0}));
+    EXPECT_FLOAT_EQ(c.rope_theta, 1e6f);
+    EXPECT_FLOAT_EQ(c.rope_theta_local, 1e4f);
+    EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::kLinear);
+    EXPECT_FLOAT_EQ(c.rope_scaling.factor, 2.0f);
+    // The folder's own scalar; the GGUF's as llama.cpp takes it (head_dim).
+    EXPECT_FLOAT_EQ(c.query_pre_attn_scalar, path == gguf() ? 32.0f : 24.0f);
+    EXPECT_EQ(imp->model.tensors.at("blk.5.post_ffw_norm.weight").shape, std::vector<int64_t>{64});
+  }
+}
+
+// The folder's norms are stored as w of (1 + w); once imported they are 1 + w, as the GGUF's are.
+TEST(Gemma3, NormsFromTheFolderHaveTheOneFoldedIn) {
+  auto hf = import_model(folder());
+  auto gg = import_model(gguf());
+  ASSERT_TRUE(hf && gg);
+  for (const char* name : {"blk.0.attn_norm.weight", "blk.3.post_attention_norm.weight", "blk.5.ffn_norm.weight",
+                           "blk.2.post_ffw_norm.weight", "blk.1.attn_q_norm.weight", "output_norm.weight"}) {
+    const TensorSource& a = hf->model.tensors.at(name);
+    const TensorSource& b = gg->model.tensors.at(name);
+    ASSERT_EQ(a.dtype, DType::kF32) << name;
+    ASSERT_EQ(a.bytes.size(), b.bytes.size()) << name;
+    EXPECT_TRUE(std::equal(a.bytes.begin(), a.bytes.end(), b.bytes.begin())) << name;
+  }
+}
+
+TEST(Gemma3, ReferencePassMatchesTransformers) {
+  for (const std::string& path : {folder(), gguf()}) {
+    auto m = reference_model(path);
+    ASSERT_TRUE(m);
+    const double worst = test::worst_against(reference_for(path), [&](const std::vector<int>& t) { return reference_logits(m, t); });
+    std::printf("gemma3 reference pass from %s: max relative logit error %.3g\n", fs::path(path).filename().c_str(), worst);
+    EXPECT_LT(worst, 1e-4) << path;
+  }
+}
+
+TEST(Gemma3, CompiledProgramMatchesTransformers) {
+  for (const std::string& path : {folder(), gguf()})
+    for (bool fuse : {false, true}) {
+      auto m = compiled(path, options(fuse));
+      ASSERT_TRUE(m);
+      for (size_t chunk : {size_t{1}, size_t{3}, size_t{64}}) {
+        const double worst =
+            test::worst_against(reference_for(path), [&](const std::vector<int>& t) { return program_logits(m, t, chunk); });
+        std::printf("gemma3 compiled f32 from %s, fuse %d, %zu tokens a step: max relative logit error %.3g\n",
+                    fs::path(path).filename().c_str(), fuse, chunk, worst);
+        EXPECT_LT(worst, 1e-4) << path << " fuse " << fuse << " chunk " << chunk;
+      }
+    }
+}
+
+// The program on the CPU back end and on the reference back end alone, against the reference pass
+// on the same weights (tighter than against transformers), past the window several times over.
+TEST(Gemma3, CompiledProgramMatchesReferencePass) {
+  const std::vector<int> tokens = {5, 17, 200, 3, 99, 42, 7, 250, 1, 11, 64, 128, 299, 0, 31, 77};
+  const auto want = reference_logits(reference_model(folder()), tokens);
+  RefBackend ref;
+  CompileOptions only_ref = options();
+  only_ref.backends = {&ref};
+  const Backend* bind[] = {&ref};
+  for (const auto& m : {compiled(folder(), options()), compiled(folder(), only_ref, bind)}) {
+    ASSERT_TRUE(m);
+    for (size_t chunk : {size_t{1}, size_t{4}, tokens.size()}) {
+      const auto got = program_logits(m, tokens, chunk);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_LT(test::relative_error(got[i].data(), want[i].data(), want[i].size()), 1e-5)
+            << "chunk " << chunk << " position " << i;
+    }
+  }
+}
+
+TEST(Gemma3, GreedyTokensEqualTransformersOnEveryPath) {
+  for (const std::string& path : {folder(), gguf()}) {
+    const json ref = reference_for(path);
+    const auto prompt = ref["greedy"]["prompt"].get<std::vector<int>>();
+    const auto want = ref["greedy"]["tokens"].get<std::vector<int>>();
+    ASSERT_EQ(want.size(), 20u);
+    auto s = ReferenceSession::create(reference_model(path), 0);
+    ASSERT_TRUE(s);
+    EXPECT_EQ(greedy(**s, prompt, want.size()), want) << "reference pass, " << path;
+    auto p = Session::create(compiled(path, options()), 0);
+    ASSERT_TRUE(p);
+    EXPECT_EQ(greedy(**p, prompt, want.size()), want) << "compiled program, " << path;
+  }
+}
+
+// The graph: GeGLU where the others have SwiGLU, a norm after each block, the scales on the
+// embedding and the attention; a quantized compile keeps the norms f32 and still runs.
+TEST(Gemma3, GraphAndAQuantizedCompile) {
+  auto imp = import_model(folder());
+  ASSERT_TRUE(imp);
+  auto img = compile_model(*imp, options(), nullptr);
+  ASSERT_TRUE(img) << img.status().message();
+  const Graph& g = img->program.graph;
+  int geglu = 0, swiglu = 0, norms = 0;
+  for (const Node& n : g.nodes) {
+    geglu += n.op == OpCode::kGeGLU;
+    swiglu += n.op == OpCode::kSwiGLU || n.op == OpCode::kGateUpSwiGLU || n.op == OpCode::kRmsNormGateUpSwiGLU;
+    norms += n.op == OpCode::kRmsNorm;
+    if (n.op == OpCode::kEmbed) EXPECT_FLOAT_EQ(n.scale, 8.0f);  // sqrt(64)
+    if (n.op == OpCode::kAttention) EXPECT_FLOAT_EQ(n.scale, 1.0f / std::sqrt(24.0f));
+  }
+  EXPECT_EQ(geglu, 6);
+  EXPECT_EQ(swiglu, 0);
+  EXPECT_GE(norms, 6 * 2);  // the post norms at least (the pre norms may be fused into matmuls)
+  EXPECT_EQ(img->program.rope_inv_freq_local.size(), 16u);
+  EXPECT_FLOAT_EQ(img->program.rope_inv_freq_local[1], std::pow(1e4f, -2.0f / 32.0f));
+  EXPECT_FLOAT_EQ(img->program.rope_inv_freq[1], std::pow(1e6f, -2.0f / 32.0f) / 2.0f);
+
+  auto q = compiled(folder(), options(true, "w8a16"));
+  ASSERT_TRUE(q);
+  for (const WeightDesc& w : q->program().graph.weights)
+    if (w.name.find("norm") != std::string::npos) EXPECT_EQ(w.scheme, Scheme::kF32) << w.name;
+  const json ref = reference_for(folder());
+  const auto tokens = ref["prompts"][2].get<std::vector<int>>();
+  const auto got = program_logits(q, tokens, tokens.size());
+  ASSERT_EQ(got.size(), tokens.size());
+  const auto want = ref["logits"][2][tokens.size() - 1].get<std::vector<float>>();
+  EXPECT_LT(test::relative_error(got.back().data(), want.data(), want.size()), 0.05);
+}
+
+// Through a .kiln file: the per-layer window, the local RoPE frequencies and the node scales
+// survive the write and the read, and the file's logits are the in-memory program's, bit for bit.
+TEST(Gemma3, KilnFileRunsAsTheInMemoryProgram) {
+  auto imp = import_model(folder());
+  ASSERT_TRUE(imp);
+  CompileReport r;
+  auto img = compile_model(*imp, options(), &r);
+  ASSERT_TRUE(img) << img.status().message();
+  auto target = resolve_target("native");
+  ASSERT_TRUE(target);
+  const std::string path = test::temp_dir() + "/gemma3.kiln";
+  ASSERT_TRUE(write_kiln(*img, *target, r, path));
+  auto k = open_kiln_image(path, true);
+  ASSERT_TRUE(k) << k.status().message();
+  EXPECT_EQ(k->image.config.sliding_layers, img->config.sliding_layers);
+  EXPECT_EQ(k->image.config.rope_theta_local, img->config.rope_theta_local);
+  EXPECT_EQ(k->image.config.query_pre_attn_scalar, img->config.query_pre_attn_scalar);
+  EXPECT_EQ(k->image.program.rope_inv_freq_local, img->program.rope_inv_freq_local);
+  auto from_file = Model::create(std::move(k->image));
+  ASSERT_TRUE(from_file) << from_file.status().message();
+  const std::vector<int> tokens = {5, 17, 200, 3, 99, 42, 7, 250, 1, 11};
+  EXPECT_EQ(program_logits(*from_file, tokens, 3), program_logits(compiled(folder(), options()), tokens, 3));
+}
+
+TEST(Gemma3, GeluTanhIsPyTorchs) {
+  // torch.nn.functional.gelu(x, approximate="tanh") in float32.
+  const std::pair<float, float> cases[] = {{0.0f, 0.0f},         {1.0f, 0.841192007f},    {-1.0f, -0.158807993f},
+                                           {3.0f, 2.99636269f}, {-3.0f, -0.00363743305f}, {0.5f, 0.345714003f}};
+  for (auto [x, want] : cases) EXPECT_NEAR(gelu_tanh(x), want, 2e-7f * std::max(1.0f, std::fabs(want))) << x;
+}
+
+// What Gemma 3 has that kiln does not, and lists that do not fit, are clear errors.
+TEST(Gemma3, BadConfigsAreClearErrors) {
+  const std::string base = test::read_file(folder() + "/config.json");
+  auto with = [&](const std::string& key, const json& value) {
+    json j = json::parse(base);
+    if (value.is_discarded()) j.erase(key);
+    else j[key] = value;
+    return parse_hf_config(j.dump(), "", "config.json");
+  };
+  auto expect_error = [&](const Result<ModelConfig>& r, const std::string& what) {
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.status().message().find(what), std::string::npos) << r.status().message();
+  };
+  expect_error(with("final_logit_softcapping", 30.0), "final_logit_softcapping is not supported");
+  expect_error(with("attn_logit_softcapping", 50.0), "attn_logit_softcapping is not supported");
+  expect_error(with("hidden_activation", "gelu"), "hidden_activation 'gelu' is not supported");
+  expect_error(with("layer_types", json::array({"sliding_attention", "full_attention"})), "layer_types must be a list of 6");
+  expect_error(with("layer_types", json::array({"sliding_attention", "sliding_attention", "sliding_attention",
+                                                "sliding_attention", "sliding_attention", "chunked_attention"})),
+               "sliding_attention or full_attention");
+  expect_error(with("query_pre_attn_scalar", -1.0), "query_pre_attn_scalar must be positive");
+  expect_error(with("use_bidirectional_attention", true), "use_bidirectional_attention");
+  // Without layer_types, transformers 4.x's sliding_window_pattern: every 6th layer global.
+  auto old = with("layer_types", json(json::value_t::discarded));
+  ASSERT_TRUE(old) << old.status().message();
+  EXPECT_EQ(old->sliding_layers, (std::vector<uint8_t>{1, 1, 1, 1, 1, 0}));
+}
+
+}  // namespace
+}  // namespace kiln
