@@ -53,6 +53,7 @@ Result<ModelConfig> config_from_json(std::string_view text, const std::string& w
   else if (arch == "qwen3") c.arch = Arch::kQwen3;
   else if (arch == "smollm3") c.arch = Arch::kSmolLM3;
   else if (arch == "gemma3") c.arch = Arch::kGemma3;
+  else if (arch == "phi3") c.arch = Arch::kPhi3;
   else return corrupt(where + ": unknown arch '" + arch + "'");
   KILN_ASSIGN_OR_RETURN(c.dim, json_dim(j, "dim", 0, where));
   KILN_ASSIGN_OR_RETURN(c.hidden_dim, json_dim(j, "hidden_dim", 0, where));

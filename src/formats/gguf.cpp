@@ -6,6 +6,7 @@
 
 #include "core/byte_reader.h"
 #include "core/utf8.h"
+#include "formats/fused_projections.h"
 
 namespace kiln {
 
@@ -283,13 +284,16 @@ Result<ImportedModel> gguf_to_model(const GgufFile& g) {
   } else if (arch == "smollm3") {
     c.arch = Arch::kSmolLM3;
     c.rope_style = RopeStyle::kAdjacentPairs;  // converted as llama (q/k un-permuted)
+  } else if (arch == "phi3") {
+    c.arch = Arch::kPhi3;
+    c.rope_style = RopeStyle::kHalfSplit;  // NEOX RoPE, q/k rows as in HF
   } else if (arch == "gemma3") {
     c.arch = Arch::kGemma3;
     c.rope_style = RopeStyle::kHalfSplit;  // NEOX RoPE, q/k rows as in HF
     c.qk_norm = true;
   } else {
     return unsupported(path + ": architecture '" + arch +
-                       "' is not supported (llama, mistral, qwen2, qwen3, smollm3, gemma3 are)");
+                       "' is not supported (llama, mistral, qwen2, qwen3, smollm3, gemma3, phi3 are)");
   }
   MetaReader m{g, path};
   const std::string a = arch + ".";
@@ -304,6 +308,11 @@ Result<ImportedModel> gguf_to_model(const GgufFile& g) {
   if (value_length != c.head_dim)
     return unsupported(path + ": " + a + "attention.value_length " + std::to_string(value_length) +
                        " differs from key_length " + std::to_string(c.head_dim) + ", which kiln does not support");
+  // RoPE over part of each head (Phi-4-mini's partial_rotary_factor) is not implemented.
+  KILN_ASSIGN_OR_RETURN(int rope_dims, m.dim(a + "rope.dimension_count", c.head_dim));
+  if (rope_dims != c.head_dim)
+    return unsupported(path + ": " + a + "rope.dimension_count " + std::to_string(rope_dims) + " is less than the head size " +
+                       std::to_string(c.head_dim) + " (RoPE over part of each head), which kiln does not support");
   KILN_ASSIGN_OR_RETURN(c.max_seq_len, m.dim(a + "context_length", 2048));
   KILN_ASSIGN_OR_RETURN(c.rms_eps, m.number(a + "attention.layer_norm_rms_epsilon", 1e-5f));
   KILN_ASSIGN_OR_RETURN(c.rope_theta, m.number(a + "rope.freq_base", 10000.0f));
@@ -364,6 +373,18 @@ Result<ImportedModel> gguf_to_model(const GgufFile& g) {
       return corrupt(path + ": rope_freqs.weight must be F32 [" + std::to_string(c.head_dim / 2) + "]");
   }
   out.files.push_back(g.file);
+  if (c.arch == Arch::kPhi3) {
+    // llama.cpp's phi3: q, k, v fused in attn_qkv; gate and up in ffn_up (gate rows first).
+    for (int l = 0; l < c.n_layers; ++l) {
+      const std::string p = "blk." + std::to_string(l) + ".";
+      auto up = out.tensors.find(p + "ffn_up.weight");
+      if (up == out.tensors.end()) return corrupt(path + ": missing tensor '" + p + "ffn_up.weight'");
+      TensorSource fused = up->second;
+      out.tensors.erase(up);
+      out.tensors[p + "ffn_gate_up.weight"] = std::move(fused);
+    }
+    KILN_RETURN_IF_ERROR(split_fused_projections(out, "attn_qkv.weight", "ffn_gate_up.weight"));
+  }
   KILN_RETURN_IF_ERROR(check_model_tensors(out));
   return out;
 }

@@ -163,10 +163,12 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_vi
     c.arch = Arch::kSmolLM3;
   } else if (arch_str == "Gemma3ForCausalLM" || (arch_str.empty() && model_type == "gemma3_text")) {
     c.arch = Arch::kGemma3;
+  } else if (arch_str == "Phi3ForCausalLM" || (arch_str.empty() && model_type == "phi3")) {
+    c.arch = Arch::kPhi3;
   } else {
     return unsupported(file + ": architecture '" + (arch_str.empty() ? model_type : arch_str) +
                        "' is not supported (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, "
-                       "SmolLM3ForCausalLM, Gemma3ForCausalLM are)");
+                       "SmolLM3ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM are)");
   }
   const bool gemma = c.arch == Arch::kGemma3;
   if (gemma) {
@@ -208,8 +210,15 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_vi
   }
   if (gemma) KILN_RETURN_IF_ERROR(parse_gemma3(j, c, file));
   c.qk_norm = c.arch == Arch::kQwen3 || gemma;
-  if (c.arch == Arch::kMistral) {
+  if (c.arch == Arch::kMistral || c.arch == Arch::kPhi3) {  // every layer (Phi-3-mini-4k: 2047)
     KILN_ASSIGN_OR_RETURN(c.sliding_window, json_dim(j, "sliding_window", 0, file));
+  }
+  // RoPE over part of each head (Phi-4-mini: 0.75), at the top level (4.x) or in rope_parameters.
+  for (const Json* o : {&j, j.contains("rope_parameters") && j["rope_parameters"].is_object() ? &j["rope_parameters"] : &j}) {
+    KILN_ASSIGN_OR_RETURN(double partial, json_number(*o, "partial_rotary_factor", 1.0, file));
+    if (partial != 1.0)
+      return unsupported(file + ": partial_rotary_factor " + std::to_string(partial) +
+                         " (RoPE over part of each head) is not supported");
   }
   // Hugging Face checkpoints store q/k rows for rotate_half.
   c.rope_style = RopeStyle::kHalfSplit;

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <set>
 
+#include "formats/fused_projections.h"
 #include "formats/hf_config.h"
 #include "formats/json_util.h"
 #include "formats/safetensors.h"
@@ -35,6 +36,11 @@ constexpr std::pair<const char*, const char*> kLayerNames[] = {
     {"mlp.up_proj.weight", "ffn_up.weight"},
     {"mlp.down_proj.weight", "ffn_down.weight"},
 };
+// Phi-3's fused projections, split once every tensor is read (fused_projections.h).
+constexpr std::pair<const char*, const char*> kPhi3LayerNames[] = {
+    {"self_attn.qkv_proj.weight", "attn_qkv.weight"},
+    {"mlp.gate_up_proj.weight", "ffn_gate_up.weight"},
+};
 // Gemma's four norms per layer (input_layernorm and the q/k norms as above).
 constexpr std::pair<const char*, const char*> kGemmaLayerNames[] = {
     {"post_attention_layernorm.weight", "post_attention_norm.weight"},
@@ -64,6 +70,9 @@ std::string hf_to_canonical_name(const std::string& n, Arch arch) {
   if (!split_layer(n, "model.layers.", layer, rest)) return {};
   if (arch == Arch::kGemma3)
     for (auto [hf, ours] : kGemmaLayerNames)
+      if (rest == hf) return "blk." + std::to_string(layer) + "." + ours;
+  if (arch == Arch::kPhi3)
+    for (auto [hf, ours] : kPhi3LayerNames)
       if (rest == hf) return "blk." + std::to_string(layer) + "." + ours;
   for (auto [hf, ours] : kLayerNames)
     if (rest == hf) return "blk." + std::to_string(layer) + "." + ours;
@@ -177,6 +186,7 @@ Result<ImportedModel> read_hf_folder(const std::string& dir_in) {
   }
   // A tied model may still ship lm_head.weight; the embedding is what it is tied to.
   if (m.config.tie_embeddings) m.tensors.erase("output.weight");
+  if (m.config.arch == Arch::kPhi3) KILN_RETURN_IF_ERROR(split_fused_projections(m, "attn_qkv.weight", "ffn_gate_up.weight"));
   KILN_RETURN_IF_ERROR(check_model_tensors(m));
   if (m.config.arch == Arch::kGemma3) KILN_RETURN_IF_ERROR(fold_gemma_norms(m));
   return m;

@@ -10,6 +10,7 @@ std::string_view arch_name(Arch a) {
     case Arch::kQwen3: return "qwen3";
     case Arch::kSmolLM3: return "smollm3";
     case Arch::kGemma3: return "gemma3";
+    case Arch::kPhi3: return "phi3";
   }
   return "?";
 }

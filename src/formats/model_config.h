@@ -10,7 +10,7 @@
 
 namespace kiln {
 
-enum class Arch { kLlama, kQwen2, kMistral, kQwen3, kSmolLM3, kGemma3 };
+enum class Arch { kLlama, kQwen2, kMistral, kQwen3, kSmolLM3, kGemma3, kPhi3 };
 std::string_view arch_name(Arch a);
 
 // How RoPE pairs the elements of a head. Both conventions describe the same model when the

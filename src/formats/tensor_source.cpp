@@ -80,6 +80,31 @@ std::vector<Expected> expected_tensors(const ModelConfig& c) {
 
 }  // namespace
 
+Result<std::vector<TensorSource>> split_rows(const TensorSource& fused, int64_t cols,
+                                             const std::vector<std::pair<std::string, int64_t>>& parts) {
+  int64_t rows = 0;
+  for (const auto& [name, n] : parts) rows += n;
+  if (fused.shape != std::vector<int64_t>{rows, cols})
+    return corrupt(fused.file + ": tensor '" + fused.name + "' has shape " + shape_string(fused.shape) + ", expected " +
+                   shape_string({rows, cols}) + " from the config");
+  const auto row_bytes = dtype_bytes(fused.dtype, static_cast<uint64_t>(cols));
+  const auto all = dtype_bytes(fused.dtype, static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols));
+  if (!row_bytes || !all || *all != fused.bytes.size() || *row_bytes * static_cast<uint64_t>(rows) != *all)
+    return corrupt(fused.file + ": tensor '" + fused.name + "' has " + std::to_string(fused.bytes.size()) +
+                   " bytes, which does not match " + std::string(dtype_name(fused.dtype)) + " " + shape_string(fused.shape));
+  std::vector<TensorSource> out;
+  uint64_t at = 0;
+  for (const auto& [name, n] : parts) {
+    TensorSource t = fused;
+    t.name = name;
+    t.shape = {n, cols};
+    t.bytes = fused.bytes.subspan(at, *row_bytes * static_cast<uint64_t>(n));
+    at += t.bytes.size();
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 Status check_model_tensors(const ImportedModel& m) {
   for (const Expected& ex : expected_tensors(m.config)) {
     auto it = m.tensors.find(ex.name);

@@ -41,6 +41,13 @@ std::string shape_string(const std::vector<int64_t>& shape);
 // Rejects tensors whose byte ranges overlap (all of them from the same file).
 Status check_no_overlap(std::vector<const TensorSource*> tensors, const std::string& file);
 
+// Phi-3's fused projections (qkv_proj: q, k, v; gate_up_proj: gate, up) as views of consecutive
+// rows of `fused`, named `parts[i].first` with `parts[i].second` rows each: no copy, whatever
+// the type (a row of a block type is whole blocks). An error names the tensor when its shape is
+// not [sum of the parts' rows][cols] or its bytes do not match.
+Result<std::vector<TensorSource>> split_rows(const TensorSource& fused, int64_t cols,
+                                             const std::vector<std::pair<std::string, int64_t>>& parts);
+
 // The tensors a model of this config needs, with their shapes; checks that `m` has each one,
 // with that shape and a byte size that matches its type.
 Status check_model_tensors(const ImportedModel& m);

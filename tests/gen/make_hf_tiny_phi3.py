@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Generate the tiny random-weight Phi-3 model of tests/data/hf-tiny/phi3/ plus its references.
+
+Phi-3 (Phi3ForCausalLM, model_type phi3) is the Llama decoder with two fused projections: self_attn.qkv_proj
+(rows: q, then k, then v) and mlp.gate_up_proj (rows: gate, then up; the MLP is down(silu(gate) * up)),
+and, in Phi-3-mini-4k, sliding-window attention on every layer (sliding_window 2047). The tiny config
+uses grouped-query attention (4 heads, 2 KV heads: the three parts of qkv_proj have different widths)
+and sliding_window 5 (< the 7- and 12-token prompts), RoPE base 10000, no scaling.
+
+Writes tests/data/hf-tiny/phi3/:
+    config.json, generation_config.json, model.safetensors   save_pretrained(safe_serialization=True)
+    reference.json   {"prompts", "logits", "greedy": {"prompt", "tokens"}}: transformers' logits, and the
+                     tokens of model.generate(do_sample=False) after the first prompt without a near tie
+    model.gguf       GGUF v3, arch phi3, all F32, as llama.cpp's convert_hf_to_gguf.py writes it: the fused
+                     blk.N.attn_qkv.weight and blk.N.ffn_up.weight (gate rows first), gguf-py TensorNameMap
+                     names, phi3.attention.sliding_window, phi3.rope.dimension_count = head_dim
+
+Every output is verified against an independent numpy (float64) forward pass; the GGUF is read back with
+gguf-py. Usage: python3 tests/gen/make_hf_tiny_phi3.py [--out tests/data/hf-tiny]
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_hf_tiny as base  # noqa: E402  (sets torch to 1 thread, deterministic)
+import make_hf_tiny_gemma3 as gemma  # noqa: E402  (the greedy reference helpers)
+
+import transformers  # noqa: E402
+from transformers import Phi3Config, Phi3ForCausalLM  # noqa: E402
+
+WINDOW = 5
+
+
+def unfused(sd, cfg):
+    """The state dict with qkv_proj and gate_up_proj split into Llama's names (for base.np_forward)."""
+    H, KV, D, F = cfg["n_heads"], cfg["n_kv"], cfg["head_dim"], cfg["ffn"]
+    w = dict(sd)
+    for l in range(cfg["n_layers"]):
+        p = "model.layers.%d." % l
+        qkv = w.pop(p + "self_attn.qkv_proj.weight")
+        w[p + "self_attn.q_proj.weight"] = qkv[: H * D]
+        w[p + "self_attn.k_proj.weight"] = qkv[H * D: (H + KV) * D]
+        w[p + "self_attn.v_proj.weight"] = qkv[(H + KV) * D:]
+        gu = w.pop(p + "mlp.gate_up_proj.weight")
+        w[p + "mlp.gate_proj.weight"] = gu[:F]
+        w[p + "mlp.up_proj.weight"] = gu[F:]
+    return w
+
+
+def write_phi3_gguf(path, model):
+    import gguf
+    c = model.config
+    sd = {k: v.detach().to(torch.float32).numpy() for k, v in model.state_dict().items()}
+    tmap = gguf.get_tensor_name_map(gguf.MODEL_ARCH.PHI3, c.num_hidden_layers)
+    w = gguf.GGUFWriter(path, "phi3")
+    w.add_name("kiln-test-phi3-tiny")
+    w.add_context_length(c.max_position_embeddings)
+    w.add_embedding_length(c.hidden_size)
+    w.add_block_count(c.num_hidden_layers)
+    w.add_feed_forward_length(c.intermediate_size)
+    w.add_head_count(c.num_attention_heads)
+    w.add_head_count_kv(c.num_key_value_heads)
+    w.add_layer_norm_rms_eps(float(c.rms_norm_eps))
+    w.add_rope_dimension_count(c.hidden_size // c.num_attention_heads)
+    w.add_rope_freq_base(float(c.rope_parameters["rope_theta"]))
+    w.add_sliding_window(c.sliding_window)
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(["t%d" % i for i in range(c.vocab_size)])
+    w.add_token_scores([0.0] * c.vocab_size)
+    w.add_token_types([1] * c.vocab_size)
+    for name, a in sd.items():
+        gname = tmap.get_name(name, try_suffixes=(".weight", ".bias"))
+        assert gname is not None, name
+        w.add_tensor(gname, a)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def read_phi3_gguf(path, n_blocks):
+    import gguf
+    r = gguf.GGUFReader(path)
+    tmap = gguf.get_tensor_name_map(gguf.MODEL_ARCH.PHI3, n_blocks)
+    hf_of = {}
+    for l in range(n_blocks):
+        for hf in ("input_layernorm", "self_attn.qkv_proj", "self_attn.o_proj", "post_attention_layernorm",
+                   "mlp.gate_up_proj", "mlp.down_proj"):
+            name = "model.layers.%d.%s" % (l, hf)
+            hf_of[tmap.get_name(name) + ".weight"] = name + ".weight"
+    for name in ("model.embed_tokens", "model.norm", "lm_head"):
+        hf_of[tmap.get_name(name) + ".weight"] = name + ".weight"
+    w = {}
+    for t in r.tensors:
+        w[hf_of[t.name]] = np.array(t.data, dtype=np.float64).reshape([int(d) for d in reversed(t.shape)])
+    assert len(w) == len(hf_of), sorted(set(hf_of.values()) - set(w))
+    print("  gguf tensors:", " ".join(t.name for t in r.tensors if t.name.startswith("blk.0.")))
+    return w
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=base.DEFAULT_OUT)
+    args = ap.parse_args()
+    print("torch", torch.__version__, "transformers", transformers.__version__)
+    print("phi3")
+    cfg = Phi3Config(vocab_size=base.VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                     original_max_position_embeddings=256, rms_norm_eps=1e-5, sliding_window=WINDOW,
+                     tie_word_embeddings=False, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    cfg.architectures = ["Phi3ForCausalLM"]
+    m = base.build(Phi3ForCausalLM, cfg, seed=1013)
+    d = os.path.join(args.out, "phi3")
+    base.save(m, d)
+    m = base.reload_f32(Phi3ForCausalLM, d)
+    c = m.config
+    assert c.sliding_window == WINDOW and c.rope_parameters.get("partial_rotary_factor", 1.0) == 1.0
+    prompts = base.make_prompts(2011)
+    lg = base.hf_logits(m, prompts)
+    gemma.write_reference_with_greedy(os.path.join(d, "reference.json"), prompts, lg,
+                                      *gemma.greedy_reference(m, prompts))
+    nc = dict(base.cfg_of(c), ffn=c.intermediate_size)
+    inv = base.default_inv_freq(c.rope_parameters["rope_theta"], nc["head_dim"])
+    sd = unfused(base.state_np(m), nc)
+    base.check("numpy oracle vs HF", base.maxdiff([base.np_forward(sd, nc, p, inv, window=WINDOW) for p in prompts], lg),
+               1e-4)
+    print("  (control: no sliding window would be off by %.3g)"
+          % base.maxdiff([base.np_forward(sd, nc, p, inv) for p in prompts], lg))
+
+    write_phi3_gguf(os.path.join(d, "model.gguf"), m)
+    gw = unfused(read_phi3_gguf(os.path.join(d, "model.gguf"), c.num_hidden_layers), nc)
+    base.check("model.gguf (numpy) vs reference.json",
+               base.maxdiff([base.np_forward(gw, nc, p, inv, window=WINDOW) for p in prompts], lg), 1e-4)
+    with open(os.path.join(d, "config.json")) as f:
+        assert json.load(f)["model_type"] == "phi3"
+    print("done")
+
+
+if __name__ == "__main__":
+    main()
