@@ -1,10 +1,12 @@
 // Phi-3 (Phi3ForCausalLM): the Llama decoder with q, k and v fused in one matrix and gate and up in
-// another, and sliding-window attention on every layer. The tiny model of tests/data/hf-tiny/phi3/
-// (tests/gen/make_hf_tiny_phi3.py: transformers' logits and greedy tokens, and the GGUF as llama.cpp's
-// converter writes it, the fused tensors kept) through the FP32 reference pass and the compiled
-// program; the fused tensors imported as views of their rows; bad shapes and what kiln lacks.
+// another, and sliding-window attention on every layer; Phi-3-mini-128k and Phi-3.5 add LongRoPE.
+// The tiny models of tests/data/hf-tiny/phi3/ and phi3-longrope/ (tests/gen/make_hf_tiny_phi3.py:
+// transformers' logits and greedy tokens, and the GGUFs as llama.cpp's converter writes them, the
+// fused tensors kept) through the FP32 reference pass and the compiled program; the fused tensors
+// imported as views of their rows; bad shapes and what kiln lacks.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -27,7 +29,15 @@ using test::reference_model;
 
 std::string folder() { return test::data_path("hf-tiny/phi3"); }
 std::string gguf() { return test::data_path("hf-tiny/phi3/model.gguf"); }
-json reference() { return json::parse(test::read_file(folder() + "/reference.json")); }
+std::string longrope() { return test::data_path("hf-tiny/phi3-longrope"); }
+std::string longrope_gguf() { return test::data_path("hf-tiny/phi3-longrope/model.gguf"); }
+// Each file with the reference of its folder.
+const std::vector<std::string> kPaths = {folder(), gguf(), longrope(), longrope_gguf()};
+json reference_for(const std::string& path) {
+  const bool lr = path.find("longrope") != std::string::npos;
+  return json::parse(test::read_file((lr ? longrope() : folder()) + "/reference.json"));
+}
+json reference() { return reference_for(folder()); }
 
 TEST(Phi3, ConfigFromFolderAndGguf) {
   for (const std::string& path : {folder(), gguf()}) {
@@ -58,40 +68,40 @@ TEST(Phi3, ConfigFromFolderAndGguf) {
 }
 
 TEST(Phi3, ReferencePassMatchesTransformers) {
-  for (const std::string& path : {folder(), gguf()}) {
+  for (const std::string& path : kPaths) {
     auto m = reference_model(path);
     ASSERT_TRUE(m);
-    const double worst = test::worst_against(reference(), [&](const std::vector<int>& t) { return reference_logits(m, t); });
-    std::printf("phi3 reference pass from %s: max relative logit error %.3g\n", fs::path(path).filename().c_str(), worst);
+    const double worst = test::worst_against(reference_for(path), [&](const std::vector<int>& t) { return reference_logits(m, t); });
+    std::printf("phi3 reference pass from %s: max relative logit error %.3g\n", path.c_str(), worst);
     EXPECT_LT(worst, 1e-4) << path;
   }
 }
 
 TEST(Phi3, CompiledProgramMatchesTransformers) {
-  for (const std::string& path : {folder(), gguf()})
+  for (const std::string& path : kPaths)
     for (bool fuse : {false, true}) {
       auto m = compiled(path, test::tiny_model_options(fuse));
       ASSERT_TRUE(m);
       for (size_t chunk : {size_t{1}, size_t{4}, size_t{64}}) {
         const double worst =
-            test::worst_against(reference(), [&](const std::vector<int>& t) { return program_logits(m, t, chunk); });
+            test::worst_against(reference_for(path), [&](const std::vector<int>& t) { return program_logits(m, t, chunk); });
         std::printf("phi3 compiled f32 from %s, fuse %d, %zu tokens a step: max relative logit error %.3g\n",
-                    fs::path(path).filename().c_str(), fuse, chunk, worst);
+                    path.c_str(), fuse, chunk, worst);
         EXPECT_LT(worst, 1e-4) << path << " fuse " << fuse << " chunk " << chunk;
       }
     }
 }
 
 TEST(Phi3, GreedyTokensEqualTransformersOnEveryPath) {
-  const json ref = reference();
-  const auto prompt = ref["greedy"]["prompt"].get<std::vector<int>>();
-  const auto want = ref["greedy"]["tokens"].get<std::vector<int>>();
-  ASSERT_EQ(want.size(), 20u);
   RefBackend rb;
   CompileOptions only_ref = test::tiny_model_options();
   only_ref.backends = {&rb};
   const Backend* bind[] = {&rb};
-  for (const std::string& path : {folder(), gguf()}) {
+  for (const std::string& path : kPaths) {
+    const json ref = reference_for(path);
+    const auto prompt = ref["greedy"]["prompt"].get<std::vector<int>>();
+    const auto want = ref["greedy"]["tokens"].get<std::vector<int>>();
+    ASSERT_EQ(want.size(), 20u);
     auto s = ReferenceSession::create(reference_model(path), 0);
     ASSERT_TRUE(s);
     EXPECT_EQ(greedy(**s, prompt, want.size()), want) << "reference pass, " << path;
@@ -146,10 +156,36 @@ TEST(Phi3, BadShapesAndWhatKilnLacksAreClearErrors) {
   auto partial = with_rope({{"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.75}});
   ASSERT_FALSE(partial);
   EXPECT_NE(partial.status().message().find("partial_rotary_factor"), std::string::npos) << partial.status().message();
-  auto longrope = with_rope({{"rope_type", "longrope"}, {"rope_theta", 10000.0}});
-  ASSERT_FALSE(longrope);
-  EXPECT_NE(longrope.status().message().find("type 'longrope' is not supported"), std::string::npos)
-      << longrope.status().message();
+  auto short_list = with_rope({{"rope_type", "longrope"}, {"rope_theta", 10000.0}, {"short_factor", {1.0, 2.0}},
+                               {"long_factor", {1, 1, 1, 1, 1, 1, 1, 1}}});
+  ASSERT_FALSE(short_list);
+  EXPECT_NE(short_list.status().message().find("short_factor must be a list of head_dim / 2 = 8 numbers"), std::string::npos)
+      << short_list.status().message();
+  auto yarn = with_rope({{"rope_type", "yarn"}, {"rope_theta", 10000.0}});
+  ASSERT_FALSE(yarn);
+  EXPECT_NE(yarn.status().message().find("type 'yarn' is not supported"), std::string::npos) << yarn.status().message();
+}
+
+// LongRoPE from the folder and the GGUF: the short factors, the attention factor transformers
+// derives (sqrt(1 + ln 4 / ln 64)), the context held to the original 64 positions (the long
+// factors, for more, are not implemented), and a .kiln that keeps them.
+TEST(Phi3, LongRopeConfigAndItsContext) {
+  for (const std::string& path : {longrope(), longrope_gguf()}) {
+    SCOPED_TRACE(path);
+    auto imp = import_model(path);
+    ASSERT_TRUE(imp) << imp.status().message();
+    const RopeScaling& r = imp->model.config.rope_scaling;
+    EXPECT_EQ(r.type, RopeScaling::Type::kLongRope);
+    EXPECT_EQ(r.short_factor.size(), 8u);
+    EXPECT_FLOAT_EQ(r.short_factor[1], 1.3823f);
+    EXPECT_NEAR(r.attention_factor, std::sqrt(1.0 + std::log(4.0) / std::log(64.0)), 1e-6);
+    EXPECT_EQ(r.original_max_position, 64);
+    EXPECT_EQ(imp->model.config.max_seq_len, 64);
+  }
+  auto m = compiled(longrope(), test::tiny_model_options());
+  ASSERT_TRUE(m);
+  EXPECT_FALSE(Session::create(m, 65));
+  EXPECT_TRUE(Session::create(m, 64));
 }
 
 }  // namespace

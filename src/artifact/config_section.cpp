@@ -20,9 +20,10 @@ std::string config_to_json(const ModelConfig& c) {
             {"rope_theta", c.rope_theta},
             {"rope_half_split", c.rope_style == RopeStyle::kHalfSplit},
             {"rope_scaling",
-             {{"type", c.rope_scaling.type == RopeScaling::Type::kNone     ? "none"
-                       : c.rope_scaling.type == RopeScaling::Type::kLinear ? "linear"
-                                                                           : "llama3"},
+             {{"type", c.rope_scaling.type == RopeScaling::Type::kNone       ? "none"
+                       : c.rope_scaling.type == RopeScaling::Type::kLinear   ? "linear"
+                       : c.rope_scaling.type == RopeScaling::Type::kLongRope ? "longrope"
+                                                                             : "llama3"},
               {"factor", c.rope_scaling.factor},
               {"low_freq_factor", c.rope_scaling.low_freq_factor},
               {"high_freq_factor", c.rope_scaling.high_freq_factor},
@@ -36,6 +37,11 @@ std::string config_to_json(const ModelConfig& c) {
             {"eos_id", c.eos_id},
             {"stop_ids", c.stop_ids}};
   // Gemma's keys, only where set: the files of the other architectures stay as they were.
+  if (c.rope_scaling.type == RopeScaling::Type::kLongRope) {
+    j["rope_scaling"]["short_factor"] = c.rope_scaling.short_factor;
+    j["rope_scaling"]["long_factor"] = c.rope_scaling.long_factor;
+    j["rope_scaling"]["attention_factor"] = c.rope_scaling.attention_factor;
+  }
   if (!c.sliding_layers.empty()) j["sliding_layers"] = c.sliding_layers;
   if (c.rope_theta_local > 0.0f) j["rope_theta_local"] = c.rope_theta_local;
   if (c.query_pre_attn_scalar > 0.0f) j["query_pre_attn_scalar"] = c.query_pre_attn_scalar;
@@ -74,6 +80,7 @@ Result<ModelConfig> config_from_json(std::string_view text, const std::string& w
     if (type == "none") c.rope_scaling.type = RopeScaling::Type::kNone;
     else if (type == "linear") c.rope_scaling.type = RopeScaling::Type::kLinear;
     else if (type == "llama3") c.rope_scaling.type = RopeScaling::Type::kLlama3;
+    else if (type == "longrope") c.rope_scaling.type = RopeScaling::Type::kLongRope;
     else return corrupt(where + ": unknown rope scaling '" + type + "'");
     KILN_ASSIGN_OR_RETURN(double f, json_number(*rs, "factor", 1, where));
     KILN_ASSIGN_OR_RETURN(double lo, json_number(*rs, "low_freq_factor", 1, where));
@@ -82,6 +89,19 @@ Result<ModelConfig> config_from_json(std::string_view text, const std::string& w
     c.rope_scaling.factor = static_cast<float>(f);
     c.rope_scaling.low_freq_factor = static_cast<float>(lo);
     c.rope_scaling.high_freq_factor = static_cast<float>(hi);
+    if (c.rope_scaling.type == RopeScaling::Type::kLongRope) {
+      for (auto [key, out] : {std::pair{"short_factor", &c.rope_scaling.short_factor},
+                              std::pair{"long_factor", &c.rope_scaling.long_factor}}) {
+        auto f = rs->find(key);
+        if (f == rs->end() || !f->is_array() || f->size() > 4096) return corrupt(where + ": longrope '" + key + "' must be an array");
+        for (const Json& v : *f) {
+          if (!v.is_number()) return corrupt(where + ": longrope '" + key + "' must hold numbers");
+          out->push_back(v.get<float>());
+        }
+      }
+      KILN_ASSIGN_OR_RETURN(double af, json_number(*rs, "attention_factor", 1, where));
+      c.rope_scaling.attention_factor = static_cast<float>(af);
+    }
   }
   KILN_ASSIGN_OR_RETURN(c.tie_embeddings, json_bool(j, "tie_embeddings", false, where));
   KILN_ASSIGN_OR_RETURN(c.qkv_bias, json_bool(j, "qkv_bias", false, where));

@@ -1,8 +1,10 @@
 #include "formats/gguf.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "core/byte_reader.h"
 #include "core/utf8.h"
@@ -364,6 +366,27 @@ Result<ImportedModel> gguf_to_model(const GgufFile& g) {
   if (const GgufValue* eot = g.find("tokenizer.ggml.eot_token_id"); eot && eot->as_int() && *eot->as_int() != eos) {
     KILN_ASSIGN_OR_RETURN(int e, m.dim("tokenizer.ggml.eot_token_id", -1));
     c.stop_ids.push_back(e);
+  }
+  if (c.arch == Arch::kPhi3 && out.tensors.count("rope_factors_short.weight")) {
+    // LongRoPE as llama.cpp's converter stores it: the factors as tensors, the attention factor and
+    // the original context as keys (model_config.h: kiln runs the short factors, up to that context).
+    RopeScaling& r = c.rope_scaling;
+    r.type = RopeScaling::Type::kLongRope;
+    for (auto [name, list] : {std::pair{"rope_factors_short.weight", &r.short_factor},
+                              std::pair{"rope_factors_long.weight", &r.long_factor}}) {
+      auto it = out.tensors.find(name);
+      if (it == out.tensors.end() || it->second.dtype != DType::kF32 ||
+          it->second.shape != std::vector<int64_t>{c.head_dim / 2})
+        return corrupt(path + ": " + name + " must be F32 [" + std::to_string(c.head_dim / 2) + "]");
+      list->resize(static_cast<size_t>(c.head_dim / 2));
+      std::memcpy(list->data(), it->second.bytes.data(), list->size() * sizeof(float));
+    }
+    KILN_ASSIGN_OR_RETURN(r.original_max_position, m.dim(a + "rope.scaling.original_context_length", c.max_seq_len));
+    if (r.original_max_position <= 0) return corrupt(path + ": " + a + "rope.scaling.original_context_length must be positive");
+    r.factor = static_cast<float>(c.max_seq_len) / static_cast<float>(r.original_max_position);
+    const float fallback = r.factor <= 1.0f ? 1.0f : std::sqrt(1.0f + std::log(r.factor) / std::log(static_cast<float>(r.original_max_position)));
+    KILN_ASSIGN_OR_RETURN(r.attention_factor, m.number(a + "rope.scaling.attn_factor", fallback));
+    c.max_seq_len = std::min(c.max_seq_len, r.original_max_position);
   }
   KILN_RETURN_IF_ERROR(validate_config(c, path));
   out.config = c;

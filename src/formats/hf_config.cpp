@@ -1,6 +1,7 @@
 #include "formats/hf_config.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "formats/json_util.h"
 
@@ -24,6 +25,39 @@ Status add_ids(const Json& obj, const std::string& key, std::vector<int>& out, c
     return Status::ok();
   }
   return add(*it);
+}
+
+// A list of head_dim / 2 numbers.
+Result<std::vector<float>> factor_list(const Json& rs, const char* key, const ModelConfig& c, const std::string& w) {
+  auto it = rs.find(key);
+  if (it == rs.end() || !it->is_array() || it->size() != static_cast<size_t>(c.head_dim / 2))
+    return corrupt(w + ": " + key + " must be a list of head_dim / 2 = " + std::to_string(c.head_dim / 2) + " numbers");
+  std::vector<float> out;
+  for (const Json& v : *it) {
+    if (!v.is_number()) return corrupt(w + ": " + key + " must hold numbers");
+    out.push_back(v.get<float>());
+  }
+  return out;
+}
+
+// LongRoPE (Phi-3-mini-128k, Phi-3.5): the factors, the attention factor (given, or transformers'
+// sqrt(1 + ln(factor) / ln(original)) with factor = max_position_embeddings / original), and the
+// context kiln gives such a model: the original, where the short factors hold.
+Status parse_longrope(const Json& rs, ModelConfig& c, const std::string& w) {
+  RopeScaling& r = c.rope_scaling;
+  r.type = RopeScaling::Type::kLongRope;
+  KILN_ASSIGN_OR_RETURN(r.short_factor, factor_list(rs, "short_factor", c, w));
+  KILN_ASSIGN_OR_RETURN(r.long_factor, factor_list(rs, "long_factor", c, w));
+  // The original context is in the rope object (5.x) or beside it (4.x: read by parse_rope).
+  KILN_ASSIGN_OR_RETURN(r.original_max_position, json_dim(rs, "original_max_position_embeddings", r.original_max_position, w));
+  if (r.original_max_position <= 0) return corrupt(w + ": original_max_position_embeddings must be positive");
+  KILN_ASSIGN_OR_RETURN(double factor, json_number(rs, "factor", static_cast<double>(c.max_seq_len) / r.original_max_position, w));
+  r.factor = static_cast<float>(factor);
+  const double fallback = factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(static_cast<double>(r.original_max_position)));
+  KILN_ASSIGN_OR_RETURN(double af, json_number(rs, "attention_factor", fallback, w));
+  r.attention_factor = static_cast<float>(af);
+  c.max_seq_len = std::min(c.max_seq_len, r.original_max_position);
+  return Status::ok();
 }
 
 // One rope_scaling (4.x) or rope_parameters (5.x) object: its type, factor, base if it has one.
@@ -50,8 +84,10 @@ Status parse_rope_object(const Json& rs, ModelConfig& c, const std::string& w) {
     c.rope_scaling.low_freq_factor = static_cast<float>(lo);
     c.rope_scaling.high_freq_factor = static_cast<float>(hi);
     c.rope_scaling.original_max_position = orig;
+  } else if (type == "longrope") {
+    KILN_RETURN_IF_ERROR(parse_longrope(rs, c, w));
   } else {
-    return unsupported(w + ": type '" + type + "' is not supported (default, linear, llama3 are)");
+    return unsupported(w + ": type '" + type + "' is not supported (default, linear, llama3, longrope are)");
   }
   return Status::ok();
 }
@@ -67,6 +103,8 @@ Status parse_rope(const Json& j, ModelConfig& c, const std::string& where) {
     KILN_ASSIGN_OR_RETURN(double local, json_number(j, "rope_local_base_freq", 10000.0, where));
     c.rope_theta_local = static_cast<float>(local);
   }
+  KILN_ASSIGN_OR_RETURN(c.rope_scaling.original_max_position,
+                        json_dim(j, "original_max_position_embeddings", c.rope_scaling.original_max_position, where));
   const char* key = j.contains("rope_parameters") ? "rope_parameters" : "rope_scaling";
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return Status::ok();

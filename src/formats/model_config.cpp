@@ -50,6 +50,17 @@ Status validate_config(const ModelConfig& c, std::string_view file) {
       (!(c.rope_scaling.high_freq_factor > c.rope_scaling.low_freq_factor) ||
        c.rope_scaling.original_max_position <= 0))
     return bad("llama3 rope_scaling needs high_freq_factor > low_freq_factor and a positive original_max_position_embeddings");
+  if (c.rope_scaling.type == RopeScaling::Type::kLongRope) {
+    const RopeScaling& r = c.rope_scaling;
+    const size_t half = static_cast<size_t>(c.head_dim / 2);
+    if (r.short_factor.size() != half || r.long_factor.size() != half)
+      return bad("longrope needs head_dim / 2 = " + std::to_string(half) + " short and long factors, not " +
+                 std::to_string(r.short_factor.size()) + " and " + std::to_string(r.long_factor.size()));
+    for (const auto* list : {&r.short_factor, &r.long_factor})
+      for (float f : *list)
+        if (!(f > 0.0f) || !(f < 1e30f)) return bad("longrope factors must be positive and finite");
+    if (!(r.attention_factor > 0.0f) || !(r.attention_factor < 1e3f)) return bad("longrope attention_factor must be positive");
+  }
   if (c.sliding_window < 0) return bad("sliding_window is negative");
   if (c.rope_theta_local < 0.0f || !(c.rope_theta_local == c.rope_theta_local)) return bad("the local RoPE base is negative");
   if (c.query_pre_attn_scalar < 0.0f || !(c.query_pre_attn_scalar == c.query_pre_attn_scalar))

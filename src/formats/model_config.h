@@ -21,12 +21,17 @@ enum class RopeStyle {
 };
 
 struct RopeScaling {
-  enum class Type { kNone, kLinear, kLlama3 };
+  // kLongRope (Phi-3-mini-128k, Phi-3.5): each pair's frequency divided by its short factor, the
+  // scores scaled by attention_factor squared (transformers scales cos and sin by it); kiln runs
+  // the short factors only, so such a model's context is original_max_position.
+  enum class Type { kNone, kLinear, kLlama3, kLongRope };
   Type type = Type::kNone;
   float factor = 1.0f;
   float low_freq_factor = 1.0f;
   float high_freq_factor = 4.0f;
   int original_max_position = 8192;
+  std::vector<float> short_factor, long_factor;  // kLongRope: head_dim / 2 each
+  float attention_factor = 1.0f;                 // kLongRope
 };
 
 struct ModelConfig {

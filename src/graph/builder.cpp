@@ -30,8 +30,17 @@ std::vector<float> rope_inv_freq(const ModelConfig& c, std::span<const float> ro
       }
     }
   }
+  if (s.type == RopeScaling::Type::kLongRope)  // the short factors (model_config.h)
+    for (size_t i = 0; i < f.size() && i < s.short_factor.size(); ++i) f[i] /= s.short_factor[i];
   for (size_t i = 0; i < f.size() && i < rope_freqs.size(); ++i) f[i] /= rope_freqs[i];
   return f;
+}
+
+float attention_scale(const ModelConfig& c) {
+  const float base = c.query_pre_attn_scalar > 0.0f ? 1.0f / std::sqrt(c.query_pre_attn_scalar)
+                                                    : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const float af = c.rope_scaling.type == RopeScaling::Type::kLongRope ? c.rope_scaling.attention_factor : 1.0f;
+  return base * af * af;
 }
 
 std::vector<float> rope_inv_freq_local(const ModelConfig& c) {
@@ -127,7 +136,7 @@ Result<Graph> build_decoder_graph(const ModelConfig& c) {
     at.n_heads = c.n_heads;
     at.n_kv_heads = c.n_kv_heads;
     at.head_dim = c.head_dim;
-    if (c.query_pre_attn_scalar > 0.0f) at.scale = 1.0f / std::sqrt(c.query_pre_attn_scalar);
+    if (c.query_pre_attn_scalar > 0.0f || c.rope_scaling.type == RopeScaling::Type::kLongRope) at.scale = attention_scale(c);
     // Gemma normalises each block's output before the residual add.
     auto post_norm = [&](int in, const std::string& name, const std::string& weight) {
       if (!c.gemma_block()) return in;

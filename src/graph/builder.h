@@ -20,5 +20,8 @@ std::vector<float> rope_inv_freq(const ModelConfig& c, std::span<const float> ro
 // The sliding-window layers' own frequencies (base rope_theta_local, no scaling); empty when the
 // model has none (every layer uses rope_inv_freq).
 std::vector<float> rope_inv_freq_local(const ModelConfig& c);
+// The attention scores' scale: query_pre_attn_scalar^-1/2 (Gemma) or head_dim^-1/2, times
+// LongRoPE's attention factor squared (q and k are each scaled by it).
+float attention_scale(const ModelConfig& c);
 
 }  // namespace kiln

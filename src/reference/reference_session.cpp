@@ -5,6 +5,7 @@
 
 #include "backends/api/activation_math.h"
 #include "backends/ref/kernels.h"
+#include "graph/builder.h"
 
 namespace kiln {
 
@@ -44,8 +45,7 @@ Result<std::span<const float>> ReferenceSession::forward(int token) {
   const int pos = pos_;
   const int d = c.dim, kv_dim = c.kv_dim(), hd = c.head_dim;
   const int group = c.n_heads / c.n_kv_heads;
-  const float scale = c.query_pre_attn_scalar > 0.0f ? 1.0f / std::sqrt(c.query_pre_attn_scalar)
-                                                     : 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale = attention_scale(c);
   const bool half_split = c.rope_style == RopeStyle::kHalfSplit;
   const bool gemma = c.gemma_block();
 

@@ -15,11 +15,18 @@ Writes tests/data/hf-tiny/phi3/:
                      blk.N.attn_qkv.weight and blk.N.ffn_up.weight (gate rows first), gguf-py TensorNameMap
                      names, phi3.attention.sliding_window, phi3.rope.dimension_count = head_dim
 
+And tests/data/hf-tiny/phi3-longrope/, the same shapes with LongRoPE (Phi-3-mini-128k, Phi-3.5-mini):
+rope_parameters {rope_type longrope, short_factor, long_factor}, original_max_position_embeddings 64 of 256
+(factor 4, attention factor sqrt(1 + ln 4 / ln 64)); the prompts stay within 64 positions, where transformers
+uses the short factors. Its model.gguf carries rope_factors_short/rope_factors_long tensors and the
+rope.scaling.attn_factor and original_context_length keys, as convert_hf_to_gguf.py writes them.
+
 Every output is verified against an independent numpy (float64) forward pass; the GGUF is read back with
 gguf-py. Usage: python3 tests/gen/make_hf_tiny_phi3.py [--out tests/data/hf-tiny]
 """
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -52,7 +59,20 @@ def unfused(sd, cfg):
     return w
 
 
-def write_phi3_gguf(path, model):
+def np_forward_scaled(w, cfg, ids, inv, window, attention_factor):
+    """base.np_forward with LongRoPE's attention factor: cos and sin scaled by it, so q.k by its square."""
+    saved = base.rope
+
+    def scaled_rope(x, pos, inv_freq, style):
+        return saved(x, pos, inv_freq, style) * attention_factor
+    base.rope = scaled_rope
+    try:
+        return base.np_forward(w, cfg, ids, inv, window=window)
+    finally:
+        base.rope = saved
+
+
+def write_phi3_gguf(path, model, longrope=None):
     import gguf
     c = model.config
     sd = {k: v.detach().to(torch.float32).numpy() for k, v in model.state_dict().items()}
@@ -68,7 +88,13 @@ def write_phi3_gguf(path, model):
     w.add_layer_norm_rms_eps(float(c.rms_norm_eps))
     w.add_rope_dimension_count(c.hidden_size // c.num_attention_heads)
     w.add_rope_freq_base(float(c.rope_parameters["rope_theta"]))
-    w.add_sliding_window(c.sliding_window)
+    if c.sliding_window is not None:
+        w.add_sliding_window(c.sliding_window)
+    if longrope is not None:
+        w.add_rope_scaling_attn_factors(longrope["attention_factor"])
+        w.add_rope_scaling_orig_ctx_len(longrope["original"])
+        w.add_tensor("rope_factors_long.weight", np.array(longrope["long"], dtype=np.float32))
+        w.add_tensor("rope_factors_short.weight", np.array(longrope["short"], dtype=np.float32))
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
     w.add_tokenizer_model("llama")
     w.add_token_list(["t%d" % i for i in range(c.vocab_size)])
@@ -98,6 +124,8 @@ def read_phi3_gguf(path, n_blocks):
         hf_of[tmap.get_name(name) + ".weight"] = name + ".weight"
     w = {}
     for t in r.tensors:
+        if t.name.startswith("rope_factors_"):
+            continue
         w[hf_of[t.name]] = np.array(t.data, dtype=np.float64).reshape([int(d) for d in reversed(t.shape)])
     assert len(w) == len(hf_of), sorted(set(hf_of.values()) - set(w))
     print("  gguf tensors:", " ".join(t.name for t in r.tensors if t.name.startswith("blk.0.")))
@@ -139,7 +167,50 @@ def main():
                base.maxdiff([base.np_forward(gw, nc, p, inv, window=WINDOW) for p in prompts], lg), 1e-4)
     with open(os.path.join(d, "config.json")) as f:
         assert json.load(f)["model_type"] == "phi3"
+    make_longrope(args.out)
     print("done")
+
+
+def make_longrope(out):
+    print("phi3-longrope")
+    rng = np.random.default_rng(3013)
+    half = 8  # head_dim 16
+    short = [float(v) for v in np.round(1.0 + rng.random(half), 4)]
+    long_ = [float(v) for v in np.round(1.0 + 7.0 * rng.random(half), 4)]
+    orig = 64
+    cfg = Phi3Config(vocab_size=base.VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                     original_max_position_embeddings=orig, rms_norm_eps=1e-5, sliding_window=None,
+                     rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0, "short_factor": short,
+                                      "long_factor": long_, "original_max_position_embeddings": orig},
+                     tie_word_embeddings=False, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    cfg.architectures = ["Phi3ForCausalLM"]
+    m = base.build(Phi3ForCausalLM, cfg, seed=1013)
+    d = os.path.join(out, "phi3-longrope")
+    base.save(m, d)
+    m = base.reload_f32(Phi3ForCausalLM, d)
+    c = m.config
+    assert c.rope_parameters["rope_type"] == "longrope", c.rope_parameters
+    prompts = base.make_prompts(2011)
+    assert max(len(p) for p in prompts) <= orig
+    lg = base.hf_logits(m, prompts)
+    gemma.write_reference_with_greedy(os.path.join(d, "reference.json"), prompts, lg,
+                                      *gemma.greedy_reference(m, prompts))
+    nc = dict(base.cfg_of(c), ffn=c.intermediate_size)
+    af = math.sqrt(1 + math.log(256 / orig) / math.log(orig))
+    inv = base.default_inv_freq(10000.0, nc["head_dim"]) / np.array(short)
+    sd = unfused(base.state_np(m), nc)
+    base.check("numpy oracle (short factors, attention factor %.6f) vs HF" % af,
+               base.maxdiff([np_forward_scaled(sd, nc, p, inv, None, af) for p in prompts], lg), 1e-4)
+    print("  (control: without the attention factor off by %.3g, with the long factors by %.3g)" % (
+        base.maxdiff([np_forward_scaled(sd, nc, p, inv, None, 1.0) for p in prompts], lg),
+        base.maxdiff([np_forward_scaled(sd, nc, p, base.default_inv_freq(10000.0, nc["head_dim"]) / np.array(long_),
+                                        None, af) for p in prompts], lg)))
+    write_phi3_gguf(os.path.join(d, "model.gguf"), m,
+                    longrope={"attention_factor": af, "original": orig, "short": short, "long": long_})
+    gw = unfused(read_phi3_gguf(os.path.join(d, "model.gguf"), c.num_hidden_layers), nc)
+    base.check("model.gguf (numpy) vs reference.json",
+               base.maxdiff([np_forward_scaled(gw, nc, p, inv, None, af) for p in prompts], lg), 1e-4)
 
 
 if __name__ == "__main__":
