@@ -530,7 +530,7 @@ TEST(CpuOps, NormRopeSwigluAdd) {
         }
         auto a = random_vector(rng, static_cast<size_t>(heads * hd), 1.0f), b = a;
         ref::rope(a.data(), heads, hd, pos, inv.data(), half);
-        t->rope(b.data(), heads, hd, cs.data(), cs.data() + hd / 2, half);
+        t->rope(b.data(), heads, hd, 0, cs.data(), cs.data() + hd / 2, half);
         // The same expressions; the ISA files may contract them into FMAs.
         for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-6 * (std::fabs(a[i]) + 1)) << t->name << " head_dim " << hd;
       }

@@ -31,11 +31,13 @@ std::string folder() { return test::data_path("hf-tiny/phi3"); }
 std::string gguf() { return test::data_path("hf-tiny/phi3/model.gguf"); }
 std::string longrope() { return test::data_path("hf-tiny/phi3-longrope"); }
 std::string longrope_gguf() { return test::data_path("hf-tiny/phi3-longrope/model.gguf"); }
+std::string partial() { return test::data_path("hf-tiny/phi3-partial"); }
+std::string partial_gguf() { return test::data_path("hf-tiny/phi3-partial/model.gguf"); }
 // Each file with the reference of its folder.
-const std::vector<std::string> kPaths = {folder(), gguf(), longrope(), longrope_gguf()};
+const std::vector<std::string> kPaths = {folder(), gguf(), longrope(), longrope_gguf(), partial(), partial_gguf()};
 json reference_for(const std::string& path) {
-  const bool lr = path.find("longrope") != std::string::npos;
-  return json::parse(test::read_file((lr ? longrope() : folder()) + "/reference.json"));
+  const std::string dir = path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0 ? fs::path(path).parent_path().string() : path;
+  return json::parse(test::read_file(dir + "/reference.json"));
 }
 json reference() { return reference_for(folder()); }
 
@@ -153,17 +155,37 @@ TEST(Phi3, BadShapesAndWhatKilnLacksAreClearErrors) {
     j["rope_parameters"] = rope;
     return parse_hf_config(j.dump(), "", "config.json");
   };
-  auto partial = with_rope({{"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.75}});
-  ASSERT_FALSE(partial);
-  EXPECT_NE(partial.status().message().find("partial_rotary_factor"), std::string::npos) << partial.status().message();
+  auto above = with_rope({{"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 1.5}});
+  ASSERT_FALSE(above);
+  EXPECT_NE(above.status().message().find("partial_rotary_factor must be in (0, 1]"), std::string::npos) << above.status().message();
+  auto three = with_rope({{"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.1875}});
+  ASSERT_FALSE(three);
+  EXPECT_NE(three.status().message().find("turns 3 elements of a head of 16"), std::string::npos) << three.status().message();
   auto short_list = with_rope({{"rope_type", "longrope"}, {"rope_theta", 10000.0}, {"short_factor", {1.0, 2.0}},
                                {"long_factor", {1, 1, 1, 1, 1, 1, 1, 1}}});
   ASSERT_FALSE(short_list);
-  EXPECT_NE(short_list.status().message().find("short_factor must be a list of head_dim / 2 = 8 numbers"), std::string::npos)
+  EXPECT_NE(short_list.status().message().find("short_factor must be a list of 8 numbers (one per rotated pair of a head)"), std::string::npos)
       << short_list.status().message();
   auto yarn = with_rope({{"rope_type", "yarn"}, {"rope_theta", 10000.0}});
   ASSERT_FALSE(yarn);
   EXPECT_NE(yarn.status().message().find("type 'yarn' is not supported"), std::string::npos) << yarn.status().message();
+}
+
+// RoPE over half of each head (Phi-4-mini turns 3/4), from the folder and the GGUF, kept in a .kiln.
+TEST(Phi3, PartialRotaryConfig) {
+  for (const std::string& path : {partial(), partial_gguf()}) {
+    SCOPED_TRACE(path);
+    auto imp = import_model(path);
+    ASSERT_TRUE(imp) << imp.status().message();
+    EXPECT_EQ(imp->model.config.rotary_dim, 8);
+    EXPECT_EQ(imp->model.config.head_dim, 16);
+    EXPECT_TRUE(imp->model.config.tie_embeddings);
+  }
+  auto imp = import_model(partial());
+  ASSERT_TRUE(imp);
+  auto img = compile_model(*imp, test::tiny_model_options(), nullptr);
+  ASSERT_TRUE(img) << img.status().message();
+  EXPECT_EQ(img->program.rope_inv_freq.size(), 4u);
 }
 
 // LongRoPE from the folder and the GGUF: the short factors, the attention factor transformers

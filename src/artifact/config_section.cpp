@@ -42,6 +42,7 @@ std::string config_to_json(const ModelConfig& c) {
     j["rope_scaling"]["long_factor"] = c.rope_scaling.long_factor;
     j["rope_scaling"]["attention_factor"] = c.rope_scaling.attention_factor;
   }
+  if (c.rotary_dim > 0) j["rotary_dim"] = c.rotary_dim;
   if (!c.sliding_layers.empty()) j["sliding_layers"] = c.sliding_layers;
   if (c.rope_theta_local > 0.0f) j["rope_theta_local"] = c.rope_theta_local;
   if (c.query_pre_attn_scalar > 0.0f) j["query_pre_attn_scalar"] = c.query_pre_attn_scalar;
@@ -110,6 +111,7 @@ Result<ModelConfig> config_from_json(std::string_view text, const std::string& w
   std::vector<int64_t> rope_layers;  // absent in files written before SmolLM3: RoPE everywhere
   if (j.contains("rope_layers")) KILN_RETURN_IF_ERROR(json_int_array(j, "rope_layers", 0, 1, rope_layers, where));
   c.rope_layers.assign(rope_layers.begin(), rope_layers.end());
+  KILN_ASSIGN_OR_RETURN(c.rotary_dim, json_dim(j, "rotary_dim", 0, where));
   std::vector<int64_t> sliding_layers;
   if (j.contains("sliding_layers")) KILN_RETURN_IF_ERROR(json_int_array(j, "sliding_layers", 0, 1, sliding_layers, where));
   c.sliding_layers.assign(sliding_layers.begin(), sliding_layers.end());

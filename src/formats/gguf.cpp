@@ -310,11 +310,12 @@ Result<ImportedModel> gguf_to_model(const GgufFile& g) {
   if (value_length != c.head_dim)
     return unsupported(path + ": " + a + "attention.value_length " + std::to_string(value_length) +
                        " differs from key_length " + std::to_string(c.head_dim) + ", which kiln does not support");
-  // RoPE over part of each head (Phi-4-mini's partial_rotary_factor) is not implemented.
+  // RoPE over part of each head (Phi-4-mini's partial_rotary_factor: 96 of 128).
   KILN_ASSIGN_OR_RETURN(int rope_dims, m.dim(a + "rope.dimension_count", c.head_dim));
-  if (rope_dims != c.head_dim)
-    return unsupported(path + ": " + a + "rope.dimension_count " + std::to_string(rope_dims) + " is less than the head size " +
-                       std::to_string(c.head_dim) + " (RoPE over part of each head), which kiln does not support");
+  if (rope_dims < 2 || rope_dims > c.head_dim || rope_dims % 2 != 0)
+    return corrupt(path + ": " + a + "rope.dimension_count " + std::to_string(rope_dims) +
+                   " must be even, at least 2 and at most the head size " + std::to_string(c.head_dim));
+  if (rope_dims < c.head_dim) c.rotary_dim = rope_dims;
   KILN_ASSIGN_OR_RETURN(c.max_seq_len, m.dim(a + "context_length", 2048));
   KILN_ASSIGN_OR_RETURN(c.rms_eps, m.number(a + "attention.layer_norm_rms_epsilon", 1e-5f));
   KILN_ASSIGN_OR_RETURN(c.rope_theta, m.number(a + "rope.freq_base", 10000.0f));
@@ -376,9 +377,9 @@ Result<ImportedModel> gguf_to_model(const GgufFile& g) {
                               std::pair{"rope_factors_long.weight", &r.long_factor}}) {
       auto it = out.tensors.find(name);
       if (it == out.tensors.end() || it->second.dtype != DType::kF32 ||
-          it->second.shape != std::vector<int64_t>{c.head_dim / 2})
-        return corrupt(path + ": " + name + " must be F32 [" + std::to_string(c.head_dim / 2) + "]");
-      list->resize(static_cast<size_t>(c.head_dim / 2));
+          it->second.shape != std::vector<int64_t>{c.rope_dim() / 2})
+        return corrupt(path + ": " + name + " must be F32 [" + std::to_string(c.rope_dim() / 2) + "]");
+      list->resize(static_cast<size_t>(c.rope_dim() / 2));
       std::memcpy(list->data(), it->second.bytes.data(), list->size() * sizeof(float));
     }
     KILN_ASSIGN_OR_RETURN(r.original_max_position, m.dim(a + "rope.scaling.original_context_length", c.max_seq_len));
@@ -392,8 +393,8 @@ Result<ImportedModel> gguf_to_model(const GgufFile& g) {
   out.config = c;
   // llama.cpp stores the llama3 rope frequency factors as a tensor; the runtime applies it.
   if (auto rf = out.tensors.find("rope_freqs.weight"); rf != out.tensors.end()) {
-    if (rf->second.shape != std::vector<int64_t>{c.head_dim / 2} || rf->second.dtype != DType::kF32)
-      return corrupt(path + ": rope_freqs.weight must be F32 [" + std::to_string(c.head_dim / 2) + "]");
+    if (rf->second.shape != std::vector<int64_t>{c.rope_dim() / 2} || rf->second.dtype != DType::kF32)
+      return corrupt(path + ": rope_freqs.weight must be F32 [" + std::to_string(c.rope_dim() / 2) + "]");
   }
   out.files.push_back(g.file);
   if (c.arch == Arch::kPhi3) {

@@ -27,11 +27,12 @@ Status add_ids(const Json& obj, const std::string& key, std::vector<int>& out, c
   return add(*it);
 }
 
-// A list of head_dim / 2 numbers.
+// A list of one number per pair RoPE turns.
 Result<std::vector<float>> factor_list(const Json& rs, const char* key, const ModelConfig& c, const std::string& w) {
   auto it = rs.find(key);
-  if (it == rs.end() || !it->is_array() || it->size() != static_cast<size_t>(c.head_dim / 2))
-    return corrupt(w + ": " + key + " must be a list of head_dim / 2 = " + std::to_string(c.head_dim / 2) + " numbers");
+  if (it == rs.end() || !it->is_array() || it->size() != static_cast<size_t>(c.rope_dim() / 2))
+    return corrupt(w + ": " + key + " must be a list of " + std::to_string(c.rope_dim() / 2) +
+                   " numbers (one per rotated pair of a head)");
   std::vector<float> out;
   for (const Json& v : *it) {
     if (!v.is_number()) return corrupt(w + ": " + key + " must hold numbers");
@@ -233,6 +234,19 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_vi
   KILN_ASSIGN_OR_RETURN(c.max_seq_len, json_dim(j, "max_position_embeddings", gemma ? 131072 : 2048, file));
   KILN_ASSIGN_OR_RETURN(double eps, json_number(j, "rms_norm_eps", 1e-6, file));
   c.rms_eps = static_cast<float>(eps);
+  // RoPE over part of each head (Phi-4-mini: 0.75), at the top level (4.x) or in rope_parameters:
+  // transformers turns int(head_dim * factor) elements.
+  for (const Json* o : {&j, j.contains("rope_parameters") && j["rope_parameters"].is_object() ? &j["rope_parameters"] : &j}) {
+    KILN_ASSIGN_OR_RETURN(double partial, json_number(*o, "partial_rotary_factor", 1.0, file));
+    if (!(partial > 0.0 && partial <= 1.0)) return corrupt(file + ": partial_rotary_factor must be in (0, 1]");
+    const int rot = static_cast<int>(c.head_dim * partial);
+    if (partial < 1.0) {
+      if (rot < 2 || rot % 2 != 0)
+        return unsupported(file + ": partial_rotary_factor " + std::to_string(partial) + " turns " + std::to_string(rot) +
+                           " elements of a head of " + std::to_string(c.head_dim) + ", not an even number of at least 2");
+      c.rotary_dim = rot;
+    }
+  }
   KILN_RETURN_IF_ERROR(parse_rope(j, c, file));
   KILN_ASSIGN_OR_RETURN(c.tie_embeddings, json_bool(j, "tie_word_embeddings", gemma, file));
   if (c.arch == Arch::kQwen2) {
@@ -251,13 +265,7 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_vi
   if (c.arch == Arch::kMistral || c.arch == Arch::kPhi3) {  // every layer (Phi-3-mini-4k: 2047)
     KILN_ASSIGN_OR_RETURN(c.sliding_window, json_dim(j, "sliding_window", 0, file));
   }
-  // RoPE over part of each head (Phi-4-mini: 0.75), at the top level (4.x) or in rope_parameters.
-  for (const Json* o : {&j, j.contains("rope_parameters") && j["rope_parameters"].is_object() ? &j["rope_parameters"] : &j}) {
-    KILN_ASSIGN_OR_RETURN(double partial, json_number(*o, "partial_rotary_factor", 1.0, file));
-    if (partial != 1.0)
-      return unsupported(file + ": partial_rotary_factor " + std::to_string(partial) +
-                         " (RoPE over part of each head) is not supported");
-  }
+
   // Hugging Face checkpoints store q/k rows for rotate_half.
   c.rope_style = RopeStyle::kHalfSplit;
 

@@ -42,6 +42,8 @@ Status validate_config(const ModelConfig& c, std::string_view file) {
     return bad("n_heads " + std::to_string(c.n_heads) + " is not a multiple of n_kv_heads " +
                std::to_string(c.n_kv_heads));
   if (c.head_dim % 2 != 0) return bad("head_dim " + std::to_string(c.head_dim) + " is odd; RoPE needs pairs");
+  if (c.rotary_dim < 0 || c.rotary_dim > c.head_dim || c.rotary_dim % 2 != 0)
+    return bad("rotary_dim " + std::to_string(c.rotary_dim) + " must be even and at most head_dim " + std::to_string(c.head_dim));
   if (!(c.rms_eps > 0.0f) || c.rms_eps > 1.0f) return bad("rms_norm_eps must be in (0, 1]");
   if (!(c.rope_theta > 0.0f)) return bad("rope_theta must be positive");
   if (c.rope_scaling.type != RopeScaling::Type::kNone && !(c.rope_scaling.factor > 0.0f))
@@ -52,9 +54,9 @@ Status validate_config(const ModelConfig& c, std::string_view file) {
     return bad("llama3 rope_scaling needs high_freq_factor > low_freq_factor and a positive original_max_position_embeddings");
   if (c.rope_scaling.type == RopeScaling::Type::kLongRope) {
     const RopeScaling& r = c.rope_scaling;
-    const size_t half = static_cast<size_t>(c.head_dim / 2);
+    const size_t half = static_cast<size_t>(c.rope_dim() / 2);
     if (r.short_factor.size() != half || r.long_factor.size() != half)
-      return bad("longrope needs head_dim / 2 = " + std::to_string(half) + " short and long factors, not " +
+      return bad("longrope needs one factor per rotated pair, "  + std::to_string(half) + " short and long factors, not " +
                  std::to_string(r.short_factor.size()) + " and " + std::to_string(r.long_factor.size()));
     for (const auto* list : {&r.short_factor, &r.long_factor})
       for (float f : *list)

@@ -48,6 +48,9 @@ struct ModelConfig {
   float rope_theta = 10000.0f;
   RopeScaling rope_scaling;
   RopeStyle rope_style = RopeStyle::kAdjacentPairs;
+  // RoPE turns the first rotary_dim elements of each head, the rest pass (Phi-4-mini's
+  // partial_rotary_factor 0.75); 0: the whole head.
+  int rotary_dim = 0;
   bool tie_embeddings = false;
   bool qkv_bias = false;
   // Qwen3: each head of q and k is RMS-normalised (a weight of head_dim) before RoPE.
@@ -69,6 +72,7 @@ struct ModelConfig {
   std::vector<int> stop_ids;  // generation ends when one of these is sampled
 
   int q_dim() const { return n_heads * head_dim; }
+  int rope_dim() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
   bool layer_has_rope(int l) const { return rope_layers.empty() || rope_layers[static_cast<size_t>(l)] != 0; }
   bool layer_is_sliding(int l) const {

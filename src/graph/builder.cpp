@@ -5,11 +5,10 @@
 namespace kiln {
 
 std::vector<float> rope_inv_freq(const ModelConfig& c, std::span<const float> rope_freqs) {
-  const int half = c.head_dim / 2;
+  const int dim = c.rope_dim(), half = dim / 2;
   std::vector<float> f(static_cast<size_t>(half));
   for (int i = 0; i < half; ++i)
-    f[static_cast<size_t>(i)] =
-        1.0f / std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(c.head_dim));
+    f[static_cast<size_t>(i)] = 1.0f / std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(dim));
   const RopeScaling& s = c.rope_scaling;
   if (s.type == RopeScaling::Type::kLinear) {
     for (float& x : f) x /= s.factor;

@@ -71,8 +71,8 @@ Result<std::span<const float>> ReferenceSession::forward(int token) {
       ref::head_rmsnorm(k_.data(), k_.data(), w.k_norm, c.n_kv_heads, hd, c.rms_eps);
     }
     if (c.layer_has_rope(l)) {  // SmolLM3's NoPE layers have none
-      ref::rope(q_.data(), c.n_heads, hd, pos, m.inv_freq(l).data(), half_split);
-      ref::rope(k_.data(), c.n_kv_heads, hd, pos, m.inv_freq(l).data(), half_split);
+      ref::rope(q_.data(), c.n_heads, hd, pos, m.inv_freq(l).data(), half_split, c.rotary_dim);
+      ref::rope(k_.data(), c.n_kv_heads, hd, pos, m.inv_freq(l).data(), half_split, c.rotary_dim);
     }
     std::memcpy(kc + static_cast<size_t>(pos) * kv_dim, k_.data(), sizeof(float) * static_cast<size_t>(kv_dim));
     std::memcpy(vc + static_cast<size_t>(pos) * kv_dim, v_.data(), sizeof(float) * static_cast<size_t>(kv_dim));

@@ -22,11 +22,12 @@ Result<std::shared_ptr<const Model>> Model::create(ProgramImage image,
   const Graph& g = m->image_.program.graph;
   const ModelConfig& c = m->image_.config;
   if (m->image_.weights.size() != g.weights.size()) return corrupt("program: one weight per graph weight expected");
-  if (static_cast<int>(m->image_.program.rope_inv_freq.size()) != c.head_dim / 2)
-    return corrupt("program: rope_inv_freq must have head_dim / 2 entries");
+  // One frequency per pair RoPE turns (head_dim / 2, or rotary_dim / 2).
+  if (static_cast<int>(m->image_.program.rope_inv_freq.size()) != c.rope_dim() / 2)
+    return corrupt("program: rope_inv_freq must have one entry per rotated pair");
   if (!m->image_.program.rope_inv_freq_local.empty() &&
-      static_cast<int>(m->image_.program.rope_inv_freq_local.size()) != c.head_dim / 2)
-    return corrupt("program: rope_inv_freq_local must have head_dim / 2 entries");
+      static_cast<int>(m->image_.program.rope_inv_freq_local.size()) != c.rope_dim() / 2)
+    return corrupt("program: rope_inv_freq_local must have one entry per rotated pair");
   if (g.values[static_cast<size_t>(g.logits_output)].width != c.vocab_size)
     return corrupt("program: the logits are not vocab_size wide");
   auto lookup = [&](const std::string& name) -> const Backend* {
@@ -67,6 +68,7 @@ Result<std::shared_ptr<const Model>> Model::create(ProgramImage image,
 
   m->constants_.inv_freq = m->image_.program.rope_inv_freq;
   m->constants_.rope_half_split = c.rope_style == RopeStyle::kHalfSplit;
+  m->constants_.rotary_dim = c.rotary_dim;
   m->constants_.sliding_window = c.sliding_window;
   m->constants_.inv_freq_local = m->image_.program.rope_inv_freq_local;
   m->constants_.sliding_layers = c.sliding_layers;

@@ -21,6 +21,10 @@ rope_parameters {rope_type longrope, short_factor, long_factor}, original_max_po
 uses the short factors. Its model.gguf carries rope_factors_short/rope_factors_long tensors and the
 rope.scaling.attn_factor and original_context_length keys, as convert_hf_to_gguf.py writes them.
 
+And tests/data/hf-tiny/phi3-partial/, RoPE over half of each head (partial_rotary_factor 0.5: 8 of 16
+elements turn, as Phi-4-mini turns 96 of 128) with tied embeddings (as Phi-4-mini); its model.gguf has
+phi3.rope.dimension_count 8.
+
 Every output is verified against an independent numpy (float64) forward pass; the GGUF is read back with
 gguf-py. Usage: python3 tests/gen/make_hf_tiny_phi3.py [--out tests/data/hf-tiny]
 """
@@ -72,7 +76,22 @@ def np_forward_scaled(w, cfg, ids, inv, window, attention_factor):
         base.rope = saved
 
 
-def write_phi3_gguf(path, model, longrope=None):
+def np_forward_partial(w, cfg, ids, inv, rot):
+    """base.np_forward with RoPE over the first `rot` elements of each head; the rest pass."""
+    saved = base.rope
+
+    def partial_rope(x, pos, inv_freq, style):
+        y = x.copy()
+        y[..., :rot] = saved(x[..., :rot], pos, inv_freq, style)
+        return y
+    base.rope = partial_rope
+    try:
+        return base.np_forward(w, cfg, ids, inv)
+    finally:
+        base.rope = saved
+
+
+def write_phi3_gguf(path, model, longrope=None, rope_dims=None):
     import gguf
     c = model.config
     sd = {k: v.detach().to(torch.float32).numpy() for k, v in model.state_dict().items()}
@@ -86,7 +105,7 @@ def write_phi3_gguf(path, model, longrope=None):
     w.add_head_count(c.num_attention_heads)
     w.add_head_count_kv(c.num_key_value_heads)
     w.add_layer_norm_rms_eps(float(c.rms_norm_eps))
-    w.add_rope_dimension_count(c.hidden_size // c.num_attention_heads)
+    w.add_rope_dimension_count(rope_dims or c.hidden_size // c.num_attention_heads)
     w.add_rope_freq_base(float(c.rope_parameters["rope_theta"]))
     if c.sliding_window is not None:
         w.add_sliding_window(c.sliding_window)
@@ -101,6 +120,8 @@ def write_phi3_gguf(path, model, longrope=None):
     w.add_token_scores([0.0] * c.vocab_size)
     w.add_token_types([1] * c.vocab_size)
     for name, a in sd.items():
+        if name == "lm_head.weight" and c.tie_word_embeddings:
+            continue  # tied: llama.cpp's converter leaves output.weight out
         gname = tmap.get_name(name, try_suffixes=(".weight", ".bias"))
         assert gname is not None, name
         w.add_tensor(gname, a)
@@ -122,6 +143,8 @@ def read_phi3_gguf(path, n_blocks):
             hf_of[tmap.get_name(name) + ".weight"] = name + ".weight"
     for name in ("model.embed_tokens", "model.norm", "lm_head"):
         hf_of[tmap.get_name(name) + ".weight"] = name + ".weight"
+    if not any(t.name == "output.weight" for t in r.tensors):  # tied
+        del hf_of["output.weight"]
     w = {}
     for t in r.tensors:
         if t.name.startswith("rope_factors_"):
@@ -168,6 +191,7 @@ def main():
     with open(os.path.join(d, "config.json")) as f:
         assert json.load(f)["model_type"] == "phi3"
     make_longrope(args.out)
+    make_partial(args.out)
     print("done")
 
 
@@ -211,6 +235,40 @@ def make_longrope(out):
     gw = unfused(read_phi3_gguf(os.path.join(d, "model.gguf"), c.num_hidden_layers), nc)
     base.check("model.gguf (numpy) vs reference.json",
                base.maxdiff([np_forward_scaled(gw, nc, p, inv, None, af) for p in prompts], lg), 1e-4)
+
+
+def make_partial(out):
+    print("phi3-partial")
+    cfg = Phi3Config(vocab_size=base.VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                     original_max_position_embeddings=256, rms_norm_eps=1e-5, sliding_window=None,
+                     rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+                     tie_word_embeddings=True, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    cfg.architectures = ["Phi3ForCausalLM"]
+    m = base.build(Phi3ForCausalLM, cfg, seed=1013)
+    d = os.path.join(out, "phi3-partial")
+    base.save(m, d)
+    m = base.reload_f32(Phi3ForCausalLM, d)
+    c = m.config
+    assert c.rope_parameters["partial_rotary_factor"] == 0.5 and c.tie_word_embeddings
+    prompts = base.make_prompts(2011)
+    lg = base.hf_logits(m, prompts)
+    gemma.write_reference_with_greedy(os.path.join(d, "reference.json"), prompts, lg,
+                                      *gemma.greedy_reference(m, prompts))
+    nc = dict(base.cfg_of(c), ffn=c.intermediate_size)
+    rot = nc["head_dim"] // 2
+    inv = base.default_inv_freq(10000.0, rot)
+    sd = unfused(base.state_np(m), nc)
+    sd["lm_head.weight"] = sd["model.embed_tokens.weight"]
+    base.check("numpy oracle (RoPE over %d of %d) vs HF" % (rot, nc["head_dim"]),
+               base.maxdiff([np_forward_partial(sd, nc, p, inv, rot) for p in prompts], lg), 1e-4)
+    print("  (control: RoPE over the whole head would be off by %.3g)" % base.maxdiff(
+        [base.np_forward(sd, nc, p, base.default_inv_freq(10000.0, nc["head_dim"])) for p in prompts], lg))
+    write_phi3_gguf(os.path.join(d, "model.gguf"), m, rope_dims=rot)
+    gw = unfused(read_phi3_gguf(os.path.join(d, "model.gguf"), c.num_hidden_layers), nc)
+    gw["lm_head.weight"] = gw["model.embed_tokens.weight"]
+    base.check("model.gguf (numpy) vs reference.json",
+               base.maxdiff([np_forward_partial(gw, nc, p, inv, rot) for p in prompts], lg), 1e-4)
 
 
 if __name__ == "__main__":

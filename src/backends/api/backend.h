@@ -27,6 +27,7 @@ struct ModelConstants {
   std::vector<float> inv_freq;  // RoPE frequency per pair
   std::vector<float> inv_freq_local;  // the sliding-window layers' own (Gemma 3); empty: the same
   bool rope_half_split = false;
+  int rotary_dim = 0;  // RoPE turns the first rotary_dim elements of each head (0: all; Phi-4-mini: 3/4)
   int sliding_window = 0;
   std::vector<uint8_t> sliding_layers;  // 1 where the window applies; empty: every layer
 

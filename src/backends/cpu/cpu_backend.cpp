@@ -441,10 +441,10 @@ class CpuKernel final : public Kernel {
   }
 
   // cos and sin of every pair's angle for the last `rows` tokens of the step, as ref::rope
-  // computes them: [rows][half] cosines, then [rows][half] sines.
+  // computes them: per row (head_dim apart), the pairs' cosines then their sines.
   const float* rope_angles(const StepContext& ctx, int rows) const {
     float* cs = scratch_f32(ctx, scratch_.rope);
-    const int half = node_.head_dim / 2;
+    const int half = (ctx.model->rotary_dim > 0 ? ctx.model->rotary_dim : node_.head_dim) / 2;
     const int first_row = ctx.n_tokens - rows;
     const std::vector<float>& freqs = ctx.model->freqs(node_.layer);
     for (int t = 0; t < rows; ++t) {
@@ -458,9 +458,9 @@ class CpuKernel final : public Kernel {
     return cs;
   }
   void rope_row(const StepContext& ctx, const float* cs, int64_t t, float* x, int n_heads) const {
-    const int half = node_.head_dim / 2;
+    const int rot = ctx.model->rotary_dim > 0 ? ctx.model->rotary_dim : node_.head_dim;
     const float* c = cs + t * node_.head_dim;
-    k_.rope(x, n_heads, node_.head_dim, c, c + half, ctx.model->rope_half_split);
+    k_.rope(x, n_heads, node_.head_dim, rot, c, c + rot / 2, ctx.model->rope_half_split);
   }
 
   void kv_store(const StepContext& ctx, const float* k, const float* v, bool rotate_k) const {

@@ -66,9 +66,10 @@ inline void add(float* y, const float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
 }
 
-// As ref::rope, with the angles' cos/sin computed once per token by the caller.
-inline void rope(float* x, int n_heads, int head_dim, const float* cs, const float* sn, bool half_split) {
-  const int half = head_dim / 2;
+// As ref::rope, with the angles' cos/sin computed once per token by the caller; the first
+// rotary_dim elements of each head turn (0: all of them).
+inline void rope(float* x, int n_heads, int head_dim, int rotary_dim, const float* cs, const float* sn, bool half_split) {
+  const int half = (rotary_dim > 0 ? rotary_dim : head_dim) / 2;
   for (int h = 0; h < n_heads; ++h) {
     float* head = x + static_cast<int64_t>(h) * head_dim;
     if (half_split) {

@@ -209,8 +209,9 @@ struct KernelTable {
   void (*head_rmsnorm)(float* y, const float* x, const float* w, int n_heads, int64_t head_dim, float eps) = nullptr;
   void (*swiglu)(float* y, const float* gate, const float* up, int64_t n) = nullptr;
   void (*add)(float* y, const float* a, const float* b, int64_t n) = nullptr;
-  // Rotates n_heads heads of x by the angles whose cos/sin are given per pair.
-  void (*rope)(float* x, int n_heads, int head_dim, const float* cos, const float* sin, bool half_split) = nullptr;
+  // Rotates the first rotary_dim elements (0: all) of each of n_heads heads of x by the angles
+  // whose cos/sin are given per pair.
+  void (*rope)(float* x, int n_heads, int head_dim, int rotary_dim, const float* cos, const float* sin, bool half_split) = nullptr;
   void (*attention)(const AttentionArgs& a, int kv_head, int head_begin, int head_end) = nullptr;
   // The ceiling of the many-token kernels: `rounds` rounds of the instruction the kernel of
   // scheme s for `tokens` tokens multiplies with, on independent sums (product_loop.h:

@@ -40,8 +40,8 @@ void softmax(float* x, int n) {
   for (int i = 0; i < n; ++i) x[i] /= sum;
 }
 
-void rope(float* v, int n_heads, int head_dim, int pos, const float* inv_freq, bool half_split) {
-  const int half = head_dim / 2;
+void rope(float* v, int n_heads, int head_dim, int pos, const float* inv_freq, bool half_split, int rotary_dim) {
+  const int half = (rotary_dim > 0 ? rotary_dim : head_dim) / 2;
   for (int h = 0; h < n_heads; ++h) {
     float* head = v + static_cast<int64_t>(h) * head_dim;
     for (int i = 0; i < half; ++i) {

@@ -18,9 +18,10 @@ void head_rmsnorm(float* y, const float* x, const float* weight, int n_heads, in
 // In-place softmax over x[n].
 void softmax(float* x, int n);
 
-// Rotates each of n_heads heads of `v` (head_dim each) by position `pos`. inv_freq[i] is the
-// frequency of pair i; half_split pairs (i, i + d/2), otherwise (2i, 2i + 1).
-void rope(float* v, int n_heads, int head_dim, int pos, const float* inv_freq, bool half_split);
+// Rotates each of n_heads heads of `v` (head_dim each) by position `pos`: its first rotary_dim
+// elements (0: all of them; d below). inv_freq[i] is the frequency of pair i; half_split pairs
+// (i, i + d/2), otherwise (2i, 2i + 1).
+void rope(float* v, int n_heads, int head_dim, int pos, const float* inv_freq, bool half_split, int rotary_dim = 0);
 
 // h[i] = silu(gate[i]) * up[i]
 void swiglu(float* h, const float* gate, const float* up, int n);

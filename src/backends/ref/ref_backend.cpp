@@ -183,7 +183,7 @@ class RefKernel final : public Kernel {
     const int first_row = ctx.n_tokens - rows;
     for (int t = 0; t < rows; ++t)
       ref::rope(x + t * width, n_heads, node_.head_dim, ctx.first_pos + first_row + t, ctx.model->freqs(node_.layer).data(),
-                ctx.model->rope_half_split);
+                ctx.model->rope_half_split, ctx.model->rotary_dim);
   }
 
   void kv_store(const StepContext& ctx, const float* k, const float* v) const {
