@@ -290,6 +290,23 @@ Status quantize_and_pack(const QuantParams& p, const std::vector<float>& w, int6
   return cpu::pack_matrix(p, cpu::matmul_layout(p.scheme), ref, rows, cols, packed);
 }
 
+// A random case for comparing two runs of one table bit for bit: weights packed, activations
+// with an outlier, a bias.
+struct RandomMatmul {
+  std::vector<float> x, bias;
+  std::vector<uint8_t> packed;
+};
+RandomMatmul random_matmul(const MatmulCase& c, std::mt19937& rng) {
+  RandomMatmul r;
+  const auto w = random_vector(rng, static_cast<size_t>(c.rows * c.cols), 0.5f);
+  r.x = random_vector(rng, static_cast<size_t>(c.n * c.cols), 1.0f);
+  r.x[2] = 40.0f;
+  std::vector<uint8_t> ref;
+  EXPECT_TRUE(quantize_and_pack(c.p, w, c.rows, c.cols, ref, r.packed));
+  r.bias = random_vector(rng, static_cast<size_t>(c.rows), 1.0f);
+  return r;
+}
+
 void check_matmul(const cpu::KernelTable& t, const MatmulCase& c, std::mt19937& rng) {
   SCOPED_TRACE(describe_case(t, c));
   const auto w = random_vector(rng, static_cast<size_t>(c.rows * c.cols), 0.5f);
@@ -441,12 +458,8 @@ TEST(CpuMatmul, W4A16WordsGiveTheDigitBits) {
               if (cols > 3 * g && (rows != 100 || n != 40)) continue;
               const MatmulCase c{canonical({Scheme::kW4A16, g, sym}), rows, cols, n};
               SCOPED_TRACE(describe_case(*t, c));
-              const auto w = random_vector(rng, static_cast<size_t>(c.rows * c.cols), 0.5f);
-              auto x = random_vector(rng, static_cast<size_t>(c.n * c.cols), 1.0f);
-              x[2] = 40.0f;
-              std::vector<uint8_t> ref, packed;
-              ASSERT_TRUE(quantize_and_pack(c.p, w, c.rows, c.cols, ref, packed));
-              const auto bias = random_vector(rng, static_cast<size_t>(c.rows), 1.0f);
+              const auto [x, bias, packed] = random_matmul(c, rng);
+              ASSERT_FALSE(HasFailure());
               std::vector<float> words(static_cast<size_t>(c.n * c.rows)), digits(words.size());
               run_matmul(*t, c, packed, x.data(), bias.data(), nullptr, words.data(), 3);
               for (int t0 = 0; t0 < n; t0 += step) {
@@ -461,6 +474,37 @@ TEST(CpuMatmul, W4A16WordsGiveTheDigitBits) {
             }
   }
   if (cases == 0) GTEST_SKIP() << "no table with 16-bit W4A16 products on this CPU";
+}
+
+// Batched decode (several sessions' next tokens in one matmul) and a prompt split anywhere give
+// each token the bits it gets alone: every row of an n-token matmul of the A8 schemes equals the
+// one-token matmul of that row (their sums are exact integers, scaled per token in one order),
+// every table, token counts across the blocks of tokens and panels, threads' pieces, the model's
+// widths.
+TEST(CpuMatmul, A8TokenOfAStepGetsItsOneTokenBits) {
+  std::mt19937 rng(2121);
+  for (const cpu::KernelTable* t : tables_to_test())
+    for (const QuantParams& p : all_params()) {
+      if (!quantizes_activations(p.scheme)) continue;
+      for (int64_t cols : {int64_t{256}, int64_t{5632}})
+        for (int n = 2; n <= 14; ++n) {
+          if (cols > 256 && n % 6 != 2) continue;
+          const MatmulCase c{p, cols > 256 ? 48 : 100, cols, n};
+          SCOPED_TRACE(describe_case(*t, c));
+          const auto [x, bias, packed] = random_matmul(c, rng);
+          ASSERT_FALSE(HasFailure());
+          const auto residual = random_vector(rng, static_cast<size_t>(c.n * c.rows), 1.0f);
+          std::vector<float> step(static_cast<size_t>(c.n * c.rows)), alone(step.size());
+          run_matmul(*t, c, packed, x.data(), bias.data(), residual.data(), step.data(), 2);
+          MatmulCase one = c;
+          one.n = 1;
+          for (int i = 0; i < n; ++i)
+            run_matmul(*t, one, packed, x.data() + i * c.cols, bias.data(), residual.data() + i * c.rows, alone.data() + i * c.rows, 1);
+          for (size_t i = 0; i < step.size(); ++i)
+            ASSERT_EQ(std::bit_cast<uint32_t>(step[i]), std::bit_cast<uint32_t>(alone[i]))
+                << "token " << i / static_cast<size_t>(c.rows) << " row " << i % static_cast<size_t>(c.rows);
+        }
+    }
 }
 
 // The i8mm table's SMMLA prefill sums the same int8 products exactly and scales them in the same
@@ -693,6 +737,69 @@ TEST(CpuOps, AttentionMatchesReference) {
       }
       for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 2e-5) << "element " << i;
     }
+}
+
+// A query's output does not depend on the other queries of the call: each token of a step, alone
+// at its position with the cache up to it, and each head, alone or with the heads a thread's
+// slice gives it, gets the same bits. (Decoding reads the rows of K, a prefill a transposed
+// block: a token decoded after a prompt split anywhere, or in a batched step, must be the token
+// of the whole prompt.) Every table, both caches, a window, head counts that make the few-query
+// path take several vectors of queries.
+TEST(CpuOps, AttentionOfAQueryIsTheSameInAnyStep) {
+  std::mt19937 rng(21);
+  const std::vector<AttnCase> cases = {
+      {32, 4, 64, 47, 0, 0}, {8, 2, 64, 20, 70, 0}, {8, 4, 8, 21, 0, 0}, {16, 2, 80, 9, 130, 24},
+      {12, 4, 48, 30, 3, 0}, {2, 2, 2, 5, 1, 2},    {15, 1, 32, 3, 60, 0}, {8, 2, 64, 70, 100, 90},
+  };
+  for (const bool f16 : {false, true})
+    for (const cpu::KernelTable* t : tables())
+      for (const AttnCase& c : cases) {
+        SCOPED_TRACE(std::string(t->name) + (f16 ? " f16 cache" : " f32 cache") + " heads " + std::to_string(c.n_heads) + "/" +
+                     std::to_string(c.n_kv) + " hd " + std::to_string(c.hd) + " tokens " + std::to_string(c.n_tokens) + " at " +
+                     std::to_string(c.first_pos) + " window " + std::to_string(c.window));
+        const int kv_dim = c.n_kv * c.hd, qd = c.n_heads * c.hd, n_ctx = c.first_pos + c.n_tokens;
+        const auto k = random_vector(rng, static_cast<size_t>(n_ctx * kv_dim), 1.0f);
+        const auto v = random_vector(rng, static_cast<size_t>(n_ctx * kv_dim), 1.0f);
+        const auto q = random_vector(rng, static_cast<size_t>(c.n_tokens * qd), 1.5f);
+        std::vector<uint16_t> k16(k.size()), v16(v.size());
+        for (size_t i = 0; i < k.size(); ++i) k16[i] = f32_to_f16(k[i]), v16[i] = f32_to_f16(v[i]);
+        const int group = c.n_heads / c.n_kv;
+        // Tokens [t0, t0 + n) in one call per slice of `slices` per kv head, into out.
+        auto run = [&](int t0, int n, int slices, std::vector<float>& out) {
+          cpu::AttentionArgs a;
+          a.q = q.data() + t0 * qd;
+          a.out = out.data() + t0 * qd;
+          a.k = f16 ? static_cast<const void*>(k16.data()) : k.data();
+          a.v = f16 ? static_cast<const void*>(v16.data()) : v.data();
+          a.kv_f16 = f16;
+          a.n_tokens = n;
+          a.first_pos = c.first_pos + t0;
+          a.n_heads = c.n_heads;
+          a.n_kv_heads = c.n_kv;
+          a.head_dim = c.hd;
+          a.window = c.window;
+          a.scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+          const int per = (group + slices - 1) / slices;
+          for (int kvh = 0; kvh < c.n_kv; ++kvh)
+            for (int h0 = kvh * group; h0 < (kvh + 1) * group; h0 += per)
+              t->attention(a, kvh, h0, std::min(h0 + per, (kvh + 1) * group));
+        };
+        std::vector<float> whole(q.size(), NAN);
+        run(0, c.n_tokens, 1, whole);
+        for (int slices : {1, 2, group}) {
+          std::vector<float> alone(q.size(), NAN), split(q.size(), NAN);
+          for (int tk = 0; tk < c.n_tokens; ++tk) run(tk, 1, slices, alone);
+          const int cut = c.n_tokens * 2 / 3;  // a prompt in two steps
+          run(0, cut, slices, split);
+          run(cut, c.n_tokens - cut, slices, split);
+          for (size_t i = 0; i < whole.size(); ++i) {
+            ASSERT_EQ(std::bit_cast<uint32_t>(alone[i]), std::bit_cast<uint32_t>(whole[i]))
+                << "token " << i / qd << " element " << i % qd << " alone, " << slices << " slices: " << alone[i] << " vs " << whole[i];
+            ASSERT_EQ(std::bit_cast<uint32_t>(split[i]), std::bit_cast<uint32_t>(whole[i]))
+                << "token " << i / qd << " element " << i % qd << " split at " << cut << ", " << slices << " slices";
+          }
+        }
+      }
 }
 
 // ---- layouts in the compiled program ----

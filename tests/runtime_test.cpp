@@ -133,11 +133,12 @@ TEST(RuntimeSnapshot, RoundTripRestoresTheCacheExactly) {
 // Three sessions' next tokens in one step: each row's logits are what the session computes alone,
 // for every scheme's matmul kernels (a batch of rows against one row) and both KV element types.
 TEST(RuntimeBatch, BatchedDecodeGivesEachSessionItsSoloLogits) {
-  for (const char* scheme : {"f32", "w8a16", "w4a16", "w4a8"}) {
+  for (const char* scheme : {"f32", "w8a16", "w4a16", "w8a8", "w4a8"}) {
     for (DType kv : {DType::kF32, DType::kF16}) {
       SCOPED_TRACE(std::string(scheme) + (kv == DType::kF16 ? " f16 cache" : " f32 cache"));
       OpenOptions oo;
       oo.quant = *overrides_from_flags(scheme, 32, true, true);
+      const bool a8 = quantizes_activations(oo.quant->defaults.scheme);
       auto m = open_model(test::shipped_model(), oo);
       ASSERT_TRUE(m) << m.status().message();
       const std::vector<std::string> prompts = {"Once upon a time", "The cat sat", "Tim"};
@@ -174,11 +175,48 @@ TEST(RuntimeBatch, BatchedDecodeGivesEachSessionItsSoloLogits) {
           // half (measured 4.4e-4 on a logit). Positions, caches and attention are each row's own.
           const double err = test::relative_error(got[i].data(), want->data(), want->size());
           worst = std::max(worst, err);
+          // The A8 schemes' kernels sum exact integers and scale them per token in one order:
+          // the same bits, which their per-token int8 rounding needs (a last-bit difference
+          // upstream changes a rounding, and then the token).
+          if (a8)
+            EXPECT_EQ(std::vector<float>(got[i].begin(), got[i].end()), std::vector<float>(want->begin(), want->end()))
+                << "session " << i;
           EXPECT_LT(err, kv == DType::kF16 ? 2e-3 : 1e-5) << "session " << i;
         }
       }
       std::printf("batched vs solo, %s %s cache: worst relative logit difference %.3g\n", scheme,
                   kv == DType::kF16 ? "f16" : "f32", worst);
+    }
+  }
+}
+
+// A prompt decoded in two steps, split anywhere, gives the logits of one step, bit for bit: a
+// server that keeps a session's cached prefix and decodes only the rest of the next prompt (or a
+// prompt longer than a step) must reply as a fresh session does. W4A8 and W8A8, whose per-token
+// int8 rounding turns any last-bit difference upstream into another token; both KV caches. Before
+// attention summed a decoding query's scores in its own order, the split at 14 here differed.
+TEST(RuntimeSplit, PromptInTwoStepsGivesTheLogitsOfOne) {
+  for (const char* scheme : {"w4a8", "w8a8"}) {
+    for (DType kv : {DType::kF32, DType::kF16}) {
+      SCOPED_TRACE(std::string(scheme) + (kv == DType::kF16 ? " f16 cache" : " f32 cache"));
+      OpenOptions oo;
+      oo.quant = *overrides_from_flags(scheme, 32, true, true);
+      auto m = open_model(test::shipped_model(), oo);
+      ASSERT_TRUE(m) << m.status().message();
+      const auto ids = *m->tokenizer->encode("Once upon a time there was a little girl named Lily who liked to play", true);
+      auto whole = ProgramSession::create(m->model, 64, 1, kv);
+      ASSERT_TRUE(whole);
+      auto lw = (*whole)->decode(ids);
+      ASSERT_TRUE(lw) << lw.status().message();
+      const std::vector<float> want(lw->begin(), lw->end());
+      for (size_t cut = 1; cut < ids.size(); ++cut) {
+        auto s = ProgramSession::create(m->model, 64, 1, kv);
+        ASSERT_TRUE(s);
+        ASSERT_TRUE((*s)->decode(std::span<const int>(ids.data(), cut)));
+        auto l = (*s)->decode(std::span<const int>(ids.data() + cut, ids.size() - cut));
+        ASSERT_TRUE(l) << l.status().message();
+        EXPECT_EQ(std::vector<float>(l->begin(), l->end()), want) << "split at " << cut << " of " << ids.size();
+      }
     }
   }
 }

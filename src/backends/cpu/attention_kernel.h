@@ -17,6 +17,13 @@ namespace {
 // online: per query the running max m, the running sum l, and the output accumulated
 // unnormalised in place, rescaled by exp(m_old - m_new) when the max grows. No score matrix is
 // ever materialised.
+//
+// A query's bits do not depend on the other queries of the call (the tokens of the step, the
+// heads of the range): a token decoded alone, in a batched step, or as part of a prefill split
+// anywhere gives the same output. The blocks start at multiples of the block (not at the
+// chunk's first visible position), and the few-query path sums each score in the transposed
+// path's order, with the queries in the lanes instead of the keys. W4A8 needs this most: its
+// per-token int8 rounding turns a last-bit difference into a different token.
 
 // exp over a vector, as fast_exp.
 template <class S>
@@ -51,6 +58,37 @@ inline void widen_f16(const uint16_t* src, float* dst, int n) {
   int i = 0;
   for (; i + S::N <= n; i += S::N) S::store(dst + i, S::from_f16(reinterpret_cast<const uint8_t*>(src + i)));
   for (; i < n; ++i) dst[i] = f16_to_f32(src[i]);
+}
+
+// For every (a, b) of A broadcasts and B vectors: the sum over d < hd of bcast(a, d) * load(d, b),
+// in P partial sums by d mod P (the odd d in the first), added pairwise. The one order of a
+// score's sum, whether the keys are in the lanes (a prefill's transposed block) or the queries
+// (decoding), so that a query's scores have the same bits either way.
+template <class S, int P, int A, int B, class Bcast, class Load>
+inline void score_sums(int hd, Bcast bcast, Load load, typename S::F (&total)[A][B]) {
+  using F = typename S::F;
+  F sv[A][P][B];
+  for (int a = 0; a < A; ++a)
+    for (int p = 0; p < P; ++p)
+      for (int b = 0; b < B; ++b) sv[a][p][b] = S::zero();
+  int d = 0;
+  for (; d + P <= hd; d += P)
+    for (int p = 0; p < P; ++p)
+      for (int b = 0; b < B; ++b) {
+        const F x = load(d + p, b);
+        for (int a = 0; a < A; ++a) sv[a][p][b] = S::fma(bcast(a, d + p), x, sv[a][p][b]);
+      }
+  for (; d < hd; ++d)
+    for (int b = 0; b < B; ++b) {
+      const F x = load(d, b);
+      for (int a = 0; a < A; ++a) sv[a][0][b] = S::fma(bcast(a, d), x, sv[a][0][b]);
+    }
+  for (int a = 0; a < A; ++a)
+    for (int b = 0; b < B; ++b) {
+      if constexpr (P == 1) total[a][b] = sv[a][0][b];
+      else if constexpr (P == 2) total[a][b] = S::add(sv[a][0][b], sv[a][1][b]);
+      else total[a][b] = S::add(S::add(sv[a][0][b], sv[a][1][b]), S::add(sv[a][2][b], sv[a][3][b]));
+    }
 }
 
 // One function of ~175 lines, a kernel body kept whole: its blocks share the registers' partial
@@ -89,8 +127,20 @@ void attention(const AttentionArgs& a, int kvh, int hb, int he) {
         for (int i = 0; i < hd; ++i) a.out[static_cast<int64_t>(t) * qd + h * hd + i] = 0.0f;
     int block_first = a.first_pos + t1 - 1;
     for (int t = t0; t < t1; ++t) block_first = std::min(block_first, first_of(t));
+    block_first = block_first / kBlock * kBlock;  // the same blocks whatever the chunk's tokens
     const int block_last = a.first_pos + t1 - 1;
     alignas(64) float kt[kMaxHeadDim][kBlock];
+    // Few queries (decoding): their elements transposed, qt[d][query], zeros past the last.
+    constexpr int kFewQueries = 16;  // fewer than this many queries take the rows of K as they are
+    constexpr int QV = (kFewQueries + S::N - 1) / S::N;
+    const int queries = (t1 - t0) * heads;
+    const bool transposed = queries >= kFewQueries;
+    alignas(64) float qt[kMaxHeadDim][QV * S::N];
+    alignas(64) float few[kFewQueries][kBlock];  // their scores for the block's keys
+    if (!transposed)
+      for (int d = 0; d < hd; ++d)
+        for (int i = 0; i < QV * S::N; ++i)
+          qt[d][i] = i < queries ? a.q[static_cast<int64_t>(t0 + i / heads) * qd + (hb + i % heads) * hd + d] : 0.0f;
     for (int p0 = block_first; p0 <= block_last; p0 += kBlock) {
       const int nb = std::min(kBlock, block_last + 1 - p0);
       const int64_t row0 = static_cast<int64_t>(p0) * kv_dim + head_off;
@@ -107,13 +157,34 @@ void attention(const AttentionArgs& a, int kvh, int hb, int he) {
         ks = vs = kv_dim;
       }
       // Transposing pays off when many queries share the block (prefill); a few (decoding)
-      // take their dot products from the rows as they are.
-      const bool transposed = (t1 - t0) * heads >= 16;
-      if (transposed)
+      // read the rows of K as they are, all their scores at once, key by key: per (query, key)
+      // the same FMAs in the same order as the transposed path, P partial sums by d mod P, the
+      // odd d in the first, added pairwise, times the scale.
+      if (transposed) {
         for (int j = 0; j < kBlock; ++j) {
           const float* kp = kb + j * ks;
           for (int d = 0; d < hd; ++d) kt[d][j] = j < nb ? kp[d] : 0.0f;
         }
+      } else {
+        // KJ keys at a time: independent chains of FMAs, about eight (one key's chain of head_dim
+        // dependent FMAs waited on their latency).
+        constexpr int KJ = std::max(1, 8 / (P * QV));
+        auto few_scores = [&](auto kjc, int j0) {
+          constexpr int NJ = decltype(kjc)::value;
+          F total[NJ][QV];
+          score_sums<S, P, NJ, QV>(
+              hd, [&](int jj, int d) { return S::set1(kb[(j0 + jj) * ks + d]); },
+              [&](int d, int v) { return S::load(qt[d] + v * S::N); }, total);
+          for (int jj = 0; jj < NJ; ++jj) {
+            alignas(64) float lanes[QV * S::N];
+            for (int v = 0; v < QV; ++v) S::store(lanes + v * S::N, S::mul(total[jj][v], S::set1(a.scale)));
+            for (int i = 0; i < queries; ++i) few[i][j0 + jj] = lanes[i];
+          }
+        };
+        int j = 0;
+        for (; j + KJ <= nb; j += KJ) few_scores(std::integral_constant<int, KJ>{}, j);
+        for (; j < nb; ++j) few_scores(std::integral_constant<int, 1>{}, j);
+      }
       // HG query heads of token t at once, from head h0: each key column and value row loaded
       // once serves them all (one head at a time, a score took two loads per FMA). The sums run
       // in the same order whatever HG is, so a head's bits do not depend on its neighbours.
@@ -128,34 +199,16 @@ void attention(const AttentionArgs& a, int kvh, int hb, int he) {
         alignas(64) float sc[HG][kBlock];
         if (transposed) {
           // P partial sums over d: one chain of hd dependent FMAs waited on their latency.
-          F sv[HG][P][V];
+          F total[HG][V];
+          score_sums<S, P, HG, V>(
+              hd, [&](int u, int d) { return S::set1(q[u][d]); }, [&](int d, int v) { return S::load(kt[d] + v * S::N); }, total);
           for (int u = 0; u < HG; ++u)
-            for (int p = 0; p < P; ++p)
-              for (int v = 0; v < V; ++v) sv[u][p][v] = S::zero();
-          int d = 0;
-          for (; d + P <= hd; d += P)
-            for (int p = 0; p < P; ++p)
-              for (int v = 0; v < V; ++v) {
-                const F k = S::load(kt[d + p] + v * S::N);
-                for (int u = 0; u < HG; ++u) sv[u][p][v] = S::fma(S::set1(q[u][d + p]), k, sv[u][p][v]);
-              }
-          for (; d < hd; ++d)
-            for (int v = 0; v < V; ++v) {
-              const F k = S::load(kt[d] + v * S::N);
-              for (int u = 0; u < HG; ++u) sv[u][0][v] = S::fma(S::set1(q[u][d]), k, sv[u][0][v]);
-            }
-          for (int u = 0; u < HG; ++u)
-            for (int v = 0; v < V; ++v) {
-              // The P partial sums, added pairwise.
-              F total;
-              if constexpr (P == 1) total = sv[u][0][v];
-              else if constexpr (P == 2) total = S::add(sv[u][0][v], sv[u][1][v]);
-              else total = S::add(S::add(sv[u][0][v], sv[u][1][v]), S::add(sv[u][2][v], sv[u][3][v]));
-              S::store(sc[u] + v * S::N, S::mul(total, S::set1(a.scale)));
-            }
+            for (int v = 0; v < V; ++v) S::store(sc[u] + v * S::N, S::mul(total[u][v], S::set1(a.scale)));
         } else {
-          for (int u = 0; u < HG; ++u)
-            for (int j = lo; j <= hi; ++j) sc[u][j] = dot<S>(q[u], kb + j * ks, hd) * a.scale;
+          for (int u = 0; u < HG; ++u) {
+            const float* f = few[(t - t0) * heads + (h0 + u - hb)];
+            for (int j = lo; j <= hi; ++j) sc[u][j] = f[j];
+          }
         }
         float corr[HG];
         for (int u = 0; u < HG; ++u) {

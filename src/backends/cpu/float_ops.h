@@ -1,21 +1,11 @@
-// The float ops of a layer: dot products, the polynomial exp, RMS norms, SwiGLU, residual add,
-// rotary embedding.
+// The float ops of a layer: the polynomial exp, RMS norms, SwiGLU, residual add, rotary
+// embedding.
 #pragma once
 
 #include "backends/cpu/kernel_helpers.h"
 
 namespace kiln::cpu {
 namespace {
-
-template <class S>
-inline float dot(const float* a, const float* b, int64_t n) {
-  typename S::F acc = S::zero();
-  int64_t i = 0;
-  for (; i + S::N <= n; i += S::N) acc = S::fma(S::load(a + i), S::load(b + i), acc);
-  float s = S::sum(acc);
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
 
 // ---- float ops ----
 
