@@ -204,13 +204,13 @@ TEST(RuntimeSplit, PromptInTwoStepsGivesTheLogitsOfOne) {
       auto m = open_model(test::shipped_model(), oo);
       ASSERT_TRUE(m) << m.status().message();
       const auto ids = *m->tokenizer->encode("Once upon a time there was a little girl named Lily who liked to play", true);
-      auto whole = ProgramSession::create(m->model, 64, 1, kv);
+      auto whole = Session::create(m->model, 64, 1, kv);
       ASSERT_TRUE(whole);
       auto lw = (*whole)->decode(ids);
       ASSERT_TRUE(lw) << lw.status().message();
       const std::vector<float> want(lw->begin(), lw->end());
       for (size_t cut = 1; cut < ids.size(); ++cut) {
-        auto s = ProgramSession::create(m->model, 64, 1, kv);
+        auto s = Session::create(m->model, 64, 1, kv);
         ASSERT_TRUE(s);
         ASSERT_TRUE((*s)->decode(std::span<const int>(ids.data(), cut)));
         auto l = (*s)->decode(std::span<const int>(ids.data() + cut, ids.size() - cut));
