@@ -1,12 +1,12 @@
-#include "tokenizer/jinja_eval.h"
+#include "template/jinja_eval.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_lexer.h"
-#include "tokenizer/jinja_text.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_lexer.h"
+#include "template/jinja_text.h"
 
 namespace kiln::jinja {
 

@@ -1,9 +1,9 @@
-#include "tokenizer/jinja_parser.h"
+#include "template/jinja_parser.h"
 
 #include <initializer_list>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_lexer.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_lexer.h"
 
 namespace kiln::jinja {
 

@@ -6,9 +6,9 @@
 #include <cstdlib>
 #include <set>
 
-#include "tokenizer/jinja_args.h"
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_text.h"
+#include "template/jinja_args.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_text.h"
 
 namespace kiln::jinja {
 
