@@ -3,11 +3,15 @@
 // filter/test tables (the supported names are exactly those the tables can call).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "template/chat_template.h"
+#include "template/jinja_builtins.h"
 
 namespace kiln {
 namespace {
@@ -105,6 +109,119 @@ TEST(JinjaPrecedence, TestsBindTighterThanArithmetic) {
       {"{{ not 1 is odd }}", "False"},
       {"{{ 3 is divisibleby 3 + 1 }}", "2"},  // (3 is divisibleby 3) + 1
   });
+}
+
+void expect_error(const std::string& src, const std::string& want) {
+  auto r = render(src);
+  ASSERT_FALSE(r.is_ok()) << src << " rendered " << r.value();
+  EXPECT_NE(r.status().message().find(want), std::string::npos) << src << ": " << r.status().message();
+}
+
+// Jinja2 3.1's DEFAULT_FILTERS and DEFAULT_TESTS (jinja2.defaults), sorted.
+const std::vector<std::string_view> kJinja2Filters = {
+    "abs",       "attr",      "batch",      "capitalize", "center",     "count",    "d",        "default",
+    "dictsort",  "e",         "escape",     "filesizeformat", "first",  "float",    "forceescape", "format",
+    "groupby",   "indent",    "int",        "items",      "join",       "last",     "length",   "list",
+    "lower",     "map",       "max",        "min",        "pprint",     "random",   "reject",   "rejectattr",
+    "replace",   "reverse",   "round",      "safe",       "select",     "selectattr", "slice",  "sort",
+    "string",    "striptags", "sum",        "title",      "tojson",     "trim",     "truncate", "unique",
+    "upper",     "urlencode", "urlize",     "wordcount",  "wordwrap",   "xmlattr"};
+const std::vector<std::string_view> kJinja2Tests = {
+    "!=",       "<",       "<=",          "==",       ">",        ">=",       "boolean",     "callable",
+    "defined",  "divisibleby", "eq",      "equalto",  "escaped",  "even",     "false",       "filter",
+    "float",    "ge",      "greaterthan", "gt",       "in",       "integer",  "iterable",    "le",
+    "lessthan", "lower",   "lt",          "mapping",  "ne",       "none",     "number",      "odd",
+    "sameas",   "sequence", "string",     "test",     "true",     "undefined", "upper"};
+
+TEST(JinjaTables, FiltersAreJinja2sSplitIntoRunAndRefused) {
+  std::vector<std::string_view> run = jinja::supported_filter_names();
+  std::vector<std::string_view> refused = jinja::jinja_only_filter_names();
+  ASSERT_TRUE(std::is_sorted(run.begin(), run.end()));
+  ASSERT_TRUE(std::is_sorted(refused.begin(), refused.end()));
+  std::vector<std::string_view> all;
+  std::merge(run.begin(), run.end(), refused.begin(), refused.end(), std::back_inserter(all));
+  EXPECT_EQ(all, kJinja2Filters);  // disjoint too: a name in both would appear twice
+  EXPECT_EQ(run.size(), 43u);
+}
+
+TEST(JinjaTables, EveryListedFilterIsCalledAndOthersAreNamedInTheError) {
+  for (std::string_view name : jinja::supported_filter_names()) {
+    std::string n(name);
+    EXPECT_TRUE(jinja::is_supported_filter(name)) << n;
+    EXPECT_FALSE(jinja::is_jinja_only_filter(name)) << n;
+    // Reaching the filter is enough: some need arguments this call does not give.
+    auto r = render("{{ 'ab' | " + n + " }}");
+    if (!r.is_ok()) {
+      EXPECT_EQ(r.status().message().find("unknown filter"), std::string::npos) << n << ": " << r.status().message();
+      EXPECT_EQ(r.status().message().find("not supported"), std::string::npos) << n << ": " << r.status().message();
+    }
+    EXPECT_EQ(render("{{ '" + n + "' is filter }}").value(), "True") << n;
+  }
+  expect_renders({{"{{ 'ab' | upper }}|{{ [3, 1] | sort | join(',') }}|{{ 'ab' | count }}", "AB|1,3|2"}});
+  for (std::string_view name : jinja::jinja_only_filter_names()) {
+    std::string n(name);
+    EXPECT_FALSE(jinja::is_supported_filter(name)) << n;
+    expect_error("{{ 'ab' | " + n + " }}", "the '" + n + "' filter is not supported by kiln's template engine");
+    EXPECT_EQ(render("{{ '" + n + "' is filter }}").value(), "True") << n;  // Jinja2 has it
+  }
+  expect_error("{{ 'ab' | frobnicate }}", "unknown filter 'frobnicate'");
+  expect_error("{{ ['ab'] | map('frobnicate') | list }}", "No filter named 'frobnicate'.");
+  EXPECT_EQ(render("{{ 'frobnicate' is filter }}").value(), "False");
+}
+
+TEST(JinjaTables, TestsAreJinja2sAndEveryOneIsCalled) {
+  std::vector<std::string_view> names = jinja::supported_test_names();
+  EXPECT_EQ(names, kJinja2Tests);
+  for (std::string_view name : names) {
+    std::string n(name);
+    EXPECT_TRUE(jinja::is_supported_test(name)) << n;
+    auto r = render("{{ [2] | select('" + n + "') | list }}");
+    if (!r.is_ok()) {  // a test of two values: the error names its argument count, not an unknown test
+      EXPECT_NE(r.status().message().find("the '" + n + "' test takes one argument"), std::string::npos)
+          << n << ": " << r.status().message();
+    }
+    EXPECT_EQ(render("{{ '" + n + "' is test }}").value(), "True") << n;
+  }
+  expect_renders({{"{{ 4 is divisibleby 2 }}|{{ 3 is odd }}|{{ 'A' is upper }}|{{ [2, 3] | select('>=', 3) | list }}|"
+                   "{{ x is defined }}",
+                   "True|True|True|[3]|False"}});
+  expect_error("{{ 2 is frobnicated }}", "unknown test 'frobnicated'");
+  expect_error("{{ [2] | select('frobnicated') | list }}", "No test named 'frobnicated'.");
+  expect_error("{{ 2 is odd(1) }}", "the 'odd' test takes no arguments");
+  EXPECT_EQ(render("{{ 'frobnicated' is test }}").value(), "False");
+}
+
+// Expected values are what Jinja2 3.1's ImmutableSandboxedEnvironment renders (as transformers does).
+TEST(JinjaTables, MethodsRunRefuseOrNameWhatKilnLacks) {
+  expect_renders({
+      {"{{ ' a '.strip() }}|{{ 'a,b'.split(',') }}|{{ 'ab'.startswith(('x', 'a')) }}|{{ 'Ab'.swapcase() }}",
+       "a|['a', 'b']|True|aB"},
+      {"{{ {'a': 1}.items() | list }}|{{ {'a': 1}.get('b', 2) }}|{{ [1, 2, 1].count(1) }}|{{ (1, 2).index(2) }}|"
+       "{{ range(5).count(3) }}",
+       "[('a', 1)]|2|2|1|1"},
+      {"{{ 'abc'.encode is defined }}|{{ (1,).append is defined }}|{{ {}.fromkeys is defined }}|{{ 'x'.isascii() }}|"
+       "{{ 'x'.zfill(3) }}",
+       "True|False|True|True|00x"},
+      {"{% for x in [1, 2] %}{{ loop.cycle('a', 'b') }}{% endfor %}", "ab"},
+  });
+  expect_error("{{ [1].append(2) }}", "access to attribute 'append' of 'list' object is unsafe.");
+  expect_error("{{ {'a': 1}.pop('a') }}", "access to attribute 'pop' of 'dict' object is unsafe.");
+  // Python has these and kiln does not run them: an error naming the method, never a wrong prompt.
+  expect_error("{{ {}.fromkeys([1]) }}", "dict.fromkeys() is not supported by kiln's template engine");
+  expect_error("{{ 'a'.translate({}) }}", "str.translate() is not supported by kiln's template engine");
+  expect_error("{% for x in [1] %}{{ loop.changed(x) }}{% endfor %}",
+               "loop.changed() is not supported by kiln's template engine");
+  expect_error("{{ lipsum() }}", "'lipsum()' is not supported by kiln's template engine");
+}
+
+// `fmt % args` is Python's: expected values are what Python 3.11 prints. A * width past the limit
+// is an error (Python runs out of memory), never an allocation of that size.
+TEST(JinjaPercentFormat, StarWidthAndPrecisionAsPython) {
+  expect_renders({{"{{ '%*s|' % (-5, 'ab') }}|{{ '%.*f' % (-1, 1.5) }}|{{ '%*d|' % (-4, 7) }}|{{ '%-*d|' % (-4, 7) }}|"
+                   "{{ '%.*s|' % (-2, 'abc') }}|{{ '%*.*e' % (12, -3, 12345.678) }}",
+                   "ab   ||2|7   ||7   ||||       1e+04"}});
+  expect_error("{{ '%*f' % (1000000000000, 1.0) }}", "format width too large");
+  expect_error("{{ '%*d' % (-1000000000000, 1) }}", "format width too large");
 }
 
 }  // namespace

@@ -1,34 +1,16 @@
-// The Python methods templates call (str, dict, list, tuple, the loop object), the globals
-// (range, dict, namespace, raise_exception, strftime_now) and %-formatting.
-#include <cmath>
-#include <cstdio>
-#include <ctime>
-#include <set>
+// The Python methods templates call on strings, dicts, lists, tuples and the loop object, as
+// one table per type from method name to function; the tables are also what getattr finds.
+#include <cstdlib>
+#include <span>
 
 #include "template/jinja_args.h"
 #include "template/jinja_builtins.h"
+#include "template/jinja_name_table.h"
 #include "template/jinja_text.h"
 
 namespace kiln::jinja {
 
 namespace {
-
-constexpr int64_t kMaxRange = 100000;  // Jinja's sandbox refuses larger ranges
-
-const std::set<std::string_view> kStrMethods = {
-    "capitalize",   "casefold",   "center",    "count",       "encode",    "endswith",     "expandtabs",   "find",
-    "format",       "format_map", "index",     "isalnum",     "isalpha",   "isascii",      "isdecimal",    "isdigit",
-    "isidentifier", "islower",    "isnumeric", "isprintable", "isspace",   "istitle",      "isupper",      "join",
-    "ljust",        "lower",      "lstrip",    "maketrans",   "partition", "removeprefix", "removesuffix", "replace",
-    "rfind",        "rindex",     "rjust",     "rpartition",  "rsplit",    "rstrip",       "split",        "splitlines",
-    "startswith",   "strip",      "swapcase",  "title",       "translate", "upper",        "zfill"};
-const std::set<std::string_view> kDictMethods = {"clear", "copy",    "fromkeys",   "get",    "items", "keys",
-                                                 "pop",   "popitem", "setdefault", "update", "values"};
-const std::set<std::string_view> kDictUnsafe = {"clear", "pop", "popitem", "setdefault", "update"};
-const std::set<std::string_view> kListMethods = {"append", "clear", "copy",   "count",   "extend", "index",
-                                                 "insert", "pop",   "remove", "reverse", "sort"};
-const std::set<std::string_view> kListUnsafe = {"append", "clear",  "extend",  "insert",
-                                                "pop",    "remove", "reverse", "sort"};
 
 Status unsafe(const std::string& name, const Value& self) {
   return invalid_argument("access to attribute '" + name + "' of '" + self.type_name() + "' object is unsafe.");
@@ -36,14 +18,6 @@ Status unsafe(const std::string& name, const Value& self) {
 
 Status not_supported(const std::string& type, const std::string& name) {
   return unsupported(type + "." + name + "() is not supported by kiln's template engine");
-}
-
-Result<std::string> pad_text(const std::string& s, int64_t width, bool left_justify) {
-  int64_t n = static_cast<int64_t>(count_code_points(s));
-  if (width > (int64_t{1} << 24)) return invalid_argument("format width too large");
-  if (width <= n) return s;
-  std::string pad(static_cast<size_t>(width - n), ' ');
-  return left_justify ? s + pad : pad + s;
 }
 
 bool all_chars(const std::string& s, bool (*pred)(char32_t)) {
@@ -134,182 +108,222 @@ Result<Value> str_format(Interpreter& in, const std::string& f, const CallArgs& 
   return in.make_string(std::move(out));
 }
 
-Result<Value> str_method(Interpreter& in, const Value& self, const std::string& name, const CallArgs& args) {
+// Every method takes (in, self, name, args); `name` tells apart the methods that share one.
+using MethodFn = Result<Value> (*)(Interpreter& in, const Value& self, const std::string& name, const CallArgs& args);
+
+Result<Value> str_strip(Interpreter& in, const Value& self, const std::string& name, const CallArgs& args) {
   const std::string& s = self.str();
-  if (name == "strip" || name == "lstrip" || name == "rstrip") {
-    KILN_ASSIGN_OR_RETURN(Bound b, bind(args, name, {"chars"}));
-    bool l = name != "rstrip", r = name != "lstrip";
-    if (const Value* c = b.get(0); c && !c->is_none()) {
-      if (!c->is_string()) return invalid_argument(name + " arg must be None or str");
-      std::u32string set = to_u32(c->str());
-      return in.make_string(py_strip(s, &set, l, r));
-    }
-    return in.make_string(py_strip(s, nullptr, l, r));
+  KILN_ASSIGN_OR_RETURN(Bound b, bind(args, name, {"chars"}));
+  bool l = name != "rstrip", r = name != "lstrip";
+  if (const Value* c = b.get(0); c && !c->is_none()) {
+    if (!c->is_string()) return invalid_argument(name + " arg must be None or str");
+    std::u32string set = to_u32(c->str());
+    return in.make_string(py_strip(s, &set, l, r));
   }
-  if (name == "split" || name == "rsplit") {
-    KILN_ASSIGN_OR_RETURN(Bound b, bind(args, name, {"sep", "maxsplit"}));
-    KILN_ASSIGN_OR_RETURN(int64_t maxsplit, int_arg(b.get(1), -1, name + ": maxsplit"));
-    std::string sep;
-    bool has_sep = false;
-    if (const Value* sv = b.get(0); sv && !sv->is_none()) {
-      if (!sv->is_string()) return invalid_argument("must be str or None, not " + sv->type_name());
-      sep = sv->str();
-      has_sep = true;
-      if (sep.empty()) return invalid_argument("empty separator");
-    }
-    std::vector<std::string> parts = name == "split" ? py_split(s, has_sep ? &sep : nullptr, maxsplit)
-                                                     : py_rsplit(s, has_sep ? &sep : nullptr, maxsplit);
-    KILN_RETURN_IF_ERROR(in.step(parts.size()));
-    KILN_RETURN_IF_ERROR(in.alloc(s.size() + 48 * parts.size()));
-    ValueList items;
-    items.reserve(parts.size());
-    for (std::string& p : parts) items.push_back(Value::string(std::move(p)));
-    return Value::list(std::move(items));
-  }
-  if (name == "splitlines") {
-    KILN_ASSIGN_OR_RETURN(Bound b, bind(args, name, {"keepends"}));
-    std::vector<std::string> parts = py_splitlines(s, bool_arg(b.get(0), false));
-    KILN_RETURN_IF_ERROR(in.alloc(s.size() + 48 * parts.size()));
-    ValueList items;
-    for (std::string& p : parts) items.push_back(Value::string(std::move(p)));
-    return Value::list(std::move(items));
-  }
-  if (name == "startswith" || name == "endswith") {
-    if (args.pos.size() != 1 || !args.kw.empty()) return not_supported("str", name + " with start/end positions");
-    const Value& p = args.pos[0];
-    auto test = [&](const std::string& x) {
-      if (x.size() > s.size()) return false;
-      return name == "startswith" ? s.compare(0, x.size(), x) == 0 : s.compare(s.size() - x.size(), x.size(), x) == 0;
-    };
-    if (p.is_string()) return Value::boolean(test(p.str()));
-    if (p.is_list() && p.list_kind() == ListKind::kTuple) {
-      for (const Value& x : p.items()) {
-        if (!x.is_string()) return invalid_argument("tuple for " + name + " must only contain str");
-        if (test(x.str())) return Value::boolean(true);
-      }
-      return Value::boolean(false);
-    }
-    return invalid_argument(name + " first arg must be str or a tuple of str, not " + p.type_name());
-  }
-  if (name == "replace") {
-    KILN_ASSIGN_OR_RETURN(Bound b, bind(args, name, {"old", "new", "count"}));
-    if (!b.has(0) || !b.has(1) || !b.get(0)->is_string() || !b.get(1)->is_string())
-      return invalid_argument("replace() arguments must be str");
-    KILN_ASSIGN_OR_RETURN(int64_t count, int_arg(b.get(2), -1, "replace: count"));
-    const std::string& old = b.get(0)->str();
-    const std::string& repl = b.get(1)->str();
-    if (old.empty() && repl.size() * (count_code_points(s) + 1) > in.limits().max_output_bytes)
-      return invalid_argument("replace: the text would be larger than the output limit");
-    return in.make_string(py_replace(s, old, repl, count));
-  }
-  if (name == "upper" || name == "lower" || name == "casefold" || name == "title" || name == "capitalize" ||
-      name == "swapcase") {
-    if (!args.pos.empty() || !args.kw.empty()) return invalid_argument(name + "() takes no arguments");
-    std::string r = name == "upper"                           ? py_upper(s)
-                    : (name == "lower" || name == "casefold") ? py_lower(s)
-                    : name == "title"                         ? py_title(s)
-                    : name == "capitalize"                    ? py_capitalize(s)
-                                                              : py_swapcase(s);
-    return in.make_string(std::move(r));
-  }
-  if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
-    if (args.pos.size() != 1 || !args.kw.empty()) return not_supported("str", name + " with start/end positions");
-    if (!args.pos[0].is_string()) return invalid_argument("must be str, not " + args.pos[0].type_name());
-    const std::string& sub = args.pos[0].str();
-    if (name == "count") return Value::integer(py_count(s, sub));
-    int64_t r = py_find(s, sub, name[0] == 'r');
-    if (r < 0 && (name == "index" || name == "rindex")) return invalid_argument("substring not found");
-    return Value::integer(r);
-  }
-  if (name == "join") {
-    if (args.pos.size() != 1 || !args.kw.empty()) return invalid_argument("join() takes exactly one argument");
-    KILN_ASSIGN_OR_RETURN(ValueList items, in.iterate(args.pos[0]));
-    std::string out;
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (!items[i].is_string())
-        return invalid_argument("sequence item " + std::to_string(i) + ": expected str instance, " +
-                                items[i].type_name() + " found");
-      if (i) out += s;
-      out += items[i].str();
-      if (out.size() > in.limits().max_output_bytes)
-        return invalid_argument("join: the text is larger than the output limit");
-    }
-    return in.make_string(std::move(out));
-  }
-  if (name == "isdigit" || name == "isdecimal" || name == "isnumeric") return Value::boolean(all_chars(s, is_digit_cp));
-  if (name == "isalpha") return Value::boolean(all_chars(s, is_alpha_cp));
-  if (name == "isalnum") return Value::boolean(all_chars(s, is_alnum_cp));
-  if (name == "isspace") return Value::boolean(all_chars(s, is_space_cp));
-  if (name == "isascii") return Value::boolean(s.empty() || all_chars(s, is_ascii_cp));
-  if (name == "islower" || name == "isupper") {
-    bool cased = false;
-    for (char32_t c : to_u32(s)) {
-      if (name == "islower" ? py_is_cased_upper(c) : py_is_cased_lower(c)) return Value::boolean(false);
-      if (py_is_cased_upper(c) || py_is_cased_lower(c)) cased = true;
-    }
-    return Value::boolean(cased);
-  }
-  if (name == "removeprefix" || name == "removesuffix") {
-    if (args.pos.size() != 1 || !args.pos[0].is_string()) return invalid_argument(name + "() argument must be str");
-    const std::string& x = args.pos[0].str();
-    if (name == "removeprefix" && s.compare(0, x.size(), x) == 0) return in.make_string(s.substr(x.size()));
-    if (name == "removesuffix" && !x.empty() && s.size() >= x.size() &&
-        s.compare(s.size() - x.size(), x.size(), x) == 0)
-      return in.make_string(s.substr(0, s.size() - x.size()));
-    return self;
-  }
-  if (name == "partition" || name == "rpartition") {
-    if (args.pos.size() != 1 || !args.pos[0].is_string()) return invalid_argument(name + "() argument must be str");
-    const std::string& sep = args.pos[0].str();
-    if (sep.empty()) return invalid_argument("empty separator");
-    size_t p = name == "partition" ? s.find(sep) : s.rfind(sep);
-    if (p == std::string::npos) {
-      if (name == "partition") return Value::list({self, Value::string(""), Value::string("")}, ListKind::kTuple);
-      return Value::list({Value::string(""), Value::string(""), self}, ListKind::kTuple);
-    }
-    return Value::list({Value::string(s.substr(0, p)), Value::string(sep), Value::string(s.substr(p + sep.size()))},
-                       ListKind::kTuple);
-  }
-  if (name == "ljust" || name == "rjust" || name == "center" || name == "zfill") {
-    KILN_ASSIGN_OR_RETURN(Bound b, bind(args, name, {"width", "fillchar"}));
-    KILN_ASSIGN_OR_RETURN(int64_t width, int_arg(b.get(0), 0, name + ": width"));
-    KILN_ASSIGN_OR_RETURN(std::string fill, str_arg(b.get(1), name == "zfill" ? "0" : " ", name + ": fillchar"));
-    if (count_code_points(fill) != 1) return invalid_argument("The fill character must be exactly one character long");
-    int64_t n = static_cast<int64_t>(count_code_points(s));
-    if (width > static_cast<int64_t>(in.limits().max_output_bytes)) return invalid_argument(name + ": width too large");
-    if (width <= n) return self;
-    int64_t marg = width - n;
-    auto rep = [&](int64_t k) {
-      std::string r;
-      for (int64_t i = 0; i < k; ++i) r += fill;
-      return r;
-    };
-    if (name == "ljust") return in.make_string(s + rep(marg));
-    if (name == "rjust") return in.make_string(rep(marg) + s);
-    if (name == "zfill") {
-      if (!s.empty() && (s[0] == '+' || s[0] == '-')) return in.make_string(s.substr(0, 1) + rep(marg) + s.substr(1));
-      return in.make_string(rep(marg) + s);
-    }
-    int64_t left = marg / 2 + (marg & width & 1);
-    return in.make_string(rep(left) + s + rep(marg - left));
-  }
-  if (name == "format") return str_format(in, s, args);
-  return not_supported("str", name);
+  return in.make_string(py_strip(s, nullptr, l, r));
 }
 
-Result<Value> dict_method(Interpreter& in, const Value& self, const std::string& name, const CallArgs& args) {
-  if (kDictUnsafe.count(name)) return unsafe(name, self);
-  const Object& o = self.object();
-  if (name == "get") {
-    if (!args.kw.empty() || args.pos.empty() || args.pos.size() > 2)
-      return invalid_argument("get expected 1 or 2 arguments");
-    if (!args.pos[0].hashable()) return invalid_argument("unhashable type: '" + args.pos[0].type_name() + "'");
-    const Value* v = o.find(args.pos[0]);
-    if (v) return *v;
-    return args.pos.size() == 2 ? args.pos[1] : Value::none();
+Result<Value> str_split(Interpreter& in, const Value& self, const std::string& name, const CallArgs& args) {
+  const std::string& s = self.str();
+  KILN_ASSIGN_OR_RETURN(Bound b, bind(args, name, {"sep", "maxsplit"}));
+  KILN_ASSIGN_OR_RETURN(int64_t maxsplit, int_arg(b.get(1), -1, name + ": maxsplit"));
+  std::string sep;
+  bool has_sep = false;
+  if (const Value* sv = b.get(0); sv && !sv->is_none()) {
+    if (!sv->is_string()) return invalid_argument("must be str or None, not " + sv->type_name());
+    sep = sv->str();
+    has_sep = true;
+    if (sep.empty()) return invalid_argument("empty separator");
   }
+  std::vector<std::string> parts = name == "split" ? py_split(s, has_sep ? &sep : nullptr, maxsplit)
+                                                   : py_rsplit(s, has_sep ? &sep : nullptr, maxsplit);
+  KILN_RETURN_IF_ERROR(in.step(parts.size()));
+  KILN_RETURN_IF_ERROR(in.alloc(s.size() + 48 * parts.size()));
+  ValueList items;
+  items.reserve(parts.size());
+  for (std::string& p : parts) items.push_back(Value::string(std::move(p)));
+  return Value::list(std::move(items));
+}
+
+Result<Value> str_splitlines(Interpreter& in, const Value& self, const std::string& name, const CallArgs& args) {
+  const std::string& s = self.str();
+  KILN_ASSIGN_OR_RETURN(Bound b, bind(args, name, {"keepends"}));
+  std::vector<std::string> parts = py_splitlines(s, bool_arg(b.get(0), false));
+  KILN_RETURN_IF_ERROR(in.alloc(s.size() + 48 * parts.size()));
+  ValueList items;
+  for (std::string& p : parts) items.push_back(Value::string(std::move(p)));
+  return Value::list(std::move(items));
+}
+
+// startswith / endswith, with a string or a tuple of strings.
+Result<Value> str_affix(Interpreter&, const Value& self, const std::string& name, const CallArgs& args) {
+  const std::string& s = self.str();
+  if (args.pos.size() != 1 || !args.kw.empty()) return not_supported("str", name + " with start/end positions");
+  const Value& p = args.pos[0];
+  auto test = [&](const std::string& x) {
+    if (x.size() > s.size()) return false;
+    return name == "startswith" ? s.compare(0, x.size(), x) == 0 : s.compare(s.size() - x.size(), x.size(), x) == 0;
+  };
+  if (p.is_string()) return Value::boolean(test(p.str()));
+  if (p.is_list() && p.list_kind() == ListKind::kTuple) {
+    for (const Value& x : p.items()) {
+      if (!x.is_string()) return invalid_argument("tuple for " + name + " must only contain str");
+      if (test(x.str())) return Value::boolean(true);
+    }
+    return Value::boolean(false);
+  }
+  return invalid_argument(name + " first arg must be str or a tuple of str, not " + p.type_name());
+}
+
+Result<Value> str_replace(Interpreter& in, const Value& self, const std::string& name, const CallArgs& args) {
+  const std::string& s = self.str();
+  KILN_ASSIGN_OR_RETURN(Bound b, bind(args, name, {"old", "new", "count"}));
+  if (!b.has(0) || !b.has(1) || !b.get(0)->is_string() || !b.get(1)->is_string())
+    return invalid_argument("replace() arguments must be str");
+  KILN_ASSIGN_OR_RETURN(int64_t count, int_arg(b.get(2), -1, "replace: count"));
+  const std::string& old = b.get(0)->str();
+  const std::string& repl = b.get(1)->str();
+  if (old.empty() && repl.size() * (count_code_points(s) + 1) > in.limits().max_output_bytes)
+    return invalid_argument("replace: the text would be larger than the output limit");
+  return in.make_string(py_replace(s, old, repl, count));
+}
+
+// upper / lower / casefold / title / capitalize / swapcase.
+Result<Value> str_case(Interpreter& in, const Value& self, const std::string& name, const CallArgs& args) {
+  const std::string& s = self.str();
   if (!args.pos.empty() || !args.kw.empty()) return invalid_argument(name + "() takes no arguments");
-  if (name == "copy") return self;
+  std::string r = name == "upper"                           ? py_upper(s)
+                  : (name == "lower" || name == "casefold") ? py_lower(s)
+                  : name == "title"                         ? py_title(s)
+                  : name == "capitalize"                    ? py_capitalize(s)
+                                                            : py_swapcase(s);
+  return in.make_string(std::move(r));
+}
+
+// find / rfind / index / rindex / count, without start/end positions.
+Result<Value> str_find(Interpreter&, const Value& self, const std::string& name, const CallArgs& args) {
+  const std::string& s = self.str();
+  if (args.pos.size() != 1 || !args.kw.empty()) return not_supported("str", name + " with start/end positions");
+  if (!args.pos[0].is_string()) return invalid_argument("must be str, not " + args.pos[0].type_name());
+  const std::string& sub = args.pos[0].str();
+  if (name == "count") return Value::integer(py_count(s, sub));
+  int64_t r = py_find(s, sub, name[0] == 'r');
+  if (r < 0 && (name == "index" || name == "rindex")) return invalid_argument("substring not found");
+  return Value::integer(r);
+}
+
+Result<Value> str_join(Interpreter& in, const Value& self, const std::string&, const CallArgs& args) {
+  const std::string& s = self.str();
+  if (args.pos.size() != 1 || !args.kw.empty()) return invalid_argument("join() takes exactly one argument");
+  KILN_ASSIGN_OR_RETURN(ValueList items, in.iterate(args.pos[0]));
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!items[i].is_string())
+      return invalid_argument("sequence item " + std::to_string(i) + ": expected str instance, " +
+                              items[i].type_name() + " found");
+    if (i) out += s;
+    out += items[i].str();
+    if (out.size() > in.limits().max_output_bytes)
+      return invalid_argument("join: the text is larger than the output limit");
+  }
+  return in.make_string(std::move(out));
+}
+
+// isdigit, isalpha, ...: every character passes (and there is one).
+template <bool (*Pred)(char32_t)>
+Result<Value> str_all(Interpreter&, const Value& self, const std::string&, const CallArgs&) {
+  return Value::boolean(all_chars(self.str(), Pred));
+}
+
+Result<Value> str_isascii(Interpreter&, const Value& self, const std::string&, const CallArgs&) {
+  return Value::boolean(self.str().empty() || all_chars(self.str(), is_ascii_cp));
+}
+
+// islower / isupper: no cased character of the other case, and at least one.
+Result<Value> str_cased(Interpreter&, const Value& self, const std::string& name, const CallArgs&) {
+  bool cased = false;
+  for (char32_t c : to_u32(self.str())) {
+    if (name == "islower" ? py_is_cased_upper(c) : py_is_cased_lower(c)) return Value::boolean(false);
+    if (py_is_cased_upper(c) || py_is_cased_lower(c)) cased = true;
+  }
+  return Value::boolean(cased);
+}
+
+// removeprefix / removesuffix.
+Result<Value> str_remove_affix(Interpreter& in, const Value& self, const std::string& name, const CallArgs& args) {
+  const std::string& s = self.str();
+  if (args.pos.size() != 1 || !args.pos[0].is_string()) return invalid_argument(name + "() argument must be str");
+  const std::string& x = args.pos[0].str();
+  if (name == "removeprefix" && s.compare(0, x.size(), x) == 0) return in.make_string(s.substr(x.size()));
+  if (name == "removesuffix" && !x.empty() && s.size() >= x.size() &&
+      s.compare(s.size() - x.size(), x.size(), x) == 0)
+    return in.make_string(s.substr(0, s.size() - x.size()));
+  return self;
+}
+
+// partition / rpartition.
+Result<Value> str_partition(Interpreter&, const Value& self, const std::string& name, const CallArgs& args) {
+  const std::string& s = self.str();
+  if (args.pos.size() != 1 || !args.pos[0].is_string()) return invalid_argument(name + "() argument must be str");
+  const std::string& sep = args.pos[0].str();
+  if (sep.empty()) return invalid_argument("empty separator");
+  size_t p = name == "partition" ? s.find(sep) : s.rfind(sep);
+  if (p == std::string::npos) {
+    if (name == "partition") return Value::list({self, Value::string(""), Value::string("")}, ListKind::kTuple);
+    return Value::list({Value::string(""), Value::string(""), self}, ListKind::kTuple);
+  }
+  return Value::list({Value::string(s.substr(0, p)), Value::string(sep), Value::string(s.substr(p + sep.size()))},
+                     ListKind::kTuple);
+}
+
+// ljust / rjust / center / zfill.
+Result<Value> str_pad(Interpreter& in, const Value& self, const std::string& name, const CallArgs& args) {
+  const std::string& s = self.str();
+  KILN_ASSIGN_OR_RETURN(Bound b, bind(args, name, {"width", "fillchar"}));
+  KILN_ASSIGN_OR_RETURN(int64_t width, int_arg(b.get(0), 0, name + ": width"));
+  KILN_ASSIGN_OR_RETURN(std::string fill, str_arg(b.get(1), name == "zfill" ? "0" : " ", name + ": fillchar"));
+  if (count_code_points(fill) != 1) return invalid_argument("The fill character must be exactly one character long");
+  int64_t n = static_cast<int64_t>(count_code_points(s));
+  if (width > static_cast<int64_t>(in.limits().max_output_bytes)) return invalid_argument(name + ": width too large");
+  if (width <= n) return self;
+  int64_t marg = width - n;
+  auto rep = [&](int64_t k) {
+    std::string r;
+    for (int64_t i = 0; i < k; ++i) r += fill;
+    return r;
+  };
+  if (name == "ljust") return in.make_string(s + rep(marg));
+  if (name == "rjust") return in.make_string(rep(marg) + s);
+  if (name == "zfill") {
+    if (!s.empty() && (s[0] == '+' || s[0] == '-')) return in.make_string(s.substr(0, 1) + rep(marg) + s.substr(1));
+    return in.make_string(rep(marg) + s);
+  }
+  int64_t left = marg / 2 + (marg & width & 1);
+  return in.make_string(rep(left) + s + rep(marg - left));
+}
+
+Result<Value> str_format_method(Interpreter& in, const Value& self, const std::string&, const CallArgs& args) {
+  return str_format(in, self.str(), args);
+}
+
+Result<Value> dict_get(Interpreter&, const Value& self, const std::string&, const CallArgs& args) {
+  if (!args.kw.empty() || args.pos.empty() || args.pos.size() > 2)
+    return invalid_argument("get expected 1 or 2 arguments");
+  if (!args.pos[0].hashable()) return invalid_argument("unhashable type: '" + args.pos[0].type_name() + "'");
+  const Value* v = self.object().find(args.pos[0]);
+  if (v) return *v;
+  return args.pos.size() == 2 ? args.pos[1] : Value::none();
+}
+
+Result<Value> dict_copy(Interpreter&, const Value& self, const std::string& name, const CallArgs& args) {
+  if (!args.pos.empty() || !args.kw.empty()) return invalid_argument(name + "() takes no arguments");
+  return self;
+}
+
+// items / keys / values: a view, as a list that knows which.
+Result<Value> dict_view(Interpreter& in, const Value& self, const std::string& name, const CallArgs& args) {
+  if (!args.pos.empty() || !args.kw.empty()) return invalid_argument(name + "() takes no arguments");
+  const Object& o = self.object();
   KILN_RETURN_IF_ERROR(in.step(o.items.size()));
   KILN_RETURN_IF_ERROR(in.alloc(48 * o.items.size()));
   ValueList out;
@@ -322,97 +336,168 @@ Result<Value> dict_method(Interpreter& in, const Value& self, const std::string&
     for (const auto& kv : o.items) out.push_back(kv.first);
     return Value::list(std::move(out), ListKind::kDictKeys);
   }
-  if (name == "values") {
-    for (const auto& kv : o.items) out.push_back(kv.second);
-    return Value::list(std::move(out), ListKind::kDictValues);
-  }
-  return not_supported("dict", name);
+  for (const auto& kv : o.items) out.push_back(kv.second);
+  return Value::list(std::move(out), ListKind::kDictValues);
 }
 
-Result<Value> list_method(Interpreter& in, const Value& self, const std::string& name, const CallArgs& args) {
-  if (self.list_kind() == ListKind::kList && kListUnsafe.count(name)) return unsafe(name, self);
-  if (name == "copy") return self;
-  if ((name == "count" || name == "index") && args.pos.size() == 1 && args.kw.empty()) {
-    KILN_RETURN_IF_ERROR(in.step(self.items().size()));
-    int64_t count = 0;
-    for (size_t i = 0; i < self.items().size(); ++i) {
-      if (!py_equal(self.items()[i], args.pos[0], in.work())) continue;
-      if (name == "index") return Value::integer(static_cast<int64_t>(i));
-      ++count;
-    }
-    if (name == "index") return invalid_argument("the value is not in the " + self.type_name());
-    return Value::integer(count);
+Result<Value> list_copy(Interpreter&, const Value& self, const std::string&, const CallArgs&) { return self; }
+
+// count / index of one value (lists, tuples and ranges).
+Result<Value> list_count_index(Interpreter& in, const Value& self, const std::string& name, const CallArgs& args) {
+  if (args.pos.size() != 1 || !args.kw.empty()) return not_supported(self.type_name(), name);
+  KILN_RETURN_IF_ERROR(in.step(self.items().size()));
+  int64_t count = 0;
+  for (size_t i = 0; i < self.items().size(); ++i) {
+    if (!py_equal(self.items()[i], args.pos[0], in.work())) continue;
+    if (name == "index") return Value::integer(static_cast<int64_t>(i));
+    ++count;
   }
-  return not_supported(self.type_name(), name);
+  if (name == "index") return invalid_argument("the value is not in the " + self.type_name());
+  return Value::integer(count);
 }
 
-std::string strftime_text(const std::tm& tm, const std::string& fmt, long micros) {
-  std::string f;
-  for (size_t i = 0; i < fmt.size(); ++i) {
-    if (fmt[i] == '%' && i + 1 < fmt.size() && fmt[i + 1] == 'f') {
-      char buf[16];
-      std::snprintf(buf, sizeof buf, "%06ld", micros);
-      f += buf;
-      ++i;
-    } else if (fmt[i] == '%' && i + 1 < fmt.size()) {
-      f += fmt.substr(i, 2);
-      ++i;
-    } else {
-      f += fmt[i];
-    }
+Result<Value> loop_cycle(Interpreter&, const Value& self, const std::string&, const CallArgs& args) {
+  if (!args.kw.empty()) return invalid_argument("cycle() takes no keyword arguments");
+  if (args.pos.empty()) return invalid_argument("no items for cycling given");
+  return args.pos[self.loop_state().index0 % args.pos.size()];
+}
+
+// Methods that change their object: Jinja's sandbox refuses them.
+Result<Value> refuse_mutation(Interpreter&, const Value& self, const std::string& name, const CallArgs&) {
+  return unsafe(name, self);
+}
+
+// fn is null for a method Python has and kiln does not run: getattr finds it, and calling it
+// is an error naming it (not a missing attribute, which a template might test for).
+struct MethodEntry {
+  std::string_view name;
+  MethodFn fn;
+};
+
+constexpr MethodEntry kStrMethods[] = {
+    {"capitalize", str_case},
+    {"casefold", str_case},
+    {"center", str_pad},
+    {"count", str_find},
+    {"encode", nullptr},
+    {"endswith", str_affix},
+    {"expandtabs", nullptr},
+    {"find", str_find},
+    {"format", str_format_method},
+    {"format_map", nullptr},
+    {"index", str_find},
+    {"isalnum", str_all<is_alnum_cp>},
+    {"isalpha", str_all<is_alpha_cp>},
+    {"isascii", str_isascii},
+    {"isdecimal", str_all<is_digit_cp>},
+    {"isdigit", str_all<is_digit_cp>},
+    {"isidentifier", nullptr},
+    {"islower", str_cased},
+    {"isnumeric", str_all<is_digit_cp>},
+    {"isprintable", nullptr},
+    {"isspace", str_all<is_space_cp>},
+    {"istitle", nullptr},
+    {"isupper", str_cased},
+    {"join", str_join},
+    {"ljust", str_pad},
+    {"lower", str_case},
+    {"lstrip", str_strip},
+    {"maketrans", nullptr},
+    {"partition", str_partition},
+    {"removeprefix", str_remove_affix},
+    {"removesuffix", str_remove_affix},
+    {"replace", str_replace},
+    {"rfind", str_find},
+    {"rindex", str_find},
+    {"rjust", str_pad},
+    {"rpartition", str_partition},
+    {"rsplit", str_split},
+    {"rstrip", str_strip},
+    {"split", str_split},
+    {"splitlines", str_splitlines},
+    {"startswith", str_affix},
+    {"strip", str_strip},
+    {"swapcase", str_case},
+    {"title", str_case},
+    {"translate", nullptr},
+    {"upper", str_case},
+    {"zfill", str_pad},
+};
+
+constexpr MethodEntry kDictMethods[] = {
+    {"clear", refuse_mutation}, {"copy", dict_copy},          {"fromkeys", nullptr},
+    {"get", dict_get},          {"items", dict_view},         {"keys", dict_view},
+    {"pop", refuse_mutation},   {"popitem", refuse_mutation}, {"setdefault", refuse_mutation},
+    {"update", refuse_mutation}, {"values", dict_view},
+};
+
+constexpr MethodEntry kListMethods[] = {
+    {"append", refuse_mutation}, {"clear", refuse_mutation},   {"copy", list_copy},
+    {"count", list_count_index}, {"extend", refuse_mutation},  {"index", list_count_index},
+    {"insert", refuse_mutation}, {"pop", refuse_mutation},     {"remove", refuse_mutation},
+    {"reverse", refuse_mutation}, {"sort", refuse_mutation},
+};
+
+// Tuples and ranges.
+constexpr MethodEntry kSequenceMethods[] = {{"count", list_count_index}, {"index", list_count_index}};
+
+// Jinja's loop.cycle(...) and loop.changed(...).
+constexpr MethodEntry kLoopMethods[] = {{"changed", nullptr}, {"cycle", loop_cycle}};
+
+static_assert(sorted_by_name<MethodEntry>(kStrMethods) && sorted_by_name<MethodEntry>(kDictMethods) &&
+              sorted_by_name<MethodEntry>(kListMethods) && sorted_by_name<MethodEntry>(kSequenceMethods) &&
+              sorted_by_name<MethodEntry>(kLoopMethods));
+
+// The table for obj's type; empty for types without methods (dict views, numbers, ...).
+std::span<const MethodEntry> methods_of(const Value& obj) {
+  switch (obj.kind()) {
+    case Kind::kString:
+      return kStrMethods;
+    case Kind::kDict:
+      return kDictMethods;
+    case Kind::kLoop:
+      return kLoopMethods;
+    case Kind::kList:
+      switch (obj.list_kind()) {
+        case ListKind::kList:
+          return kListMethods;
+        case ListKind::kTuple:
+        case ListKind::kRange:
+          return kSequenceMethods;
+        default:
+          return {};
+      }
+    default:
+      return {};
   }
-  if (f.empty()) return "";
-  for (size_t cap = 256; cap <= (size_t{1} << 20); cap *= 4) {
-    std::string buf(cap, '\0');
-    size_t n = std::strftime(buf.data(), cap, f.c_str(), &tm);
-    if (n > 0) return buf.substr(0, n);
+}
+
+// The type as the "not supported" error names it (a Markup string is still a str).
+std::string method_type_name(const Value& obj) {
+  switch (obj.kind()) {
+    case Kind::kString:
+      return "str";
+    case Kind::kDict:
+      return "dict";
+    case Kind::kLoop:
+      return "loop";
+    default:
+      return obj.type_name();
   }
-  return "";
 }
 
 }  // namespace
 
+// The loop object's methods are reached through loop_attribute, not getattr's has_method.
 bool has_method(const Value& obj, const std::string& name) {
-  switch (obj.kind()) {
-    case Kind::kString:
-      return kStrMethods.count(name) != 0;
-    case Kind::kDict:
-      return kDictMethods.count(name) != 0;
-    case Kind::kList:
-      switch (obj.list_kind()) {
-        case ListKind::kList:
-          return kListMethods.count(name) != 0;
-        case ListKind::kTuple:
-        case ListKind::kRange:
-          return name == "count" || name == "index";
-        default:
-          return false;
-      }
-    default:
-      return false;
-  }
+  return !obj.is_loop() && find_by_name(methods_of(obj), name) != nullptr;
 }
 
 Result<Value> call_method(Interpreter& in, const Value& self, const std::string& name, const CallArgs& args) {
   KILN_RETURN_IF_ERROR(in.step());
-  switch (self.kind()) {
-    case Kind::kString:
-      return str_method(in, self, name, args);
-    case Kind::kDict:
-      return dict_method(in, self, name, args);
-    case Kind::kList:
-      return list_method(in, self, name, args);
-    case Kind::kLoop: {
-      if (name == "cycle") {
-        if (!args.kw.empty()) return invalid_argument("cycle() takes no keyword arguments");
-        if (args.pos.empty()) return invalid_argument("no items for cycling given");
-        return args.pos[self.loop_state().index0 % args.pos.size()];
-      }
-      return not_supported("loop", name);
-    }
-    default:
-      return not_supported(self.type_name(), name);
-  }
+  const MethodEntry* m = find_by_name(methods_of(self), name);
+  if (m == nullptr || m->fn == nullptr) return not_supported(method_type_name(self), name);
+  return m->fn(in, self, name, args);
 }
 
 Value loop_attribute(const Value& loop, const std::string& name) {
@@ -431,7 +516,7 @@ Value loop_attribute(const Value& loop, const std::string& name) {
   if (name == "depth0") return Value::integer(st.depth0);
   if (name == "previtem") return i > 0 ? st.items->items[i - 1] : Value::undefined("there is no previous item");
   if (name == "nextitem") return i + 1 < n ? st.items->items[i + 1] : Value::undefined("there is no next item");
-  if (name == "cycle" || name == "changed") {
+  if (find_by_name<MethodEntry>(kLoopMethods, name)) {
     auto fn = std::make_shared<Callable>();
     fn->type = Callable::Type::kMethod;
     fn->name = name;
@@ -439,248 +524,6 @@ Value loop_attribute(const Value& loop, const std::string& name) {
     return Value::callable(std::move(fn));
   }
   return Value::undefined();
-}
-
-void add_globals(Frame& globals) {
-  for (const char* name :
-       {"range", "dict", "namespace", "raise_exception", "strftime_now", "lipsum", "cycler", "joiner"}) {
-    auto fn = std::make_shared<Callable>();
-    fn->type = Callable::Type::kBuiltin;
-    fn->name = name;
-    globals.set(name, Value::callable(std::move(fn)));
-  }
-}
-
-Result<Value> call_global(Interpreter& in, const std::string& name, const CallArgs& args) {
-  KILN_RETURN_IF_ERROR(in.step());
-  if (name == "raise_exception") {
-    if (args.pos.size() + args.kw.size() != 1) return invalid_argument("raise_exception() takes one argument");
-    const Value& m = args.pos.empty() ? args.kw[0].second : args.pos[0];
-    KILN_ASSIGN_OR_RETURN(std::string msg, in.text(m));
-    return invalid_argument("the template raised an error: " + msg);
-  }
-  if (name == "range") {
-    if (!args.kw.empty()) return invalid_argument("range() takes no keyword arguments");
-    if (args.pos.empty() || args.pos.size() > 3)
-      return invalid_argument("range expected 1 to 3 arguments, got " + std::to_string(args.pos.size()));
-    int64_t v[3] = {0, 0, 1};
-    for (size_t i = 0; i < args.pos.size(); ++i) {
-      const Value& a = args.pos[i];
-      if (!a.is_int() && !a.is_bool())
-        return invalid_argument("'" + a.type_name() + "' object cannot be interpreted as an integer");
-      v[args.pos.size() == 1 ? 1 : i] = a.as_int();
-    }
-    int64_t start = v[0], stop = v[1], stepv = v[2];
-    if (stepv == 0) return invalid_argument("range() arg 3 must not be zero");
-    __int128 len = 0;
-    if (stepv > 0 && stop > start) len = (static_cast<__int128>(stop) - start + stepv - 1) / stepv;
-    if (stepv < 0 && stop < start) len = (static_cast<__int128>(start) - stop - stepv - 1) / -stepv;
-    if (len > kMaxRange)
-      return invalid_argument("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
-    KILN_RETURN_IF_ERROR(in.step(static_cast<uint64_t>(len)));
-    KILN_RETURN_IF_ERROR(in.alloc(32 * static_cast<uint64_t>(len)));
-    ValueList items;
-    items.reserve(static_cast<size_t>(len));
-    for (int64_t k = 0; k < len; ++k) items.push_back(Value::integer(start + k * stepv));
-    return Value::range(start, stop, stepv, std::move(items));
-  }
-  if (name == "dict" || name == "namespace") {
-    std::vector<std::pair<Value, Value>> kv;
-    if (args.pos.size() > 1) return invalid_argument(name + " expected at most 1 argument");
-    if (args.pos.size() == 1) {
-      const Value& src = args.pos[0];
-      if (src.is_dict()) {
-        kv = src.object().items;
-      } else {
-        KILN_ASSIGN_OR_RETURN(ValueList pairs, in.iterate(src));
-        for (const Value& p : pairs) {
-          KILN_ASSIGN_OR_RETURN(ValueList two, in.iterate(p));
-          if (two.size() != 2)
-            return invalid_argument("dictionary update sequence element has length " + std::to_string(two.size()) +
-                                    "; 2 is required");
-          kv.emplace_back(two[0], two[1]);
-        }
-      }
-    }
-    for (const auto& [k, v] : args.kw) kv.emplace_back(Value::string(k), v);
-    if (name == "dict") return make_dict(std::move(kv));
-    auto ns = std::make_shared<Object>();
-    for (auto& [k, v] : kv) {
-      if (k.is_string() && !k.str().empty() && k.str()[0] == '_')
-        return invalid_argument("Chat templates cannot store underscore-prefixed attributes on a namespace, but got '" +
-                                k.str() + "'. Please rename the attribute.");
-      if (v.pins_frame())
-        return unsupported(
-            "kiln's template engine does not store a namespace, loop, iterator or macro in a namespace attribute");
-      if (!k.hashable()) return invalid_argument("unhashable type: '" + k.type_name() + "'");
-      ns->set(k, v);
-    }
-    return Value::namespace_(std::move(ns));
-  }
-  if (name == "strftime_now") {
-    if (args.pos.size() != 1 || !args.kw.empty() || !args.pos[0].is_string())
-      return invalid_argument("strftime_now() takes one format string");
-    std::tm tm{};
-    long micros = 0;
-    if (in.now()) {
-      tm = *in.now();
-    } else {
-      std::timespec ts{};
-      std::timespec_get(&ts, TIME_UTC);
-      localtime_r(&ts.tv_sec, &tm);
-      micros = ts.tv_nsec / 1000;
-    }
-    return in.make_string(strftime_text(tm, args.pos[0].str(), micros));
-  }
-  return unsupported("'" + name + "()' is not supported by kiln's template engine");
-}
-
-Result<Value> percent_format(Interpreter& in, const Value& fmt, const Value& arg) {
-  const std::string& f = fmt.str();
-  ValueList pos;
-  const Object* mapping = nullptr;
-  if (arg.is_list() && arg.list_kind() == ListKind::kTuple) {
-    pos = arg.items();
-  } else {
-    pos.push_back(arg);
-    if (arg.is_dict()) mapping = &arg.object();
-  }
-  size_t next = 0;
-  std::string out;
-  for (size_t i = 0; i < f.size(); ++i) {
-    if (f[i] != '%') {
-      out += f[i];
-      continue;
-    }
-    if (++i >= f.size()) return invalid_argument("incomplete format");
-    if (f[i] == '%') {
-      out += '%';
-      continue;
-    }
-    const Value* v = nullptr;
-    if (f[i] == '(') {
-      size_t close = f.find(')', i);
-      if (close == std::string::npos) return invalid_argument("incomplete format key");
-      if (mapping == nullptr) return invalid_argument("format requires a mapping");
-      v = mapping->find(Value::string(f.substr(i + 1, close - i - 1)));
-      if (v == nullptr) return invalid_argument("KeyError: '" + f.substr(i + 1, close - i - 1) + "'");
-      i = close + 1;
-    }
-    std::string flags;
-    while (i < f.size() && std::string_view("-+ #0").find(f[i]) != std::string_view::npos) flags += f[i++];
-    auto take_num = [&](int64_t& out_n, bool& given) -> Status {
-      given = false;
-      if (i < f.size() && f[i] == '*') {
-        if (next >= pos.size()) return invalid_argument("not enough arguments for format string");
-        const Value& w = pos[next++];
-        if (!w.is_int()) return invalid_argument("* wants int");
-        out_n = w.as_int();
-        given = true;
-        ++i;
-        return Status::ok();
-      }
-      int64_t n = 0;
-      while (i < f.size() && f[i] >= '0' && f[i] <= '9') {
-        n = n * 10 + (f[i++] - '0');
-        given = true;
-        if (n > (int64_t{1} << 24)) return invalid_argument("format width too large");
-      }
-      out_n = n;
-      return Status::ok();
-    };
-    int64_t width = 0, prec = -1;
-    bool has_width = false, has_prec = false;
-    KILN_RETURN_IF_ERROR(take_num(width, has_width));
-    if (i < f.size() && f[i] == '.') {
-      ++i;
-      int64_t p = 0;
-      KILN_RETURN_IF_ERROR(take_num(p, has_prec));
-      prec = p;
-      has_prec = true;
-    }
-    while (i < f.size() && (f[i] == 'h' || f[i] == 'l' || f[i] == 'L')) ++i;
-    if (i >= f.size()) return invalid_argument("incomplete format");
-    char conv = f[i];
-    if (v == nullptr) {
-      if (next >= pos.size()) return invalid_argument("not enough arguments for format string");
-      v = &pos[next++];
-    }
-    bool left = flags.find('-') != std::string::npos;
-    std::string piece;
-    switch (conv) {
-      case 's':
-      case 'r':
-      case 'a': {
-        KILN_ASSIGN_OR_RETURN(piece, conv == 's' ? in.text(*v) : in.repr(*v));
-        if (has_prec) piece = piece.substr(0, byte_offset_of(piece, static_cast<size_t>(std::max<int64_t>(prec, 0))));
-        KILN_ASSIGN_OR_RETURN(piece, pad_text(piece, width, left));
-        break;
-      }
-      case 'd':
-      case 'i':
-      case 'u':
-      case 'x':
-      case 'X':
-      case 'o': {
-        int64_t n;
-        if (v->is_int() || v->is_bool())
-          n = v->as_int();
-        else if (v->is_float() && (conv == 'd' || conv == 'i' || conv == 'u') && std::isfinite(v->as_double()) &&
-                 std::fabs(v->as_double()) < 9.2e18)
-          n = static_cast<int64_t>(v->as_double());
-        else
-          return invalid_argument(std::string("%") + conv + " format: a real number is required, not " +
-                                  v->type_name());
-        std::string spec = "%" + flags + (has_width ? std::to_string(width) : "") +
-                           (has_prec ? "." + std::to_string(prec) : "") + "ll" +
-                           (conv == 'u' || conv == 'i' ? 'd' : conv);
-        char buf[128];
-        int len = std::snprintf(buf, sizeof buf, spec.c_str(), static_cast<long long>(n));
-        piece.assign(buf, static_cast<size_t>(std::max(0, std::min<int>(len, sizeof buf - 1))));
-        if (len >= static_cast<int>(sizeof buf)) {
-          KILN_ASSIGN_OR_RETURN(piece, pad_text(std::to_string(n), width, left));
-        }
-        if (conv == 'o' && flags.find('#') != std::string::npos) {
-          size_t z = piece.find('0');
-          if (z != std::string::npos) piece.insert(z + 1, "o");
-        }
-        break;
-      }
-      case 'f':
-      case 'F':
-      case 'e':
-      case 'E':
-      case 'g':
-      case 'G': {
-        if (!v->is_number()) return invalid_argument(std::string("must be real number, not ") + v->type_name());
-        std::string spec = "%" + flags + (has_width ? std::to_string(width) : "") +
-                           (has_prec ? "." + std::to_string(std::min<int64_t>(prec, 100)) : "") + conv;
-        std::string buf(static_cast<size_t>(width) + 400, '\0');
-        int len = std::snprintf(buf.data(), buf.size(), spec.c_str(), v->as_double());
-        piece = buf.substr(0, static_cast<size_t>(std::max(0, std::min<int>(len, static_cast<int>(buf.size()) - 1))));
-        break;
-      }
-      case 'c': {
-        if (v->is_string() && count_code_points(v->str()) == 1)
-          piece = v->str();
-        else if (v->is_int() && v->as_int() >= 0 && v->as_int() <= 0x10ffff &&
-                 !(v->as_int() >= 0xd800 && v->as_int() <= 0xdfff))
-          append_utf8(piece, static_cast<char32_t>(v->as_int()));
-        else
-          return invalid_argument("%c requires an int or a unicode character");
-        KILN_ASSIGN_OR_RETURN(piece, pad_text(piece, width, left));
-        break;
-      }
-      default:
-        return invalid_argument(std::string("unsupported format character '") + conv + "'");
-    }
-    out += piece;
-    if (out.size() > in.limits().max_output_bytes)
-      return invalid_argument("format: the text is larger than the output limit");
-  }
-  if (mapping == nullptr && next < pos.size())
-    return invalid_argument("not all arguments converted during string formatting");
-  return in.make_string(std::move(out));
 }
 
 }  // namespace kiln::jinja
