@@ -900,28 +900,38 @@ class Parser {
     return c;
   }
 
+  // A filter's or test's (dotted) name, checked against the tables, as a node applied to `input`.
+  // Where Jinja2 defers an unknown name to run time (soft_), the node carries the error instead.
+  Result<ExprPtr> parse_builtin_name(ExprKind kind, ExprPtr input) {
+    const bool filter = kind == ExprKind::kFilter;
+    const Token at = cur();
+    KILN_ASSIGN_OR_RETURN(std::string name, expect_name());
+    while (at_op(".")) {
+      advance();
+      KILN_ASSIGN_OR_RETURN(std::string part, expect_name());
+      name += "." + part;
+    }
+    const char* what = filter ? "filter" : "test";
+    std::string problem;
+    if (!(filter ? is_supported_filter(name) : is_supported_test(name)))
+      problem = (filter ? is_jinja_only_filter(name) : is_jinja_only_test(name))
+                    ? "the '" + name + "' " + what + " is not supported by kiln's template engine"
+                    : "unknown " + std::string(what) + " '" + name + "'";
+    if (!problem.empty() && !soft_) return fail_at(at, problem);
+    ExprPtr e = node(kind, at);
+    e->name = std::move(name);
+    e->deferred_error = std::move(problem);
+    e->args.push_back(std::move(input));
+    return e;
+  }
+
   Result<ExprPtr> parse_filter(ExprPtr input, bool start_inline) {
     int n = 0;
     while (at_op("|") || start_inline) {
       KILN_RETURN_IF_ERROR(chain(n));
       if (!start_inline) advance();
       start_inline = false;
-      const Token at = cur();
-      KILN_ASSIGN_OR_RETURN(std::string name, expect_name());
-      while (at_op(".")) {
-        advance();
-        KILN_ASSIGN_OR_RETURN(std::string part, expect_name());
-        name += "." + part;
-      }
-      std::string problem;
-      if (!is_supported_filter(name))
-        problem = is_jinja_only_filter(name) ? "the '" + name + "' filter is not supported by kiln's template engine"
-                                             : "unknown filter '" + name + "'";
-      if (!problem.empty() && !soft_) return fail_at(at, problem);
-      ExprPtr f = node(ExprKind::kFilter, at);
-      f->name = std::move(name);
-      f->deferred_error = std::move(problem);
-      f->args.push_back(std::move(input));
+      KILN_ASSIGN_OR_RETURN(ExprPtr f, parse_builtin_name(ExprKind::kFilter, std::move(input)));
       if (at_op("(")) KILN_RETURN_IF_ERROR(parse_call_args(*f));
       input = std::move(f);
     }
@@ -936,21 +946,7 @@ class Parser {
       advance();
     }
     const Token at = cur();
-    KILN_ASSIGN_OR_RETURN(std::string name, expect_name());
-    while (at_op(".")) {
-      advance();
-      KILN_ASSIGN_OR_RETURN(std::string part, expect_name());
-      name += "." + part;
-    }
-    std::string problem;
-    if (!is_supported_test(name))
-      problem = is_jinja_only_test(name) ? "the '" + name + "' test is not supported by kiln's template engine"
-                                         : "unknown test '" + name + "'";
-    if (!problem.empty() && !soft_) return fail_at(at, problem);
-    ExprPtr t = node(ExprKind::kTest, at);
-    t->name = std::move(name);
-    t->deferred_error = std::move(problem);
-    t->args.push_back(std::move(input));
+    KILN_ASSIGN_OR_RETURN(ExprPtr t, parse_builtin_name(ExprKind::kTest, std::move(input)));
     if (at_op("(")) {
       KILN_RETURN_IF_ERROR(parse_call_args(*t));
     } else {
