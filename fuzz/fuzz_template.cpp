@@ -9,7 +9,7 @@
 
 #include "core/byte_reader.h"
 #include "core/utf8.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 
 #include "runtime/chat_format.h"
 #include "test_util.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kiln {

@@ -1,6 +1,6 @@
 // Chat templates rendered byte for byte as Hugging Face's apply_chat_template renders them
 // (reference cases from tests/gen/make_chat_templates.py), and the engine's errors and limits.
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 #include <gtest/gtest.h>
 

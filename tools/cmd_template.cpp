@@ -7,7 +7,7 @@
 
 #include "core/mapped_file.h"
 #include "engine/open_model.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 #include "tools/cli_common.h"
 #include "tools/template_vars.h"
 

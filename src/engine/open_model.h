@@ -10,7 +10,7 @@
 #include "compiler/driver.h"
 #include "quant/overrides.h"
 #include "runtime/model.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kiln {

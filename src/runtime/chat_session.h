@@ -14,7 +14,7 @@
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
 #include "runtime/chat_format.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kiln {

@@ -8,7 +8,7 @@
 
 #include "formats/import.h"
 #include "formats/tokenizer_blob.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kiln {

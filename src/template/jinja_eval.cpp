@@ -1,12 +1,12 @@
-#include "tokenizer/jinja_eval.h"
+#include "template/jinja_eval.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_lexer.h"
-#include "tokenizer/jinja_text.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_lexer.h"
+#include "template/jinja_text.h"
 
 namespace kiln::jinja {
 
@@ -52,7 +52,9 @@ std::string object_type_repr(const Value& v) {
 }
 
 Value missing_attribute(const Value& obj, const std::string& name) {
-  return Value::undefined("'" + object_type_repr(obj) + "' has no attribute '" + name + "'");
+  std::string m = "'";  // appended, not "'" + a temporary: that sets off a false -Wrestrict in g++ 12
+  m.append(object_type_repr(obj)).append("' has no attribute '").append(name).append("'");
+  return Value::undefined(m);
 }
 
 Value missing_item(const Value& obj, const Value& key) {

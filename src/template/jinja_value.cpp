@@ -1,10 +1,10 @@
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_value.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "tokenizer/jinja_text.h"
+#include "template/jinja_text.h"
 
 namespace kiln::jinja {
 

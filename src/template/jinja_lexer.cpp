@@ -1,10 +1,10 @@
-#include "tokenizer/jinja_lexer.h"
+#include "template/jinja_lexer.h"
 
 #include <cstdio>
 
 #include "core/byte_reader.h"
 #include "core/utf8.h"
-#include "tokenizer/jinja_text.h"
+#include "template/jinja_text.h"
 
 namespace kiln::jinja {
 

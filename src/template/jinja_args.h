@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "core/status.h"
-#include "tokenizer/jinja_eval.h"
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_eval.h"
+#include "template/jinja_value.h"
 
 namespace kiln::jinja {
 

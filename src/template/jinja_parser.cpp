@@ -1,9 +1,9 @@
-#include "tokenizer/jinja_parser.h"
+#include "template/jinja_parser.h"
 
 #include <initializer_list>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_lexer.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_lexer.h"
 
 namespace kiln::jinja {
 
@@ -19,6 +19,46 @@ bool one_of(const std::string& s, std::initializer_list<const char*> names) {
     if (s == n) return true;
   return false;
 }
+
+// Jinja2's binary operators from the loosest to the tightest; `not` (prefix) sits between
+// `and` and the comparisons, and unary +/-, filters and tests bind tighter than all of these.
+enum class Shape : uint8_t {
+  kLeft,     // a op b op c: nested left to right
+  kCompare,  // a < b == c: one kCompare node
+  kConcat,   // a ~ b ~ c: one kConcat node
+};
+struct BinaryOp {
+  const char* text;
+  bool word;  // a name token (or, and, in, not) rather than an operator
+  int prec;
+  Shape shape;
+  ExprKind kind = ExprKind::kBinary;  // kLeft
+  BinOp op = BinOp::kAdd;             // kLeft with kind kBinary
+  CmpOp cmp = CmpOp::kEq;             // kCompare
+  const char* then = nullptr;         // the next token must be this name ("not" "in")
+};
+constexpr int kNotPrec = 3;
+constexpr int kTightestPrec = 8;
+constexpr BinaryOp kBinaryOps[] = {
+    {.text = "or", .word = true, .prec = 1, .shape = Shape::kLeft, .kind = ExprKind::kOr},
+    {.text = "and", .word = true, .prec = 2, .shape = Shape::kLeft, .kind = ExprKind::kAnd},
+    {.text = "==", .word = false, .prec = 4, .shape = Shape::kCompare, .cmp = CmpOp::kEq},
+    {.text = "!=", .word = false, .prec = 4, .shape = Shape::kCompare, .cmp = CmpOp::kNe},
+    {.text = "<", .word = false, .prec = 4, .shape = Shape::kCompare, .cmp = CmpOp::kLt},
+    {.text = "<=", .word = false, .prec = 4, .shape = Shape::kCompare, .cmp = CmpOp::kLe},
+    {.text = ">", .word = false, .prec = 4, .shape = Shape::kCompare, .cmp = CmpOp::kGt},
+    {.text = ">=", .word = false, .prec = 4, .shape = Shape::kCompare, .cmp = CmpOp::kGe},
+    {.text = "in", .word = true, .prec = 4, .shape = Shape::kCompare, .cmp = CmpOp::kIn},
+    {.text = "not", .word = true, .prec = 4, .shape = Shape::kCompare, .cmp = CmpOp::kNotIn, .then = "in"},
+    {.text = "+", .word = false, .prec = 5, .shape = Shape::kLeft, .op = BinOp::kAdd},
+    {.text = "-", .word = false, .prec = 5, .shape = Shape::kLeft, .op = BinOp::kSub},
+    {.text = "~", .word = false, .prec = 6, .shape = Shape::kConcat, .kind = ExprKind::kConcat},
+    {.text = "*", .word = false, .prec = 7, .shape = Shape::kLeft, .op = BinOp::kMul},
+    {.text = "/", .word = false, .prec = 7, .shape = Shape::kLeft, .op = BinOp::kDiv},
+    {.text = "//", .word = false, .prec = 7, .shape = Shape::kLeft, .op = BinOp::kFloorDiv},
+    {.text = "%", .word = false, .prec = 7, .shape = Shape::kLeft, .op = BinOp::kMod},
+    {.text = "**", .word = false, .prec = kTightestPrec, .shape = Shape::kLeft, .op = BinOp::kPow},
+};
 
 std::string describe(const Token& t) {
   switch (t.type) {
@@ -506,9 +546,9 @@ class Parser {
   Result<ExprPtr> parse_expression(bool with_condexpr) {
     Guard g(depth_);
     KILN_RETURN_IF_ERROR(nest());
-    if (!with_condexpr) return parse_or();
+    if (!with_condexpr) return parse_binary(0);
     const size_t start = i_;
-    KILN_ASSIGN_OR_RETURN(ExprPtr e, parse_or());
+    KILN_ASSIGN_OR_RETURN(ExprPtr e, parse_binary(0));
     if (at_name("if") && !soft_) {
       // The body of a conditional expression is soft too: parse it again in that mode.
       i_ = start;
@@ -520,7 +560,7 @@ class Parser {
       KILN_RETURN_IF_ERROR(chain(n));
       const Token at = cur();
       advance();
-      KILN_ASSIGN_OR_RETURN(ExprPtr test, parse_or());
+      KILN_ASSIGN_OR_RETURN(ExprPtr test, parse_binary(0));
       ExprPtr otherwise;
       if (at_name("else")) {
         advance();
@@ -535,153 +575,86 @@ class Parser {
     return e;
   }
 
-  Result<ExprPtr> parse_or() {
-    KILN_ASSIGN_OR_RETURN(ExprPtr left, parse_and());
-    int n = 0;
-    while (at_name("or")) {
-      KILN_RETURN_IF_ERROR(chain(n));
-      const Token at = cur();
-      advance();
-      KILN_ASSIGN_OR_RETURN(ExprPtr right, parse_and());
-      ExprPtr e = node(ExprKind::kOr, at);
-      e->args.push_back(std::move(left));
-      e->args.push_back(std::move(right));
-      left = std::move(e);
-    }
-    return left;
-  }
-
-  Result<ExprPtr> parse_and() {
-    KILN_ASSIGN_OR_RETURN(ExprPtr left, parse_not());
-    int n = 0;
-    while (at_name("and")) {
-      KILN_RETURN_IF_ERROR(chain(n));
-      const Token at = cur();
-      advance();
-      KILN_ASSIGN_OR_RETURN(ExprPtr right, parse_not());
-      ExprPtr e = node(ExprKind::kAnd, at);
-      e->args.push_back(std::move(left));
-      e->args.push_back(std::move(right));
-      left = std::move(e);
-    }
-    return left;
-  }
-
-  Result<ExprPtr> parse_not() {
-    if (at_name("not")) {
-      Guard g(depth_);
-      KILN_RETURN_IF_ERROR(nest());
-      const Token at = cur();
-      advance();
-      KILN_ASSIGN_OR_RETURN(ExprPtr inner, parse_not());
-      ExprPtr e = node(ExprKind::kNot, at);
-      e->args.push_back(std::move(inner));
-      return e;
-    }
-    return parse_compare();
-  }
-
-  Result<ExprPtr> parse_compare() {
+  // The binary operators, by precedence climbing over kBinaryOps: an operand, then every
+  // operator that binds at least as tightly as `min_prec`, each right side parsed one level
+  // tighter (so all are left-associative, ** too, as in Jinja2).
+  Result<ExprPtr> parse_binary(int min_prec) {
     const Token start = cur();
-    KILN_ASSIGN_OR_RETURN(ExprPtr first, parse_math1());
-    ExprPtr cmp;
-    while (true) {
-      CmpOp op;
-      if (cur().type == Tok::kOp && one_of(cur().text, {"==", "!=", "<", "<=", ">", ">="})) {
-        const std::string& o = cur().text;
-        op = o == "=="   ? CmpOp::kEq
-             : o == "!=" ? CmpOp::kNe
-             : o == "<"  ? CmpOp::kLt
-             : o == "<=" ? CmpOp::kLe
-             : o == ">"  ? CmpOp::kGt
-                         : CmpOp::kGe;
-        advance();
-      } else if (at_name("in")) {
-        op = CmpOp::kIn;
-        advance();
-      } else if (at_name("not") && look().type == Tok::kName && look().text == "in") {
-        op = CmpOp::kNotIn;
-        advance();
-        advance();
-      } else {
-        break;
-      }
-      if (!cmp) {
-        cmp = node(ExprKind::kCompare, start);
-        cmp->args.push_back(std::move(first));
-      }
-      KILN_ASSIGN_OR_RETURN(ExprPtr rhs, parse_math1());
-      cmp->cmp.push_back(op);
-      cmp->args.push_back(std::move(rhs));
+    ExprPtr left;
+    if (min_prec <= kNotPrec && at_name("not")) {
+      KILN_ASSIGN_OR_RETURN(left, parse_not());
+    } else {
+      KILN_ASSIGN_OR_RETURN(left, parse_unary(true));
     }
-    if (cmp) return cmp;
-    return first;
+    int chained[kTightestPrec + 1] = {};
+    while (const BinaryOp* op = binary_op_at()) {
+      if (op->prec < min_prec) break;
+      if (op->shape == Shape::kCompare) {
+        KILN_ASSIGN_OR_RETURN(left, parse_compare_chain(std::move(left), start));
+      } else if (op->shape == Shape::kConcat) {
+        KILN_ASSIGN_OR_RETURN(left, parse_concat_chain(std::move(left), start));
+      } else {
+        KILN_RETURN_IF_ERROR(chain(chained[op->prec]));
+        const Token at = cur();
+        advance();
+        KILN_ASSIGN_OR_RETURN(ExprPtr right, parse_binary(op->prec + 1));
+        ExprPtr e = node(op->kind, at);
+        e->op = op->op;
+        e->args.push_back(std::move(left));
+        e->args.push_back(std::move(right));
+        left = std::move(e);
+      }
+    }
+    return left;
   }
 
-  ExprPtr binary(BinOp op, ExprPtr l, ExprPtr r, const Token& at) const {
-    ExprPtr e = node(ExprKind::kBinary, at);
-    e->op = op;
-    e->args.push_back(std::move(l));
-    e->args.push_back(std::move(r));
+  // `not` binds looser than the comparisons and tighter than `and`.
+  Result<ExprPtr> parse_not() {
+    Guard g(depth_);
+    KILN_RETURN_IF_ERROR(nest());
+    const Token at = cur();
+    advance();
+    KILN_ASSIGN_OR_RETURN(ExprPtr inner, parse_binary(kNotPrec));
+    ExprPtr e = node(ExprKind::kNot, at);
+    e->args.push_back(std::move(inner));
     return e;
   }
 
-  Result<ExprPtr> parse_math1() {
-    KILN_ASSIGN_OR_RETURN(ExprPtr left, parse_concat());
-    int n = 0;
-    while (at_op("+") || at_op("-")) {
-      KILN_RETURN_IF_ERROR(chain(n));
-      const Token at = cur();
-      BinOp op = at.text == "+" ? BinOp::kAdd : BinOp::kSub;
+  // a < b == c ...: one node holding every operand, as Python chains comparisons.
+  Result<ExprPtr> parse_compare_chain(ExprPtr first, const Token& start) {
+    ExprPtr cmp = node(ExprKind::kCompare, start);
+    cmp->args.push_back(std::move(first));
+    while (const BinaryOp* op = binary_op_at()) {
+      if (op->shape != Shape::kCompare) break;
       advance();
-      KILN_ASSIGN_OR_RETURN(ExprPtr right, parse_concat());
-      left = binary(op, std::move(left), std::move(right), at);
+      if (op->then) advance();
+      KILN_ASSIGN_OR_RETURN(ExprPtr rhs, parse_binary(op->prec + 1));
+      cmp->cmp.push_back(op->cmp);
+      cmp->args.push_back(std::move(rhs));
     }
-    return left;
+    return cmp;
   }
 
-  Result<ExprPtr> parse_concat() {
-    const Token start = cur();
-    KILN_ASSIGN_OR_RETURN(ExprPtr first, parse_math2());
-    if (!at_op("~")) return first;
+  // a ~ b ~ c: one node that joins the operands' text.
+  Result<ExprPtr> parse_concat_chain(ExprPtr first, const Token& start) {
     ExprPtr e = node(ExprKind::kConcat, start);
     e->args.push_back(std::move(first));
-    while (at_op("~")) {
+    while (const BinaryOp* op = binary_op_at()) {
+      if (op->shape != Shape::kConcat) break;
       advance();
-      KILN_ASSIGN_OR_RETURN(ExprPtr next, parse_math2());
+      KILN_ASSIGN_OR_RETURN(ExprPtr next, parse_binary(op->prec + 1));
       e->args.push_back(std::move(next));
     }
     return e;
   }
 
-  Result<ExprPtr> parse_math2() {
-    KILN_ASSIGN_OR_RETURN(ExprPtr left, parse_pow());
-    int n = 0;
-    while (at_op("*") || at_op("/") || at_op("//") || at_op("%")) {
-      KILN_RETURN_IF_ERROR(chain(n));
-      const Token at = cur();
-      BinOp op = at.text == "*"    ? BinOp::kMul
-                 : at.text == "/"  ? BinOp::kDiv
-                 : at.text == "//" ? BinOp::kFloorDiv
-                                   : BinOp::kMod;
-      advance();
-      KILN_ASSIGN_OR_RETURN(ExprPtr right, parse_pow());
-      left = binary(op, std::move(left), std::move(right), at);
+  const BinaryOp* binary_op_at() const {
+    for (const BinaryOp& op : kBinaryOps) {
+      if (cur().type != (op.word ? Tok::kName : Tok::kOp) || cur().text != op.text) continue;
+      if (op.then && !(look().type == Tok::kName && look().text == op.then)) continue;
+      return &op;
     }
-    return left;
-  }
-
-  Result<ExprPtr> parse_pow() {
-    KILN_ASSIGN_OR_RETURN(ExprPtr left, parse_unary(true));
-    int n = 0;
-    while (at_op("**")) {
-      KILN_RETURN_IF_ERROR(chain(n));
-      const Token at = cur();
-      advance();
-      KILN_ASSIGN_OR_RETURN(ExprPtr right, parse_unary(true));
-      left = binary(BinOp::kPow, std::move(left), std::move(right), at);
-    }
-    return left;
+    return nullptr;
   }
 
   Result<ExprPtr> parse_unary(bool with_filter) {
@@ -927,28 +900,38 @@ class Parser {
     return c;
   }
 
+  // A filter's or test's (dotted) name, checked against the tables, as a node applied to `input`.
+  // Where Jinja2 defers an unknown name to run time (soft_), the node carries the error instead.
+  Result<ExprPtr> parse_builtin_name(ExprKind kind, ExprPtr input) {
+    const bool filter = kind == ExprKind::kFilter;
+    const Token at = cur();
+    KILN_ASSIGN_OR_RETURN(std::string name, expect_name());
+    while (at_op(".")) {
+      advance();
+      KILN_ASSIGN_OR_RETURN(std::string part, expect_name());
+      name += "." + part;
+    }
+    const char* what = filter ? "filter" : "test";
+    std::string problem;
+    if (!(filter ? is_supported_filter(name) : is_supported_test(name)))
+      problem = (filter ? is_jinja_only_filter(name) : is_jinja_only_test(name))
+                    ? "the '" + name + "' " + what + " is not supported by kiln's template engine"
+                    : "unknown " + std::string(what) + " '" + name + "'";
+    if (!problem.empty() && !soft_) return fail_at(at, problem);
+    ExprPtr e = node(kind, at);
+    e->name = std::move(name);
+    e->deferred_error = std::move(problem);
+    e->args.push_back(std::move(input));
+    return e;
+  }
+
   Result<ExprPtr> parse_filter(ExprPtr input, bool start_inline) {
     int n = 0;
     while (at_op("|") || start_inline) {
       KILN_RETURN_IF_ERROR(chain(n));
       if (!start_inline) advance();
       start_inline = false;
-      const Token at = cur();
-      KILN_ASSIGN_OR_RETURN(std::string name, expect_name());
-      while (at_op(".")) {
-        advance();
-        KILN_ASSIGN_OR_RETURN(std::string part, expect_name());
-        name += "." + part;
-      }
-      std::string problem;
-      if (!is_supported_filter(name))
-        problem = is_jinja_only_filter(name) ? "the '" + name + "' filter is not supported by kiln's template engine"
-                                             : "unknown filter '" + name + "'";
-      if (!problem.empty() && !soft_) return fail_at(at, problem);
-      ExprPtr f = node(ExprKind::kFilter, at);
-      f->name = std::move(name);
-      f->deferred_error = std::move(problem);
-      f->args.push_back(std::move(input));
+      KILN_ASSIGN_OR_RETURN(ExprPtr f, parse_builtin_name(ExprKind::kFilter, std::move(input)));
       if (at_op("(")) KILN_RETURN_IF_ERROR(parse_call_args(*f));
       input = std::move(f);
     }
@@ -963,21 +946,7 @@ class Parser {
       advance();
     }
     const Token at = cur();
-    KILN_ASSIGN_OR_RETURN(std::string name, expect_name());
-    while (at_op(".")) {
-      advance();
-      KILN_ASSIGN_OR_RETURN(std::string part, expect_name());
-      name += "." + part;
-    }
-    std::string problem;
-    if (!is_supported_test(name))
-      problem = is_jinja_only_test(name) ? "the '" + name + "' test is not supported by kiln's template engine"
-                                         : "unknown test '" + name + "'";
-    if (!problem.empty() && !soft_) return fail_at(at, problem);
-    ExprPtr t = node(ExprKind::kTest, at);
-    t->name = std::move(name);
-    t->deferred_error = std::move(problem);
-    t->args.push_back(std::move(input));
+    KILN_ASSIGN_OR_RETURN(ExprPtr t, parse_builtin_name(ExprKind::kTest, std::move(input)));
     if (at_op("(")) {
       KILN_RETURN_IF_ERROR(parse_call_args(*t));
     } else {

@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_text.h"
+#include "template/jinja_text.h"
 
 #include <charconv>
 #include <cmath>

@@ -1,13 +1,13 @@
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 #include <filesystem>
 
 #include "core/mapped_file.h"
 #include "formats/gguf.h"
 #include "formats/json_util.h"
-#include "tokenizer/jinja_ast.h"
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_parser.h"
+#include "template/jinja_ast.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_parser.h"
 
 namespace kiln {
 

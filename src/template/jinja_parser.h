@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "core/status.h"
-#include "tokenizer/jinja_ast.h"
+#include "template/jinja_ast.h"
 
 namespace kiln::jinja {
 

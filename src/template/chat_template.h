@@ -18,7 +18,7 @@
 
 #include "core/status.h"
 #include "formats/tokenizer_blob.h"
-#include "tokenizer/jinja_eval.h"
+#include "template/jinja_eval.h"
 
 namespace kiln {
 
