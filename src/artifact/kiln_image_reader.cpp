@@ -4,13 +4,10 @@
 #include "artifact/program_section.h"
 #include "artifact/tokenizer_section.h"
 #include "core/cpu_features.h"
+#include "formats/json_util.h"
 #include "quant/weight_params.h"
 
 namespace kiln {
-
-namespace {
-std::string_view text_of(std::span<const uint8_t> b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
-}  // namespace
 
 Result<KilnImage> open_kiln_image(std::shared_ptr<const KilnFile> file) {
   const std::string& path = file->path();
@@ -18,10 +15,10 @@ Result<KilnImage> open_kiln_image(std::shared_ptr<const KilnFile> file) {
   ProgramImage& img = out.image;
   for (KilnSection s : {KilnSection::kConfig, KilnSection::kTokenizer, KilnSection::kProgram, KilnSection::kMemoryPlan})
     if (!file->has_section(s)) return corrupt(path + ": no " + kiln_section_name(s) + " section");
-  KILN_ASSIGN_OR_RETURN(img.config, config_from_json(text_of(file->section(KilnSection::kConfig)), path + ": config"));
+  KILN_ASSIGN_OR_RETURN(img.config, config_from_json(as_text(file->section(KilnSection::kConfig)), path + ": config"));
   KILN_ASSIGN_OR_RETURN(img.tokenizer, decode_tokenizer_section(file->section(KilnSection::kTokenizer), path));
-  KILN_ASSIGN_OR_RETURN(img.program, program_from_json(text_of(file->section(KilnSection::kProgram)),
-                                                       text_of(file->section(KilnSection::kMemoryPlan)), path));
+  KILN_ASSIGN_OR_RETURN(img.program, program_from_json(as_text(file->section(KilnSection::kProgram)),
+                                                       as_text(file->section(KilnSection::kMemoryPlan)), path));
   const Graph& g = img.program.graph;
   for (const WeightDesc& w : g.weights) {
     const KilnTensor* t = file->tensor(w.name);

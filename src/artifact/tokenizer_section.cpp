@@ -6,10 +6,6 @@
 
 namespace kiln {
 
-namespace {
-std::string_view text_of(std::span<const uint8_t> b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
-}  // namespace
-
 std::vector<uint8_t> encode_tokenizer_section(const TokenizerBlob& blob) {
   Json h{{"kind", blob.kind}, {"vocab_size", blob.vocab_size}};
   if (blob.chat) {
@@ -32,7 +28,7 @@ Result<TokenizerBlob> decode_tokenizer_section(std::span<const uint8_t> bytes, c
   uint32_t n;
   std::memcpy(&n, bytes.data(), 4);
   if (n > bytes.size() - 4) return corrupt(where + ": tokenizer header runs past the section");
-  KILN_ASSIGN_OR_RETURN(Json h, parse_json(text_of(bytes.subspan(4, n)), where + ": tokenizer header"));
+  KILN_ASSIGN_OR_RETURN(Json h, parse_json(as_text(bytes.subspan(4, n)), where + ": tokenizer header"));
   TokenizerBlob b;
   KILN_ASSIGN_OR_RETURN(b.kind, json_string(h, "kind", "", where));
   KILN_ASSIGN_OR_RETURN(b.vocab_size, json_dim(h, "vocab_size", 0, where));

@@ -385,8 +385,8 @@ Result<ImportedModel> gguf_to_model(const GgufFile& g) {
     KILN_ASSIGN_OR_RETURN(r.original_max_position, m.dim(a + "rope.scaling.original_context_length", c.max_seq_len));
     if (r.original_max_position <= 0) return corrupt(path + ": " + a + "rope.scaling.original_context_length must be positive");
     r.factor = static_cast<float>(c.max_seq_len) / static_cast<float>(r.original_max_position);
-    const float fallback = r.factor <= 1.0f ? 1.0f : std::sqrt(1.0f + std::log(r.factor) / std::log(static_cast<float>(r.original_max_position)));
-    KILN_ASSIGN_OR_RETURN(r.attention_factor, m.number(a + "rope.scaling.attn_factor", fallback));
+    KILN_ASSIGN_OR_RETURN(r.attention_factor, m.number(a + "rope.scaling.attn_factor",
+                                                       longrope_attention_factor(r.factor, r.original_max_position)));
     c.max_seq_len = std::min(c.max_seq_len, r.original_max_position);
   }
   KILN_RETURN_IF_ERROR(validate_config(c, path));

@@ -54,8 +54,7 @@ Status parse_longrope(const Json& rs, ModelConfig& c, const std::string& w) {
   if (r.original_max_position <= 0) return corrupt(w + ": original_max_position_embeddings must be positive");
   KILN_ASSIGN_OR_RETURN(double factor, json_number(rs, "factor", static_cast<double>(c.max_seq_len) / r.original_max_position, w));
   r.factor = static_cast<float>(factor);
-  const double fallback = factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(static_cast<double>(r.original_max_position)));
-  KILN_ASSIGN_OR_RETURN(double af, json_number(rs, "attention_factor", fallback, w));
+  KILN_ASSIGN_OR_RETURN(double af, json_number(rs, "attention_factor", longrope_attention_factor(factor, r.original_max_position), w));
   r.attention_factor = static_cast<float>(af);
   c.max_seq_len = std::min(c.max_seq_len, r.original_max_position);
   return Status::ok();

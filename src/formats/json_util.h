@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,8 @@ using Json = nlohmann::json;
 
 // Parses without exceptions; the error names the file and says whether the bytes were UTF-8.
 Result<Json> parse_json(std::string_view text, const std::string& file);
+// Bytes (a file section) as the text parse_json reads.
+inline std::string_view as_text(std::span<const uint8_t> b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
 
 // Optional fields: absent or null gives `fallback`; a present value of the wrong type is an error.
 Result<int64_t> json_int(const Json& obj, const std::string& key, int64_t fallback, const std::string& where);

@@ -1,5 +1,7 @@
 #include "formats/model_config.h"
 
+#include <cmath>
+
 namespace kiln {
 
 std::string_view arch_name(Arch a) {
@@ -13,6 +15,11 @@ std::string_view arch_name(Arch a) {
     case Arch::kPhi3: return "phi3";
   }
   return "?";
+}
+
+float longrope_attention_factor(double factor, int original_max_position) {
+  if (factor <= 1.0 || original_max_position <= 1) return 1.0f;
+  return static_cast<float>(std::sqrt(1.0 + std::log(factor) / std::log(static_cast<double>(original_max_position))));
 }
 
 Status validate_config(const ModelConfig& c, std::string_view file) {

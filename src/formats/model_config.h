@@ -78,10 +78,16 @@ struct ModelConfig {
   bool layer_is_sliding(int l) const {
     return sliding_window > 0 && (sliding_layers.empty() || sliding_layers[static_cast<size_t>(l)] != 0);
   }
+  // The window layer l attends through; 0: the whole context.
+  int layer_window(int l) const { return layer_is_sliding(l) ? sliding_window : 0; }
   // Gemma's block: the embedding scaled by sqrt(dim), a norm after attention and after the FFN
   // (before each residual add), GELU (tanh) gating instead of SiLU.
   bool gemma_block() const { return arch == Arch::kGemma3; }
 };
+
+// LongRoPE's attention factor where the config gives none, as transformers derives it from
+// factor = max_position_embeddings / original: sqrt(1 + ln(factor) / ln(original)), 1 when factor <= 1.
+float longrope_attention_factor(double factor, int original_max_position);
 
 // Checks the numbers for consistency and sane bounds, so that nothing is sized by a bad field.
 Status validate_config(const ModelConfig& c, std::string_view file);

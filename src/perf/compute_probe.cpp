@@ -11,7 +11,7 @@
 namespace kiln {
 
 Result<std::vector<ProductCount>> prefill_products(const Graph& g, int tokens, int step_tokens, int window, int depth,
-                                                   const std::vector<uint8_t>& sliding_layers) {
+                                                   std::span<const int> layer_windows) {
   if (tokens < 1 || step_tokens < 1) return invalid_argument("a prefill takes at least one token, in steps of at least one");
   if (depth < 0) return invalid_argument("a prefill starts at position 0 or later");
   std::vector<ProductCount> out;
@@ -23,11 +23,11 @@ Result<std::vector<ProductCount>> prefill_products(const Graph& g, int tokens, i
   };
   for (int first = 0; first < tokens; first += step_tokens) {
     const int n = std::min(step_tokens, tokens - first);
-    const double windowed = attended_positions(depth + first, n, window), global = attended_positions(depth + first, n, 0);
     for (const Node& node : g.nodes) {
-      const bool sliding = sliding_layers.empty() || (node.layer >= 0 && static_cast<size_t>(node.layer) < sliding_layers.size() &&
-                                                      sliding_layers[static_cast<size_t>(node.layer)] != 0);
-      KILN_RETURN_IF_ERROR(node_products(g, node, node.tail ? 1 : n, sliding ? windowed : global,
+      const int w = layer_windows.empty() ? window
+                    : node.layer >= 0 && static_cast<size_t>(node.layer) < layer_windows.size() ? layer_windows[static_cast<size_t>(node.layer)]
+                                                                                              : 0;
+      KILN_RETURN_IF_ERROR(node_products(g, node, node.tail ? 1 : n, attended_positions(depth + first, n, w),
                                          [&](Scheme s, double products) { add(node.backend, s, n, products); }));
     }
   }
@@ -72,8 +72,8 @@ Result<double> ComputeProbe::rate(const std::string& backend, Scheme s, int step
 
 Result<PrefillRoofline> ComputeProbe::prefill(int tokens, int step_tokens, int depth) {
   PrefillRoofline r;
-  KILN_ASSIGN_OR_RETURN(r.counts, prefill_products(model_.program().graph, tokens, step_tokens, model_.config().sliding_window, depth,
-                                                         model_.config().sliding_layers));
+  KILN_ASSIGN_OR_RETURN(r.counts, prefill_products(model_.program().graph, tokens, step_tokens, 0, depth,
+                                                         model_.constants().layer_windows));
   double seconds = 0;
   for (const ProductCount& c : r.counts) {
     KILN_ASSIGN_OR_RETURN(double rate, this->rate(c.backend, c.scheme, c.step));

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <map>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -33,9 +34,10 @@ struct ProductCount {
 
 // A prefill of `tokens` tokens after `depth` already in the cache, in steps of at most
 // `step_tokens`, by back end, scheme and step size (in the order first met); `window` > 0 limits
-// attention to that many positions in the layers `sliding_layers` marks (empty: every layer).
+// attention to that many positions in every layer, unless `layer_windows` gives each layer its own
+// (ModelConstants::layer_windows; 0: the whole context).
 Result<std::vector<ProductCount>> prefill_products(const Graph& g, int tokens, int step_tokens, int window,
-                                                   int depth = 0, const std::vector<uint8_t>& sliding_layers = {});
+                                                   int depth = 0, std::span<const int> layer_windows = {});
 
 struct PrefillRoofline {
   std::vector<ProductCount> counts;

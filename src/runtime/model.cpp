@@ -69,9 +69,8 @@ Result<std::shared_ptr<const Model>> Model::create(ProgramImage image,
   m->constants_.inv_freq = m->image_.program.rope_inv_freq;
   m->constants_.rope_half_split = c.rope_style == RopeStyle::kHalfSplit;
   m->constants_.rotary_dim = c.rotary_dim;
-  m->constants_.sliding_window = c.sliding_window;
   m->constants_.inv_freq_local = m->image_.program.rope_inv_freq_local;
-  m->constants_.sliding_layers = c.sliding_layers;
+  for (int l = 0; l < c.n_layers; ++l) m->constants_.layer_windows.push_back(c.layer_window(l));
 
   PrepareOptions po;
   po.cpu_features = m->image_.cpu_features;

@@ -28,18 +28,14 @@ struct ModelConstants {
   std::vector<float> inv_freq_local;  // the sliding-window layers' own (Gemma 3); empty: the same
   bool rope_half_split = false;
   int rotary_dim = 0;  // RoPE turns the first rotary_dim elements of each head (0: all; Phi-4-mini: 3/4)
-  int sliding_window = 0;
-  std::vector<uint8_t> sliding_layers;  // 1 where the window applies; empty: every layer
+  std::vector<int> layer_windows;  // per layer, ModelConfig::layer_window: 0 is the whole context
 
-  bool layer_is_sliding(int layer) const {
-    return sliding_window > 0 &&
-           (sliding_layers.empty() || (layer >= 0 && static_cast<size_t>(layer) < sliding_layers.size() &&
-                                       sliding_layers[static_cast<size_t>(layer)] != 0));
-  }
   // The window a layer attends through (0: the whole context), and its RoPE frequencies.
-  int window(int layer) const { return layer_is_sliding(layer) ? sliding_window : 0; }
+  int window(int layer) const {
+    return layer >= 0 && static_cast<size_t>(layer) < layer_windows.size() ? layer_windows[static_cast<size_t>(layer)] : 0;
+  }
   const std::vector<float>& freqs(int layer) const {
-    return !inv_freq_local.empty() && layer_is_sliding(layer) ? inv_freq_local : inv_freq;
+    return !inv_freq_local.empty() && window(layer) > 0 ? inv_freq_local : inv_freq;
   }
 };
 
