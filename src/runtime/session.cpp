@@ -140,7 +140,7 @@ Result<std::span<const float>> Session::step(std::span<const int> tokens, bool a
   ctx.scratch = aligned64(scratch_);
   ctx.scratch_size = scratch_.size() - 64;
   {
-    std::unique_lock<std::mutex> hold(executor_->mutex(), std::defer_lock);
+    std::unique_lock<StepExecutor::StepLock> hold(executor_->step_lock(), std::defer_lock);
     if (!held) hold.lock();
     ctx.pool = executor_->pool();
     if (tracer_ != nullptr) {
@@ -170,11 +170,18 @@ Status Session::run_traced(const StepContext& ctx, StepTracer& t) {
   const Program& p = model_->program();
   const auto& kernels = model_->kernels();
   Status st;
+  // One clock read per instruction: an instruction's end is the next one's begin (a read costs
+  // ~25 ns, a tenth of a tiny model's instruction), unless work that is not an instruction's
+  // (a hook, the numerics scan) ran in between.
+  uint64_t begin = each ? t.now_ns() : 0;
   for (size_t k = 0; k < kernels.size() && st; ++k) {
     if (st = cancel_point(ctx.n_tokens); !st) break;
-    const uint64_t begin = each ? t.now_ns() : 0;
     st = kernels[k]->run(ctx);
-    if (each) t.instruction(static_cast<int>(k), begin, t.now_ns());
+    if (each) {
+      const uint64_t end = t.now_ns();
+      t.instruction(static_cast<int>(k), begin, end);
+      begin = end;
+    }
     if (!st) break;
     const int rows = output_rows(p.graph.nodes[k], ctx);
     if (t.after_instruction) t.after_instruction(static_cast<int>(k), ctx, rows);
@@ -183,6 +190,7 @@ Status Session::run_traced(const StepContext& ctx, StepTracer& t) {
         st = numerics_error(*f);
         t.set_fault(std::move(*f));
       }
+    if (each && (t.after_instruction || t.check_numerics())) begin = t.now_ns();
   }
   if (steps) t.end_step(step);
   return st;
@@ -240,9 +248,9 @@ Result<std::span<const float>> Session::decode(std::span<const int> tokens) {
   // session served needs no pool to learn it (so it samples its next token while the leader of
   // the next step waits for it).
   for (;;) {
-    std::unique_lock<std::mutex> hold(executor_->mutex(), std::try_to_lock);
+    std::unique_lock<StepExecutor::StepLock> hold(executor_->step_lock(), std::try_to_lock);
     if (!hold.owns_lock()) {
-      if (executor_->wait_done(req, std::chrono::microseconds(100))) break;
+      if (executor_->wait_done_or_free(req)) break;
       continue;
     }
     if (executor_->is_done(req)) break;
