@@ -269,6 +269,17 @@ TEST(ProfileCli, JsonSummary) {
   EXPECT_EQ(j["ceilings"]["bandwidth_gb_per_s"], 0);
 }
 
+TEST(ProfileCli, OverheadTimesTracedAgainstUntracedSteps) {
+  auto r = test::run_kiln("profile " + test::shell_quote(test::shipped_model()) +
+                          " -p 8 -n 4 -t 1 --no-ceilings --overhead 12");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Both estimates and the count: 12 traced steps, each with an untraced one on either side.
+  EXPECT_NE(r.err.find("kiln: overhead: decode step median "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" ms detailed ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("median of each traced step against its untraced neighbours "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("), 12 steps each, alternated"), std::string::npos) << r.err;
+}
+
 TEST(ProfileCli, CeilingsAreMeasuredAndFractionsFollow) {
   auto r = test::run_kiln("profile " + test::shell_quote(test::shipped_model()) +
                           " -p 16 -n 4 -t 1 --json --top 0 --bw-mib 64 --bw-passes 2");
