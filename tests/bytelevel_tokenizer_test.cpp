@@ -93,6 +93,8 @@ const VectorFile kVectorFiles[] = {
     {"qwen3", "tokenizer-vectors/qwen3.json", "tokenizers/qwen3/tokenizer.json", 200},
     {"gpt2", "tokenizer-vectors/gpt2.json", "tokenizers/gpt2/tokenizer.json", 200},
     {"llama3_style", "tokenizer-vectors/llama3-style.json", "tokenizer-vectors/tokenizers/llama3-style/tokenizer.json", 200},
+    {"gpt4o_style", "tokenizer-vectors/gpt4o-style.json", "tokenizer-vectors/tokenizers/gpt4o-style/tokenizer.json", 200},
+    {"tekken_style", "tokenizer-vectors/tekken-style.json", "tokenizer-vectors/tokenizers/tekken-style/tokenizer.json", 200},
     {"llama2_style", "tokenizer-vectors/llama2-style.json", "tokenizer-vectors/tokenizers/llama2-style/tokenizer.json", 200},
     {"mistral_style", "tokenizer-vectors/mistral-style.json", "tokenizer-vectors/tokenizers/mistral-style/tokenizer.json", 200},
     {"gemma_style", "tokenizer-vectors/gemma-style.json", "tokenizer-vectors/tokenizers/gemma-style/tokenizer.json", 200},
@@ -256,7 +258,11 @@ TEST(ByteLevelGguf, MatchesTheVectors) {
   for (const Case& k : {Case{"tokenizers/qwen3/tokenizer.json", "tokenizer-vectors/qwen3.json", "qwen2", false},
                         Case{"tokenizers/gpt2/tokenizer.json", "tokenizer-vectors/gpt2.json", "gpt-2", false},
                         Case{"tokenizer-vectors/tokenizers/llama3-style/tokenizer.json", "tokenizer-vectors/llama3-style.json",
-                             "llama-bpe", true}}) {
+                             "llama-bpe", true},
+                        Case{"tokenizer-vectors/tokenizers/gpt4o-style/tokenizer.json", "tokenizer-vectors/gpt4o-style.json",
+                             "gpt-4o", false},
+                        Case{"tokenizer-vectors/tokenizers/tekken-style/tokenizer.json", "tokenizer-vectors/tekken-style.json",
+                             "tekken", true}}) {
     SCOPED_TRACE(k.tokenizer);
     const Tokenizer& hf = load(k.tokenizer);
     const GgufFile g = gguf_from_json(k.tokenizer, k.pre, k.add_bos ? hf.bos_id() : -1, k.add_bos);

@@ -53,6 +53,15 @@ constexpr const char* kLlama3Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr const char* kQwen2Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// o200k (tiktoken's GPT-4o pattern: Phi-4-mini, Llama 4) and Mistral's Tekken (Nemo, Ministral).
+constexpr const char* kGpt4oRegex =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kTekkenRegex =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+)"
+    R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*)"
+    R"(|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 bool one_of(const std::string& s, std::initializer_list<const char*> names) {
   for (const char* n : names)
@@ -117,19 +126,20 @@ Result<std::unique_ptr<Tokenizer>> gguf_byte_level(const GgufFile& g, const std:
   // (SmolLM2 has none for 0x1D), as HF does without an unk token.
   KILN_ASSIGN_OR_RETURN(const int unk_id, token_id(g, path, "tokenizer.ggml.unknown_token_id", INT32_MAX, ni));
   static_cast<void>(unk_id);
-  KILN_ASSIGN_OR_RETURN(bool add_bos, optional_bool(g, path, "tokenizer.ggml.add_bos_token", false));
-  KILN_ASSIGN_OR_RETURN(bool add_eos, optional_bool(g, path, "tokenizer.ggml.add_eos_token", false));
-  if (add_bos && spec.bos_id >= 0) spec.special_prefix.push_back(spec.bos_id);
-  if (add_eos && spec.eos_id >= 0) spec.special_suffix.push_back(spec.eos_id);
-  if (!add_bos) spec.bos_id = -1;  // what kiln run puts first: nothing, as llama.cpp
-
-  // The pre-tokenizer.
+  // The pre-tokenizer's name (below); Tekken files start with BOS even without the key, as in llama.cpp.
   std::string pre = "default";
   if (const GgufValue* v = g.find("tokenizer.ggml.pre")) {
     const std::string* s = v->as_string();
     if (s == nullptr) return corrupt(path + ": 'tokenizer.ggml.pre' must be a string");
     pre = *s;
   }
+  KILN_ASSIGN_OR_RETURN(bool add_bos, optional_bool(g, path, "tokenizer.ggml.add_bos_token", pre == "tekken"));
+  KILN_ASSIGN_OR_RETURN(bool add_eos, optional_bool(g, path, "tokenizer.ggml.add_eos_token", false));
+  if (add_bos && spec.bos_id >= 0) spec.special_prefix.push_back(spec.bos_id);
+  if (add_eos && spec.eos_id >= 0) spec.special_suffix.push_back(spec.eos_id);
+  if (!add_bos) spec.bos_id = -1;  // what kiln run puts first: nothing, as llama.cpp
+
+  // The pre-tokenizer.
   PreTokenizerStep byte_level;
   byte_level.kind = PreTokenizerStep::Kind::kByteLevel;
   byte_level.add_prefix_space = false;
@@ -144,6 +154,13 @@ Result<std::unique_ptr<Tokenizer>> gguf_byte_level(const GgufFile& g, const std:
     split.pattern = kLlama3Regex;
     spec.pre_tokenizer.push_back(split);
     spec.ignore_merges = one_of(pre, {"llama3", "llama-v3", "llama-bpe", "falcon3"});
+  } else if (one_of(pre, {"gpt-4o", "llama4"})) {
+    split.pattern = kGpt4oRegex;
+    spec.pre_tokenizer.push_back(split);
+  } else if (pre == "tekken") {
+    split.pattern = kTekkenRegex;
+    spec.pre_tokenizer.push_back(split);
+    spec.ignore_merges = true;
   } else if (one_of(pre, {"qwen2", "deepseek-r1-qwen", "megrez"})) {
     split.pattern = kQwen2Regex;
     spec.pre_tokenizer.push_back(split);
@@ -161,7 +178,7 @@ Result<std::unique_ptr<Tokenizer>> gguf_byte_level(const GgufFile& g, const std:
   } else {
     return unsupported(path + ": pre-tokenizer '" + pre +
                        "' (tokenizer.ggml.pre) is not supported; kiln knows gpt-2, llama-bpe (llama3, falcon3, dbrx, "
-                       "smaug-bpe), qwen2 (deepseek-r1-qwen, megrez) and smollm (starcoder, refact, command-r, "
+                       "smaug-bpe), gpt-4o (llama4), tekken, qwen2 (deepseek-r1-qwen, megrez) and smollm (starcoder, refact, command-r, "
                        "codeshell, exaone, minerva-7b); use the model's tokenizer.json instead");
   }
   spec.pre_tokenizer.push_back(byte_level);

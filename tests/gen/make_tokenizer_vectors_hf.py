@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """Generate byte-level and SentencePiece-style tokenizer vectors with Hugging Face's own code.
 
-Writes tests/data/tokenizer-vectors/<name>.json for six tokenizers:
+Writes tests/data/tokenizer-vectors/<name>.json for eight tokenizers:
   qwen3, gpt2        the real tokenizer.json files in tests/data/tokenizers/
   llama3-style       byte-level BPE trained here with `tokenizers`: Llama 3's exact Split regex,
                      ByteLevel(add_prefix_space=False, use_regex=False), ignore_merges=True (with
                      whole-word vocab entries that no merge reaches, so that the flag matters),
                      TemplateProcessing "<|begin_of_text|> $A", Llama 3's special tokens, and two
                      added tokens with single_word / normalized=True
+  gpt4o-style        byte-level BPE trained the same way with the o200k Split regex (GGUF pre
+                     "gpt-4o": Phi-4-mini, Llama 4), merges applied (no ignore_merges), "<|endoftext|>"
+  tekken-style       the same with Mistral's Tekken Split regex (GGUF pre "tekken": Mistral Nemo,
+                     Ministral), ignore_merges=True, "<s> $A"
   llama2-style       SentencePiece-style BPE trained here: normalizer Prepend("▁") + Replace(" ", "▁"),
                      byte_fallback, fuse_unk, decoder Replace/ByteFallback/Fuse/Strip, "<s> $A"
   mistral-style      the same model kind with a Metaspace pre-tokenizer (prepend_scheme "first",
@@ -51,6 +55,13 @@ TRAINED = os.path.join(OUT, "tokenizers")
 
 LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+# The o200k (tiktoken, GPT-4o) and Tekken (Mistral) regexes, as their tokenizer.json files hold them.
+GPT4O_REGEX = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+               r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+               r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+TEKKEN_REGEX = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+                r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
+                r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 SPACE = "\u2581"
 
 # (category, text). Written for kiln; every script and trick below is on purpose.
@@ -278,21 +289,10 @@ def training_corpus():
 # ---------------------------------------------------------------------------------------------
 # Building the tokenizers
 
-def train_llama3_style():
-    tok = Tokenizer(models.BPE(ignore_merges=True))
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(LLAMA3_REGEX), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False),
-    ])
-    tok.decoder = decoders.ByteLevel(add_prefix_space=True, trim_offsets=True, use_regex=True)
-    trainer = trainers.BpeTrainer(vocab_size=3000, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
-    tok.train_from_iterator(training_corpus(), trainer)
-    j = json.loads(tok.to_str())
-    vocab = j["model"]["vocab"]
-    # Whole words that no merge sequence reaches: with ignore_merges they are taken whole.
+def add_unmerged_words(vocab, regex):
+    """Whole words that no merge sequence reaches: with ignore_merges they are taken whole."""
     bl = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    split = pre_tokenizers.Split(Regex(LLAMA3_REGEX), behavior="isolated")
+    split = pre_tokenizers.Split(Regex(regex), behavior="isolated")
     words = []
     for _, t in TEXTS:
         for w, _ in split.pre_tokenize_str(t):
@@ -302,7 +302,28 @@ def train_llama3_style():
                     words.append(mapped)
     for w in sorted(words, key=lambda s: (-len(s), s))[:40]:
         vocab[w] = len(vocab)
-    n = len(vocab)
+
+
+def train_byte_level(regex, ignore_merges):
+    """A byte-level BPE with one Split regex, trained on the corpus (as tokenizer.json's dict)."""
+    tok = Tokenizer(models.BPE(ignore_merges=ignore_merges))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(regex), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel(add_prefix_space=True, trim_offsets=True, use_regex=True)
+    trainer = trainers.BpeTrainer(vocab_size=3000, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(training_corpus(), trainer)
+    j = json.loads(tok.to_str())
+    if ignore_merges:
+        add_unmerged_words(j["model"]["vocab"], regex)
+    return j
+
+
+def train_llama3_style():
+    j = train_byte_level(LLAMA3_REGEX, True)
+    n = len(j["model"]["vocab"])
     specials = ["<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>", "<|reserved_special_token_1|>",
                 "<|start_header_id|>", "<|end_header_id|>", "<|reserved_special_token_2|>", "<|eot_id|>"]
     added = []
@@ -329,6 +350,28 @@ def train_llama3_style():
     }
     config = {"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>", "clean_up_tokenization_spaces": False,
               "model_max_length": 131072, "tokenizer_class": "PreTrainedTokenizerFast"}
+    return j, config
+
+
+def train_regex_style(regex, ignore_merges, specials, bos):
+    """GPT-4o's or Tekken's style: train_byte_level with its specials and, with a BOS, "<bos> $A"."""
+    j = train_byte_level(regex, ignore_merges)
+    n = len(j["model"]["vocab"])
+    j["added_tokens"] = [{"id": n + i, "content": s, "single_word": False, "lstrip": False, "rstrip": False,
+                          "normalized": False, "special": True} for i, s in enumerate(specials)]
+    j["normalizer"] = None
+    processors_ = [{"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True}]
+    if bos is not None:
+        processors_.append({
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                     {"SpecialToken": {"id": bos, "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {bos: {"id": bos, "ids": [n + specials.index(bos)], "tokens": [bos]}}})
+    j["post_processor"] = {"type": "Sequence", "processors": processors_}
+    config = {"bos_token": bos, "eos_token": "</s>" if bos is not None else specials[0],
+              "clean_up_tokenization_spaces": False, "model_max_length": 131072,
+              "tokenizer_class": "PreTrainedTokenizerFast"}
     return j, config
 
 
@@ -409,6 +452,10 @@ def build_trained(name, retrain):
         return folder
     if name == "llama3-style":
         j, config = train_llama3_style()
+    elif name == "gpt4o-style":
+        j, config = train_regex_style(GPT4O_REGEX, False, ["<|endoftext|>", "<|user|>", "<|assistant|>", "<|end|>"], None)
+    elif name == "tekken-style":
+        j, config = train_regex_style(TEKKEN_REGEX, True, ["<unk>", "<s>", "</s>", "[INST]", "[/INST]"], "<s>")
     else:
         j, config = train_spm_style(name.split("-")[0])
     os.makedirs(folder, exist_ok=True)
@@ -464,7 +511,7 @@ def main():
         "qwen3": os.path.join(DATA, "tokenizers", "qwen3"),
         "gpt2": os.path.join(DATA, "tokenizers", "gpt2"),
     }
-    for name in ("llama3-style", "llama2-style", "mistral-style", "gemma-style"):
+    for name in ("llama3-style", "gpt4o-style", "tekken-style", "llama2-style", "mistral-style", "gemma-style"):
         folders[name] = build_trained(name, args.retrain)
     for name, folder in folders.items():
         cases = vectors(name, folder, texts)
