@@ -46,6 +46,7 @@ struct Published {
   float theta;
   bool tied, bias;
   uint64_t parameters;  // as the model cards count them
+  int head_dim = 0;     // 0: dim / heads
 };
 
 constexpr Published kPublished[] = {
@@ -54,6 +55,12 @@ constexpr Published kPublished[] = {
     {"qwen2.5-0.5b", 896, 4864, 24, 14, 2, 151936, 1e6f, true, true, 494032768ull},
     {"qwen2.5-1.5b", 1536, 8960, 28, 12, 2, 151936, 1e6f, true, true, 1543714304ull},
     {"llama-2-7b", 4096, 11008, 32, 32, 32, 32000, 10000.0f, false, false, 6738415616ull},
+    {"smollm2-135m", 576, 1536, 30, 9, 3, 49152, 100000.0f, true, false, 134515008ull},
+    {"smollm2-360m", 960, 2560, 32, 15, 5, 49152, 100000.0f, true, false, 361821120ull},
+    {"smollm2-1.7b", 2048, 8192, 24, 32, 32, 49152, 130000.0f, true, false, 1711376384ull},
+    {"phi-3-mini-4k", 3072, 8192, 32, 32, 32, 32064, 10000.0f, false, false, 3821079552ull},
+    {"phi-4-mini", 3072, 8192, 32, 24, 8, 200064, 10000.0f, true, false, 3836021760ull},
+    {"gemma-3-1b", 1152, 6912, 26, 4, 1, 262144, 1e6f, true, false, 999885952ull, 256},
 };
 
 TEST(Synth, PresetConfigsHaveThePublishedShapes) {
@@ -68,7 +75,7 @@ TEST(Synth, PresetConfigsHaveThePublishedShapes) {
     EXPECT_EQ(c->n_layers, want.layers);
     EXPECT_EQ(c->n_heads, want.heads);
     EXPECT_EQ(c->n_kv_heads, want.kv);
-    EXPECT_EQ(c->head_dim, want.dim / want.heads);
+    EXPECT_EQ(c->head_dim, want.head_dim > 0 ? want.head_dim : want.dim / want.heads);
     EXPECT_EQ(c->vocab_size, want.vocab);
     EXPECT_FLOAT_EQ(c->rope_theta, want.theta);
     EXPECT_EQ(c->tie_embeddings, want.tied);
@@ -87,6 +94,20 @@ TEST(Synth, PresetConfigsHaveThePublishedShapes) {
   EXPECT_FLOAT_EQ(l3->rope_scaling.low_freq_factor, 1.0f);
   EXPECT_FLOAT_EQ(l3->rope_scaling.high_freq_factor, 4.0f);
   EXPECT_EQ(l3->rope_scaling.original_max_position, 8192);
+  // Phi-4-mini turns 96 of each head's 128; Phi-3 all 96.
+  auto p4 = parse_hf_config(synth_config_json(*find_synth_preset("phi-4-mini"), 0, DType::kF16, 0), "", "c");
+  ASSERT_TRUE(p4) << p4.status().message();
+  EXPECT_EQ(p4->rope_dim(), 96);
+  auto p3 = parse_hf_config(synth_config_json(*find_synth_preset("phi-3-mini-4k"), 0, DType::kF16, 0), "", "c");
+  ASSERT_TRUE(p3) << p3.status().message();
+  EXPECT_EQ(p3->rope_dim(), 96);
+  EXPECT_EQ(p3->sliding_window, 0);
+  // Gemma 3 1B: five layers of six through a 512 window with base 10000, every sixth global.
+  auto g = parse_hf_config(synth_config_json(*find_synth_preset("gemma-3-1b"), 0, DType::kF16, 0), "", "c");
+  ASSERT_TRUE(g) << g.status().message();
+  EXPECT_FLOAT_EQ(g->query_pre_attn_scalar, 256.0f);
+  EXPECT_FLOAT_EQ(g->rope_theta_local, 10000.0f);
+  for (int l = 0; l < 26; ++l) EXPECT_EQ(g->layer_window(l), (l + 1) % 6 == 0 ? 0 : 512) << "layer " << l;
   auto tl = parse_hf_config(synth_config_json(*find_synth_preset("TinyLlama-1.1B"), 0, DType::kF16, 0), "", "c");
   ASSERT_TRUE(tl);
   EXPECT_EQ(tl->rope_scaling.type, RopeScaling::Type::kNone);
@@ -168,7 +189,7 @@ std::vector<float> run_tokens(const std::string& dir, const std::string& scheme,
 }
 
 TEST(Synth, OneLayerFolderImportsCompilesAndRuns) {
-  for (const char* preset : {"tiny-llama", "tiny-qwen2"}) {
+  for (const char* preset : {"tiny-llama", "tiny-qwen2", "tiny-phi3", "tiny-gemma3"}) {
     SCOPED_TRACE(preset);
     const std::string dir = fresh_dir(std::string(preset) + "-1");
     const SynthReport r = synth(preset, dir, 1, 5, std::string(preset) == "tiny-qwen2" ? DType::kBF16 : DType::kF16);

@@ -61,6 +61,38 @@ SynthPreset qwen3(std::string name, std::string model, int dim, int hidden, int 
   return p;
 }
 
+// Phi-3 shapes: no biases, fused projections, a 4k context (the LongRoPE of the 128k variants is
+// not written).
+SynthPreset phi3(std::string name, std::string model, int dim, int hidden, int layers, int heads, int kv, int vocab,
+                 bool tied, double partial_rotary) {
+  SynthPreset p = llama(std::move(name), std::move(model), dim, hidden, layers, heads, kv, vocab, 4096, tied);
+  p.architecture = "Phi3ForCausalLM";
+  p.model_type = "phi3";
+  p.partial_rotary_factor = partial_rotary;
+  return p;
+}
+
+SynthPreset gemma3(std::string name, std::string model, int dim, int hidden, int layers, int heads, int kv, int head_dim,
+                   int vocab, int window) {
+  SynthPreset p = llama(std::move(name), std::move(model), dim, hidden, layers, heads, kv, vocab, 32768, true);
+  p.architecture = "Gemma3ForCausalLM";
+  p.model_type = "gemma3_text";
+  p.rms_norm_eps = 1e-6;
+  p.rope_theta = 1e6;
+  p.qk_norm = true;
+  p.explicit_head_dim = head_dim;
+  p.sliding_window = window;
+  p.sliding_pattern = 6;
+  p.query_pre_attn_scalar = head_dim;
+  return p;
+}
+
+SynthPreset smollm2(std::string name, std::string model, int dim, int hidden, int layers, int heads, int kv, double theta) {
+  SynthPreset p = llama(std::move(name), std::move(model), dim, hidden, layers, heads, kv, 49152, 8192, true);
+  p.rope_theta = theta;
+  return p;
+}
+
 std::vector<SynthPreset> make_presets() {
   std::vector<SynthPreset> v;
   v.push_back(llama("tinyllama-1.1b", "TinyLlama/TinyLlama-1.1B-Chat-v1.0", 2048, 5632, 22, 32, 4, 32000, 2048, false));
@@ -71,15 +103,25 @@ std::vector<SynthPreset> make_presets() {
   l3.llama3_high_freq_factor = 4.0;
   l3.llama3_original_max_position = 8192;
   v.push_back(l3);
+  v.push_back(smollm2("smollm2-135m", "HuggingFaceTB/SmolLM2-135M-Instruct", 576, 1536, 30, 9, 3, 100000.0));
+  v.push_back(smollm2("smollm2-360m", "HuggingFaceTB/SmolLM2-360M-Instruct", 960, 2560, 32, 15, 5, 100000.0));
+  v.push_back(smollm2("smollm2-1.7b", "HuggingFaceTB/SmolLM2-1.7B-Instruct", 2048, 8192, 24, 32, 32, 130000.0));
   v.push_back(qwen2("qwen2.5-0.5b", "Qwen/Qwen2.5-0.5B", 896, 4864, 24, 14, 2, 151936));
   v.push_back(qwen2("qwen2.5-1.5b", "Qwen/Qwen2.5-1.5B", 1536, 8960, 28, 12, 2, 151936));
   v.push_back(qwen3("qwen3-0.6b", "Qwen/Qwen3-0.6B", 1024, 3072, 28, 16, 8, 128, 151936));
   v.push_back(qwen3("qwen3-1.7b", "Qwen/Qwen3-1.7B", 2048, 6144, 28, 16, 8, 128, 151936));
+  v.push_back(phi3("phi-3-mini-4k", "microsoft/Phi-3-mini-4k-instruct", 3072, 8192, 32, 32, 32, 32064, false, 1.0));
+  v.push_back(phi3("phi-4-mini", "microsoft/Phi-4-mini-instruct (4k context)", 3072, 8192, 32, 24, 8, 200064, true, 0.75));
+  v.push_back(gemma3("gemma-3-1b", "google/gemma-3-1b-it", 1152, 6912, 26, 4, 1, 256, 262144, 512));
   v.push_back(llama("llama-2-7b", "meta-llama/Llama-2-7b-hf", 4096, 11008, 32, 32, 32, 32000, 4096, false));
   // Small enough for unit tests; the same code paths as the real shapes.
   v.push_back(llama("tiny-llama", "(kiln test shape)", 64, 192, 2, 8, 4, 512, 512, false));
   v.push_back(qwen2("tiny-qwen2", "(kiln test shape)", 64, 160, 2, 4, 2, 640));
   v.push_back(qwen3("tiny-qwen3", "(kiln test shape)", 64, 160, 2, 4, 2, 32, 640));
+  v.push_back(phi3("tiny-phi3", "(kiln test shape)", 64, 160, 2, 4, 2, 640, true, 0.5));
+  SynthPreset tg = gemma3("tiny-gemma3", "(kiln test shape)", 64, 160, 7, 4, 2, 32, 640, 4);
+  tg.max_position_embeddings = 512;
+  v.push_back(tg);
   return v;
 }
 
@@ -138,13 +180,18 @@ std::vector<SynthTensor> synth_tensors(const SynthPreset& p, int layers) {
   const int64_t dim = p.hidden_size, hidden = p.intermediate_size, hd = p.head_dim();
   const int64_t q = p.num_heads * hd, kv = p.num_kv_heads * hd, vocab = p.vocab_size;
   std::vector<SynthTensor> t;
+  const bool phi3 = p.model_type == "phi3", gemma3 = p.model_type == "gemma3_text";
   t.push_back({"model.embed_tokens.weight", {vocab, dim}, K::kMatrix});
   for (int l = 0; l < layer_count(p, layers); ++l) {
     const std::string b = "model.layers." + std::to_string(l) + ".";
     t.push_back({b + "input_layernorm.weight", {dim}, K::kNorm});
-    t.push_back({b + "self_attn.q_proj.weight", {q, dim}, K::kMatrix});
-    t.push_back({b + "self_attn.k_proj.weight", {kv, dim}, K::kMatrix});
-    t.push_back({b + "self_attn.v_proj.weight", {kv, dim}, K::kMatrix});
+    if (phi3) {
+      t.push_back({b + "self_attn.qkv_proj.weight", {q + 2 * kv, dim}, K::kMatrix});
+    } else {
+      t.push_back({b + "self_attn.q_proj.weight", {q, dim}, K::kMatrix});
+      t.push_back({b + "self_attn.k_proj.weight", {kv, dim}, K::kMatrix});
+      t.push_back({b + "self_attn.v_proj.weight", {kv, dim}, K::kMatrix});
+    }
     if (p.qkv_bias) {
       t.push_back({b + "self_attn.q_proj.bias", {q}, K::kBias});
       t.push_back({b + "self_attn.k_proj.bias", {kv}, K::kBias});
@@ -156,8 +203,16 @@ std::vector<SynthTensor> synth_tensors(const SynthPreset& p, int layers) {
     }
     t.push_back({b + "self_attn.o_proj.weight", {dim, q}, K::kMatrix});
     t.push_back({b + "post_attention_layernorm.weight", {dim}, K::kNorm});
-    t.push_back({b + "mlp.gate_proj.weight", {hidden, dim}, K::kMatrix});
-    t.push_back({b + "mlp.up_proj.weight", {hidden, dim}, K::kMatrix});
+    if (gemma3) {
+      t.push_back({b + "pre_feedforward_layernorm.weight", {dim}, K::kNorm});
+      t.push_back({b + "post_feedforward_layernorm.weight", {dim}, K::kNorm});
+    }
+    if (phi3) {
+      t.push_back({b + "mlp.gate_up_proj.weight", {2 * hidden, dim}, K::kMatrix});
+    } else {
+      t.push_back({b + "mlp.gate_proj.weight", {hidden, dim}, K::kMatrix});
+      t.push_back({b + "mlp.up_proj.weight", {hidden, dim}, K::kMatrix});
+    }
     t.push_back({b + "mlp.down_proj.weight", {dim, hidden}, K::kMatrix});
   }
   t.push_back({"model.norm.weight", {dim}, K::kNorm});
@@ -191,7 +246,26 @@ std::string synth_config_json(const SynthPreset& p, int layers, DType dtype, uin
   }
   j["hidden_act"] = "silu";
   j["tie_word_embeddings"] = p.tie_embeddings;
-  if (p.model_type == "qwen2") {
+  if (p.model_type == "phi3") {
+    j["original_max_position_embeddings"] = p.max_position_embeddings;
+    if (p.partial_rotary_factor < 1.0) j["partial_rotary_factor"] = p.partial_rotary_factor;
+    j["sliding_window"] = nullptr;
+  } else if (p.model_type == "gemma3_text") {
+    // Transformers 4.x's keys, as the published config has them, and the layer types they imply.
+    j.erase("hidden_act");
+    j["hidden_activation"] = "gelu_pytorch_tanh";
+    j["rope_local_base_freq"] = p.rope_local_theta;
+    j["sliding_window"] = p.sliding_window;
+    j["sliding_window_pattern"] = p.sliding_pattern;
+    OJ types = OJ::array();
+    for (int l = 0; l < layer_count(p, layers); ++l)
+      types.push_back((l + 1) % p.sliding_pattern == 0 ? "full_attention" : "sliding_attention");
+    j["layer_types"] = types;
+    j["query_pre_attn_scalar"] = p.query_pre_attn_scalar;
+    j["attn_logit_softcapping"] = nullptr;
+    j["final_logit_softcapping"] = nullptr;
+    j["attention_bias"] = false;
+  } else if (p.model_type == "qwen2") {
     j["use_sliding_window"] = false;
     j["sliding_window"] = p.max_position_embeddings;
     j["max_window_layers"] = layer_count(p, layers);

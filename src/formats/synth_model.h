@@ -28,8 +28,8 @@ namespace kiln {
 struct SynthPreset {
   std::string name;           // what --preset takes, e.g. "tinyllama-1.1b"
   std::string model;          // the published model it copies, e.g. "TinyLlama/TinyLlama-1.1B-..."
-  std::string architecture;   // "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"
-  std::string model_type;     // "llama", "qwen2", "qwen3"
+  std::string architecture;   // "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", ...
+  std::string model_type;     // "llama", "qwen2", "qwen3", "phi3", "gemma3_text"
   int hidden_size = 0;
   int intermediate_size = 0;
   int num_layers = 0;
@@ -48,12 +48,21 @@ struct SynthPreset {
   double llama3_low_freq_factor = 1;
   double llama3_high_freq_factor = 4;
   int llama3_original_max_position = 8192;
+  // Phi-3 (model_type "phi3"): fused qkv_proj and gate_up_proj; RoPE over this part of each head.
+  double partial_rotary_factor = 1.0;
+  // Gemma 3 ("gemma3_text"): every sliding_pattern-th layer attends globally, the others through
+  // the window with their own RoPE base; queries scaled by query_pre_attn_scalar^-1/2.
+  int sliding_window = 0;
+  int sliding_pattern = 0;
+  double rope_local_theta = 10000.0;
+  double query_pre_attn_scalar = 0;
 
   int head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden_size / num_heads; }
 };
 
-// The published shapes (tinyllama-1.1b, llama-3.2-1b, qwen2.5-0.5b, qwen2.5-1.5b, qwen3-0.6b,
-// qwen3-1.7b, llama-2-7b) and three tiny ones for tests (tiny-llama, tiny-qwen2, tiny-qwen3).
+// The published shapes (tinyllama-1.1b, llama-3.2-1b, smollm2-135m/360m/1.7b, qwen2.5-0.5b,
+// qwen2.5-1.5b, qwen3-0.6b, qwen3-1.7b, phi-3-mini-4k, phi-4-mini, gemma-3-1b, llama-2-7b) and tiny
+// ones for tests (tiny-llama, tiny-qwen2, tiny-qwen3, tiny-phi3, tiny-gemma3).
 std::span<const SynthPreset> synth_presets();
 // By name, ignoring case; the error lists the presets.
 Result<SynthPreset> find_synth_preset(std::string_view name);
