@@ -172,6 +172,9 @@ void register_all() {
                                        [t, p, s, threads](benchmark::State& st) { run(st, t, p, s.rows, s.cols, threads); })
               ->Args({1, 0})
               ->Args({1, 1})
+              ->Args({2, 0})  // batched decode: a step of a few sessions' tokens
+              ->Args({4, 0})
+              ->Args({8, 0})
               ->Args({128, 1})  // a prefill step (kDefaultMaxTokens)
               ->ArgNames({"tokens", "cached"})
               ->Unit(benchmark::kMicrosecond)

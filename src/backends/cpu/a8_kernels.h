@@ -44,7 +44,7 @@ inline void w4a8_block(const PackedMatrix& w, const Activations& a, const Epilog
   const uint8_t* base = w.data + tile * w.tile_bytes;
   const uint8_t* end = packed_end(w);
   for (int64_t b = 0; b < groups; ++b) {
-    if constexpr (NT == 1)  // decode streams the weights; prefill reuses each group NT times
+    if (NT == 1 || t0 == 0)  // the first block of tokens reads the run from memory (w4a16_block)
       for (int r = 0; r < RT; ++r) prefetch_ahead(w, base + r * w.tile_bytes, b * gb, gb, RT * w.tile_bytes, end);
     I acc[RT][NT][V];
     for (int r = 0; r < RT; ++r)
@@ -112,7 +112,7 @@ inline void w8a8_block(const PackedMatrix& w, const Activations& a, const Epilog
   const uint8_t* end = packed_end(w);
   const int64_t k4 = (w.cols + 3) / 4;
   for (int64_t c = 0; c < k4; ++c) {
-    if constexpr (NT == 1)
+    if (NT == 1 || t0 == 0)  // the first block of tokens reads the run from memory (w4a16_block)
       if (c % 8 == 0)
         for (int r = 0; r < RT; ++r) prefetch_ahead(w, base + r * w.tile_bytes, 128 + c * 64, 512, RT * w.tile_bytes, end);
     for (int r = 0; r < RT; ++r)

@@ -53,7 +53,9 @@ inline void w4a16_block(const PackedMatrix& w, const Activations& a, const Epilo
   const uint8_t* base = w.data + tile * w.tile_bytes;
   const uint8_t* end = packed_end(w);
   for (int64_t b = 0; b < groups; ++b) {
-    if constexpr (NT == 1)  // decode streams the weights; prefill reuses each group NT times
+    // The first block of tokens over a run of tiles reads them from memory (decode, and a step of
+    // a few sessions' tokens, only ever that block): ask for them ahead. Later blocks find them in L2.
+    if (NT == 1 || t0 == 0)
       for (int r = 0; r < RT; ++r) prefetch_ahead(w, base + r * w.tile_bytes, b * gb, gb, RT * w.tile_bytes, end);
     for (int blk = 0; blk < g / 32; ++blk) {
       const int64_t kb = b * (g / 32) + blk;

@@ -24,8 +24,12 @@ inline void w8a16_prefill(const PackedMatrix& w, const Activations& a, const Epi
       for (int v = 0; v < V; ++v) y[r][t][v] = S::zero();
   const uint8_t* base = w.data + tile * w.tile_bytes;
   const float* xp = a.x_panels + (t0 / P) * w.cols * P;
+  const uint8_t* end = packed_end(w);
   const int64_t k4 = (w.cols + 3) / 4;
-  for (int64_t c = 0; c < k4; ++c)
+  for (int64_t c = 0; c < k4; ++c) {
+    // The first block of tokens reads the run from memory (a batched decode step's logits): ask ahead.
+    if (t0 == 0 && c % 8 == 0)
+      for (int r = 0; r < RT; ++r) prefetch_ahead(w, base + r * w.tile_bytes, 128 + c * 64, 512, RT * w.tile_bytes, end);
     for (int v = 0; v < V; ++v) {
       I q[RT];
       for (int r = 0; r < RT; ++r) q[r] = S::loadi(base + r * w.tile_bytes + 128 + c * 64 + v * S::N * 4);
@@ -39,6 +43,7 @@ inline void w8a16_prefill(const PackedMatrix& w, const Activations& a, const Epi
         }
       });
     }
+  }
   for (int r = 0; r < RT; ++r)
     for (int t = 0; t < NT; ++t) {
       for (int v = 0; v < V; ++v)
