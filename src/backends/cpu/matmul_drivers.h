@@ -94,7 +94,14 @@ template <class S>
 void matmul_w4a16(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te, uint8_t* work) {
   (void)work;  // only the 16-bit products' prefill uses it
   if (a.format == ActivationFormat::kA16Rows) {
-    over_decode_tiles<S::kA16DecodeRT>(w, tb, te, [&](auto rt, int64_t t) { w4a16_block<S, rt.value, 1, false>(w, a, e, t, 0); });
+    if (a.n == 1) {
+      over_decode_tiles<S::kA16DecodeRT>(w, tb, te, [&](auto rt, int64_t t) { w4a16_block<S, rt.value, 1, false>(w, a, e, t, 0); });
+      return;
+    }
+    // A few tokens (a16_rows_max_tokens): the prefill blocks, reading each token's row.
+    over_tile_runs<S::kA16RT, S::kA16NT>(w, tb, te, a.n, [&](auto rt, auto nt, int64_t t, int t0) {
+      w4a16_block<S, rt.value, nt.value, false>(w, a, e, t, t0);
+    });
     return;
   }
   if constexpr (has_a16_words<S>) {

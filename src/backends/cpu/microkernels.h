@@ -59,6 +59,7 @@ void fill_table(KernelTable& t) {
     t.make_a16_word_panel = &make_a16_word_panel<S::kPrefillNT>;
     t.a16_words_min_rows = S::kA16WordsMinRows;
   }
+  if constexpr (requires { S::kA16RowsMaxNT; }) t.a16_rows_max_tokens = S::kA16RowsMaxNT;
   t.rmsnorm = &rmsnorm<S>;
   t.head_rmsnorm = &head_rmsnorm<S>;
   t.swiglu = &swiglu;
