@@ -167,7 +167,10 @@ struct KernelTable {
   // above: the tokens [p P, min(n, p P + P)). Null where the table's A8 prefill reads the rows.
   void (*make_q_panel)(const int8_t* q, int64_t q_stride, const int32_t* group_sums, int n, int64_t cols, int group,
                        int p, int32_t* quads, int32_t* sums) = nullptr;
-  bool reads_q_panels(Scheme s, int n) const { return make_q_panel && quantizes_activations(s) && n > 1; }
+  // Up to q_rows_max_tokens tokens the A8 kernels read the q rows themselves (as
+  // a16_rows_max_tokens for W4A16).
+  int q_rows_max_tokens = 1;
+  bool reads_q_panels(Scheme s, int n) const { return make_q_panel && quantizes_activations(s) && n > q_rows_max_tokens; }
   // Where the sums start after the quads of n tokens (in int32s from q_panels).
   int64_t q_panel_quads(int n, int64_t q_stride) const {
     return (n + panel_tokens - 1) / panel_tokens * panel_tokens * (q_stride / 4);

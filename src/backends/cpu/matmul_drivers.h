@@ -146,24 +146,35 @@ void matmul_w8a16(const PackedMatrix& w, const Activations& a, const Epilogue& e
 
 template <class S>
 void matmul_w4a8(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te, uint8_t* /*work*/) {
-  if (a.format == ActivationFormat::kQRows) {
+  if (a.format == ActivationFormat::kQRows && a.n == 1) {
     over_decode_tiles<S::kDecodeRT>(w, tb, te, [&](auto rt, int64_t t) { w4a8_block<S, rt.value, 1, false, false>(w, a, e, t, 0); });
     return;
   }
   static_assert(S::kPrefillNT % S::kA8NT == 0, "a block of tokens lies within one panel");
-  auto run = [&](auto g32) {
+  // The prefill blocks, over the panels or (a few tokens: q_rows_max_tokens) each token's row.
+  auto run = [&](auto g32, auto panels) {
     over_tile_runs<S::kA8RT, S::kA8NT>(w, tb, te, a.n, [&](auto rt, auto nt, int64_t t, int t0) {
-      w4a8_block<S, rt.value, nt.value, true, g32.value>(w, a, e, t, t0);
+      w4a8_block<S, rt.value, nt.value, panels.value, g32.value>(w, a, e, t, t0);
     });
   };
-  if (w.params.group_size == 32) run(std::true_type{});
-  else run(std::false_type{});
+  auto run_g = [&](auto panels) {
+    if (w.params.group_size == 32) run(std::true_type{}, panels);
+    else run(std::false_type{}, panels);
+  };
+  if (a.format == ActivationFormat::kQRows) run_g(std::false_type{});
+  else run_g(std::true_type{});
 }
 
 template <class S>
 void matmul_w8a8(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te, uint8_t* /*work*/) {
   if (a.format == ActivationFormat::kQRows) {
-    over_decode_tiles<S::kDecodeRT>(w, tb, te, [&](auto rt, int64_t t) { w8a8_block<S, rt.value, 1, false>(w, a, e, t, 0); });
+    if (a.n == 1) {
+      over_decode_tiles<S::kDecodeRT>(w, tb, te, [&](auto rt, int64_t t) { w8a8_block<S, rt.value, 1, false>(w, a, e, t, 0); });
+      return;
+    }
+    over_tile_runs<S::kA8RT, S::kA8NT>(w, tb, te, a.n, [&](auto rt, auto nt, int64_t t, int t0) {
+      w8a8_block<S, rt.value, nt.value, false>(w, a, e, t, t0);
+    });
     return;
   }
   over_tile_runs<S::kA8RT, S::kA8NT>(w, tb, te, a.n, [&](auto rt, auto nt, int64_t t, int t0) {

@@ -60,6 +60,7 @@ void fill_table(KernelTable& t) {
     t.a16_words_min_rows = S::kA16WordsMinRows;
   }
   if constexpr (requires { S::kA16RowsMaxNT; }) t.a16_rows_max_tokens = S::kA16RowsMaxNT;
+  if constexpr (requires { S::kQRowsMaxNT; }) t.q_rows_max_tokens = S::kQRowsMaxNT;
   t.rmsnorm = &rmsnorm<S>;
   t.head_rmsnorm = &head_rmsnorm<S>;
   t.swiglu = &swiglu;
