@@ -87,64 +87,17 @@ TEST(Gemma3, NormsFromTheFolderHaveTheOneFoldedIn) {
 }
 
 TEST(Gemma3, ReferencePassMatchesTransformers) {
-  for (const std::string& path : {folder(), gguf()}) {
-    auto m = reference_model(path);
-    ASSERT_TRUE(m);
-    const double worst = test::worst_against(reference_for(path), [&](const std::vector<int>& t) { return reference_logits(m, t); });
-    std::printf("gemma3 reference pass from %s: max relative logit error %.3g\n", fs::path(path).filename().c_str(), worst);
-    EXPECT_LT(worst, 1e-4) << path;
-  }
+  test::expect_reference_pass_matches("gemma3", {folder(), gguf()}, reference_for);
 }
 
 TEST(Gemma3, CompiledProgramMatchesTransformers) {
-  for (const std::string& path : {folder(), gguf()})
-    for (bool fuse : {false, true}) {
-      auto m = compiled(path, options(fuse));
-      ASSERT_TRUE(m);
-      for (size_t chunk : {size_t{1}, size_t{3}, size_t{64}}) {
-        const double worst =
-            test::worst_against(reference_for(path), [&](const std::vector<int>& t) { return program_logits(m, t, chunk); });
-        std::printf("gemma3 compiled f32 from %s, fuse %d, %zu tokens a step: max relative logit error %.3g\n",
-                    fs::path(path).filename().c_str(), fuse, chunk, worst);
-        EXPECT_LT(worst, 1e-4) << path << " fuse " << fuse << " chunk " << chunk;
-      }
-    }
+  test::expect_compiled_matches("gemma3", {folder(), gguf()}, reference_for, [](bool fuse) { return options(fuse); });
 }
 
-// The program on the CPU back end and on the reference back end alone, against the reference pass
-// on the same weights (tighter than against transformers), past the window several times over.
-TEST(Gemma3, CompiledProgramMatchesReferencePass) {
-  const std::vector<int> tokens = {5, 17, 200, 3, 99, 42, 7, 250, 1, 11, 64, 128, 299, 0, 31, 77};
-  const auto want = reference_logits(reference_model(folder()), tokens);
-  RefBackend ref;
-  CompileOptions only_ref = options();
-  only_ref.backends = {&ref};
-  const Backend* bind[] = {&ref};
-  for (const auto& m : {compiled(folder(), options()), compiled(folder(), only_ref, bind)}) {
-    ASSERT_TRUE(m);
-    for (size_t chunk : {size_t{1}, size_t{4}, tokens.size()}) {
-      const auto got = program_logits(m, tokens, chunk);
-      ASSERT_EQ(got.size(), want.size());
-      for (size_t i = 0; i < want.size(); ++i)
-        EXPECT_LT(test::relative_error(got[i].data(), want[i].data(), want[i].size()), 1e-5)
-            << "chunk " << chunk << " position " << i;
-    }
-  }
-}
+TEST(Gemma3, CompiledProgramMatchesReferencePass) { test::expect_back_ends_match_reference_pass(folder(), options()); }
 
 TEST(Gemma3, GreedyTokensEqualTransformersOnEveryPath) {
-  for (const std::string& path : {folder(), gguf()}) {
-    const json ref = reference_for(path);
-    const auto prompt = ref["greedy"]["prompt"].get<std::vector<int>>();
-    const auto want = ref["greedy"]["tokens"].get<std::vector<int>>();
-    ASSERT_EQ(want.size(), 20u);
-    auto s = ReferenceSession::create(reference_model(path), 0);
-    ASSERT_TRUE(s);
-    EXPECT_EQ(greedy(**s, prompt, want.size()), want) << "reference pass, " << path;
-    auto p = Session::create(compiled(path, options()), 0);
-    ASSERT_TRUE(p);
-    EXPECT_EQ(greedy(**p, prompt, want.size()), want) << "compiled program, " << path;
-  }
+  test::expect_greedy_matches({folder(), gguf()}, reference_for, options());
 }
 
 // The graph: GeGLU where the others have SwiGLU, a norm after each block, the scales on the
@@ -160,8 +113,12 @@ TEST(Gemma3, GraphAndAQuantizedCompile) {
     geglu += n.op == OpCode::kGeGLU;
     swiglu += n.op == OpCode::kSwiGLU || n.op == OpCode::kGateUpSwiGLU || n.op == OpCode::kRmsNormGateUpSwiGLU;
     norms += n.op == OpCode::kRmsNorm;
-    if (n.op == OpCode::kEmbed) EXPECT_FLOAT_EQ(n.scale, 8.0f);  // sqrt(64)
-    if (n.op == OpCode::kAttention) EXPECT_FLOAT_EQ(n.scale, 1.0f / std::sqrt(24.0f));
+    if (n.op == OpCode::kEmbed) {
+      EXPECT_FLOAT_EQ(n.scale, 8.0f);  // sqrt(64)
+    }
+    if (n.op == OpCode::kAttention) {
+      EXPECT_FLOAT_EQ(n.scale, 1.0f / std::sqrt(24.0f));
+    }
   }
   EXPECT_EQ(geglu, 6);
   EXPECT_EQ(swiglu, 0);
@@ -173,13 +130,10 @@ TEST(Gemma3, GraphAndAQuantizedCompile) {
   auto q = compiled(folder(), options(true, "w8a16"));
   ASSERT_TRUE(q);
   for (const WeightDesc& w : q->program().graph.weights)
-    if (w.name.find("norm") != std::string::npos) EXPECT_EQ(w.scheme, Scheme::kF32) << w.name;
-  const json ref = reference_for(folder());
-  const auto tokens = ref["prompts"][2].get<std::vector<int>>();
-  const auto got = program_logits(q, tokens, tokens.size());
-  ASSERT_EQ(got.size(), tokens.size());
-  const auto want = ref["logits"][2][tokens.size() - 1].get<std::vector<float>>();
-  EXPECT_LT(test::relative_error(got.back().data(), want.data(), want.size()), 0.05);
+    if (w.name.find("norm") != std::string::npos) {
+      EXPECT_EQ(w.scheme, Scheme::kF32) << w.name;
+    }
+  test::expect_quantized_close(q, reference_for(folder()));
 }
 
 // Through a .kiln file: the per-layer window, the local RoPE frequencies and the node scales
@@ -216,16 +170,8 @@ TEST(Gemma3, GeluTanhIsPyTorchs) {
 // What Gemma 3 has that kiln does not, and lists that do not fit, are clear errors.
 TEST(Gemma3, BadConfigsAreClearErrors) {
   const std::string base = test::read_file(folder() + "/config.json");
-  auto with = [&](const std::string& key, const json& value) {
-    json j = json::parse(base);
-    if (value.is_discarded()) j.erase(key);
-    else j[key] = value;
-    return parse_hf_config(j.dump(), "", "config.json");
-  };
-  auto expect_error = [&](const Result<ModelConfig>& r, const std::string& what) {
-    ASSERT_FALSE(r);
-    EXPECT_NE(r.status().message().find(what), std::string::npos) << r.status().message();
-  };
+  auto with = [&](const std::string& key, const json& value) { return test::config_with(base, key, value); };
+  using test::expect_error;
   expect_error(with("final_logit_softcapping", 30.0), "final_logit_softcapping is not supported");
   expect_error(with("attn_logit_softcapping", 50.0), "attn_logit_softcapping is not supported");
   expect_error(with("hidden_activation", "gelu"), "hidden_activation 'gelu' is not supported");

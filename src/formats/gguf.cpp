@@ -289,13 +289,16 @@ Result<ImportedModel> gguf_to_model(const GgufFile& g) {
   } else if (arch == "phi3") {
     c.arch = Arch::kPhi3;
     c.rope_style = RopeStyle::kHalfSplit;  // NEOX RoPE, q/k rows as in HF
+  } else if (arch == "gemma2") {
+    c.arch = Arch::kGemma2;
+    c.rope_style = RopeStyle::kHalfSplit;  // NEOX RoPE, q/k rows as in HF
   } else if (arch == "gemma3") {
     c.arch = Arch::kGemma3;
     c.rope_style = RopeStyle::kHalfSplit;  // NEOX RoPE, q/k rows as in HF
     c.qk_norm = true;
   } else {
     return unsupported(path + ": architecture '" + arch +
-                       "' is not supported (llama, mistral, qwen2, qwen3, smollm3, gemma3, phi3 are)");
+                       "' is not supported (llama, mistral, qwen2, qwen3, smollm3, gemma2, gemma3, phi3 are)");
   }
   MetaReader m{g, path};
   const std::string a = arch + ".";
@@ -332,6 +335,16 @@ Result<ImportedModel> gguf_to_model(const GgufFile& g) {
     for (int l = 0; l < c.n_layers; ++l) c.sliding_layers.push_back((l + 1) % 6 != 0 ? 1 : 0);
     c.rope_theta_local = 10000.0f;
     c.query_pre_attn_scalar = static_cast<float>(c.n_layers == 62 && c.n_heads > 0 ? c.dim / c.n_heads : c.head_dim);
+  }
+  if (c.arch == Arch::kGemma2) {
+    // As llama.cpp reads a gemma2 file: the even layers through the window, the odd ones global;
+    // the window and soft-caps from its keys (llama.cpp's defaults where absent); queries scaled by
+    // head_dim^-0.5, but by (dim / heads)^-0.5 in the 27B (46 layers).
+    for (int l = 0; l < c.n_layers; ++l) c.sliding_layers.push_back(l % 2 == 0 ? 1 : 0);
+    KILN_ASSIGN_OR_RETURN(c.sliding_window, m.dim(a + "attention.sliding_window", 4096));
+    KILN_ASSIGN_OR_RETURN(c.attn_softcap, m.number(a + "attn_logit_softcapping", 50.0f));
+    KILN_ASSIGN_OR_RETURN(c.final_softcap, m.number(a + "final_logit_softcapping", 30.0f));
+    c.query_pre_attn_scalar = static_cast<float>(c.n_layers == 46 && c.n_heads > 0 ? c.dim / c.n_heads : c.head_dim);
   }
   if (const GgufValue* st = g.find(a + "rope.scaling.type"); st && st->as_string()) {
     const std::string& type = *st->as_string();

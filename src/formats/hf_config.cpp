@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "formats/json_util.h"
 
@@ -126,14 +127,24 @@ Status parse_rope(const Json& j, ModelConfig& c, const std::string& where) {
   return Status::ok();
 }
 
-// Gemma 3: which layers attend through the sliding window (layer_types, else every
-// sliding_window_pattern-th layer, 1-based, is global), the window, the query scale; the parts of
-// Gemma 2 it does not have (softcapping) refused.
-Status parse_gemma3(const Json& j, ModelConfig& c, const std::string& file) {
-  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+// Gemma 2 and 3: which layers attend through the sliding window (layer_types, else every
+// sliding_window_pattern-th layer, 1-based, is global: Gemma 3 6, Gemma 2 2), the window, the
+// query scale; Gemma 2's soft-capping of the scores and the logits (refused in a Gemma 3 config,
+// which has none).
+Status parse_gemma(const Json& j, ModelConfig& c, const std::string& file) {
+  const bool gemma2 = c.arch == Arch::kGemma2;
+  for (auto [key, cap, fallback] : {std::tuple{"attn_logit_softcapping", &c.attn_softcap, 50.0},
+                                    std::tuple{"final_logit_softcapping", &c.final_softcap, 30.0}}) {
     auto it = j.find(key);
-    if (it != j.end() && !it->is_null())
-      return unsupported(file + ": " + key + " is not supported (Gemma 3 has none; Gemma 2's softcapping is not implemented)");
+    if (it == j.end() && gemma2) {
+      *cap = static_cast<float>(fallback);  // Gemma2Config's defaults
+      continue;
+    }
+    if (it == j.end() || it->is_null()) continue;
+    if (!gemma2) return unsupported(file + ": " + key + " is not supported for Gemma 3 (Gemma 2 has it)");
+    if (!it->is_number() || !(it->get<double>() > 0.0) || !(it->get<double>() < 1e30))
+      return corrupt(file + ": " + key + " must be a positive number or null, not " + it->dump().substr(0, 80));
+    *cap = static_cast<float>(it->get<double>());
   }
   KILN_ASSIGN_OR_RETURN(bool bidirectional, json_bool(j, "use_bidirectional_attention", false, file));
   if (bidirectional) return unsupported(file + ": use_bidirectional_attention true is not supported");
@@ -152,7 +163,7 @@ Status parse_gemma3(const Json& j, ModelConfig& c, const std::string& file) {
     }
     return Status::ok();
   }
-  KILN_ASSIGN_OR_RETURN(int pattern, json_dim(j, "sliding_window_pattern", 6, file));
+  KILN_ASSIGN_OR_RETURN(int pattern, json_dim(j, "sliding_window_pattern", gemma2 ? 2 : 6, file));
   if (pattern < 1) return corrupt(file + ": sliding_window_pattern must be at least 1");
   for (int l = 0; l < c.n_layers; ++l) c.sliding_layers.push_back((l + 1) % pattern != 0 ? 1 : 0);
   return Status::ok();
@@ -201,14 +212,16 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_vi
     c.arch = Arch::kSmolLM3;
   } else if (arch_str == "Gemma3ForCausalLM" || (arch_str.empty() && model_type == "gemma3_text")) {
     c.arch = Arch::kGemma3;
+  } else if (arch_str == "Gemma2ForCausalLM" || (arch_str.empty() && model_type == "gemma2")) {
+    c.arch = Arch::kGemma2;
   } else if (arch_str == "Phi3ForCausalLM" || (arch_str.empty() && model_type == "phi3")) {
     c.arch = Arch::kPhi3;
   } else {
     return unsupported(file + ": architecture '" + (arch_str.empty() ? model_type : arch_str) +
                        "' is not supported (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, "
-                       "SmolLM3ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM are)");
+                       "SmolLM3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM are)");
   }
-  const bool gemma = c.arch == Arch::kGemma3;
+  const bool gemma = c.gemma_block();
   if (gemma) {
     KILN_ASSIGN_OR_RETURN(std::string act, json_string(j, "hidden_activation", "gelu_pytorch_tanh", file));
     if (act != "gelu_pytorch_tanh")
@@ -226,11 +239,11 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_vi
   KILN_ASSIGN_OR_RETURN(c.n_heads, json_dim(j, "num_attention_heads", 0, file));
   KILN_ASSIGN_OR_RETURN(c.n_kv_heads, json_dim(j, "num_key_value_heads", c.n_heads, file));
   // transformers' Qwen3Config defaults head_dim to 128, whatever hidden_size / heads is.
-  // Gemma3TextConfig to 256.
+  // Gemma2Config and Gemma3TextConfig to 256.
   const int default_head_dim = c.arch == Arch::kQwen3 ? 128 : gemma ? 256 : (c.n_heads > 0) ? c.dim / c.n_heads : 0;
   KILN_ASSIGN_OR_RETURN(c.head_dim, json_dim(j, "head_dim", default_head_dim, file));
   KILN_ASSIGN_OR_RETURN(c.vocab_size, json_dim(j, "vocab_size", 0, file));
-  KILN_ASSIGN_OR_RETURN(c.max_seq_len, json_dim(j, "max_position_embeddings", gemma ? 131072 : 2048, file));
+  KILN_ASSIGN_OR_RETURN(c.max_seq_len, json_dim(j, "max_position_embeddings", c.arch == Arch::kGemma3 ? 131072 : gemma ? 8192 : 2048, file));
   KILN_ASSIGN_OR_RETURN(double eps, json_number(j, "rms_norm_eps", 1e-6, file));
   c.rms_eps = static_cast<float>(eps);
   // RoPE over part of each head (Phi-4-mini: 0.75), at the top level (4.x) or in rope_parameters:
@@ -259,8 +272,8 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_vi
     if (use_sw)
       return unsupported(file + ": use_sliding_window true is not supported for " + std::string(arch_name(c.arch)));
   }
-  if (gemma) KILN_RETURN_IF_ERROR(parse_gemma3(j, c, file));
-  c.qk_norm = c.arch == Arch::kQwen3 || gemma;
+  if (gemma) KILN_RETURN_IF_ERROR(parse_gemma(j, c, file));
+  c.qk_norm = c.arch == Arch::kQwen3 || c.arch == Arch::kGemma3;
   if (c.arch == Arch::kMistral || c.arch == Arch::kPhi3) {  // every layer (Phi-3-mini-4k: 2047)
     KILN_ASSIGN_OR_RETURN(c.sliding_window, json_dim(j, "sliding_window", 0, file));
   }

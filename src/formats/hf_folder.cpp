@@ -68,7 +68,7 @@ std::string hf_to_canonical_name(const std::string& n, Arch arch) {
   int layer;
   std::string rest;
   if (!split_layer(n, "model.layers.", layer, rest)) return {};
-  if (arch == Arch::kGemma3)
+  if (arch == Arch::kGemma3 || arch == Arch::kGemma2)
     for (auto [hf, ours] : kGemmaLayerNames)
       if (rest == hf) return "blk." + std::to_string(layer) + "." + ours;
   if (arch == Arch::kPhi3)
@@ -85,7 +85,7 @@ std::string canonical_to_hf_name(const std::string& n, Arch arch) {
   int layer;
   std::string rest;
   if (!split_layer(n, "blk.", layer, rest)) return {};
-  if (arch == Arch::kGemma3)
+  if (arch == Arch::kGemma3 || arch == Arch::kGemma2)
     for (auto [hf, ours] : kGemmaLayerNames)
       if (rest == ours) return "model.layers." + std::to_string(layer) + "." + hf;
   for (auto [hf, ours] : kLayerNames)
@@ -188,7 +188,7 @@ Result<ImportedModel> read_hf_folder(const std::string& dir_in) {
   if (m.config.tie_embeddings) m.tensors.erase("output.weight");
   if (m.config.arch == Arch::kPhi3) KILN_RETURN_IF_ERROR(split_fused_projections(m, "attn_qkv.weight", "ffn_gate_up.weight"));
   KILN_RETURN_IF_ERROR(check_model_tensors(m));
-  if (m.config.arch == Arch::kGemma3) KILN_RETURN_IF_ERROR(fold_gemma_norms(m));
+  if (m.config.gemma_block()) KILN_RETURN_IF_ERROR(fold_gemma_norms(m));
   return m;
 }
 

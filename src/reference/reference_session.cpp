@@ -79,7 +79,7 @@ Result<std::span<const float>> ReferenceSession::forward(int token) {
     for (int h = 0; h < c.n_heads; ++h) {
       const int kvh = h / group;
       ref::attend(att_out_.data() + h * hd, q_.data() + h * hd, kc + kvh * hd, vc + kvh * hd, first, pos, kv_dim, hd,
-                  scale, scores_.data());
+                  scale, scores_.data(), c.attn_softcap);
     }
     ref::matvec(xb2_.data(), w.wo, att_out_.data(), nullptr, d, c.q_dim());
     if (gemma) ref::rmsnorm(xb2_.data(), xb2_.data(), w.post_attn_norm, d, c.rms_eps);
@@ -100,6 +100,7 @@ Result<std::span<const float>> ReferenceSession::forward(int token) {
   }
   ref::rmsnorm(x_.data(), x_.data(), m.output_norm(), d, c.rms_eps);
   ref::matvec(logits_.data(), m.output(), x_.data(), nullptr, c.vocab_size, d);
+  if (c.final_softcap > 0.0f) softcap_rows(logits_.data(), logits_.data(), c.vocab_size, c.final_softcap);
   ++pos_;
   return std::span<const float>(logits_);
 }
