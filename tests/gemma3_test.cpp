@@ -19,6 +19,7 @@
 #include "compiler/driver.h"
 #include "compiler/kiln_writer.h"
 #include "formats/hf_config.h"
+#include "formats/hf_folder.h"
 #include "formats/import.h"
 #include "quant/overrides.h"
 #include "reference/reference_session.h"
@@ -185,6 +186,58 @@ TEST(Gemma3, BadConfigsAreClearErrors) {
   auto old = with("layer_types", json(json::value_t::discarded));
   ASSERT_TRUE(old) << old.status().message();
   EXPECT_EQ(old->sliding_layers, (std::vector<uint8_t>{1, 1, 1, 1, 1, 0}));
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Gemma3ForConditionalGeneration (the published 4B/12B/27B): the language model of
+// tests/data/hf-tiny/gemma3-multimodal (tests/gen/make_hf_tiny_gemma3_multimodal.py), its config
+// nested under text_config and its tensors under language_model.model.*, runs as a
+// Gemma3ForCausalLM; the vision tower and the projector beside it are not read.
+std::string multimodal() { return test::data_path("hf-tiny/gemma3-multimodal"); }
+json multimodal_reference(const std::string&) { return json::parse(test::read_file(multimodal() + "/reference.json")); }
+
+TEST(Gemma3Multimodal, ImportsTheLanguageModel) {
+  auto imp = import_model(multimodal());
+  ASSERT_TRUE(imp) << imp.status().message();
+  const ModelConfig& c = imp->model.config;
+  EXPECT_EQ(c.arch, Arch::kGemma3);
+  EXPECT_EQ(c.dim, 32);
+  EXPECT_EQ(c.n_layers, 2);
+  EXPECT_EQ(c.n_kv_heads, 1);
+  EXPECT_EQ(c.sliding_layers, (std::vector<uint8_t>{1, 0}));
+  EXPECT_FLOAT_EQ(c.query_pre_attn_scalar, 16.0f);
+  EXPECT_FLOAT_EQ(c.rope_theta_local, 1e4f);
+  EXPECT_TRUE(c.tie_embeddings);
+  EXPECT_EQ(c.bos_id, 2);
+  for (const auto& [name, t] : imp->model.tensors)
+    EXPECT_TRUE(name.rfind("blk.", 0) == 0 || name == "token_embd.weight" || name == "output_norm.weight") << name;
+  EXPECT_EQ(imp->model.tensors.size(), 2u + 2u * 13u);
+  EXPECT_EQ(hf_to_canonical_name("model.language_model.layers.1.mlp.up_proj.weight", Arch::kGemma3), "blk.1.ffn_up.weight");
+  EXPECT_EQ(hf_to_canonical_name("language_model.lm_head.weight", Arch::kGemma3), "output.weight");
+  EXPECT_EQ(hf_to_canonical_name("vision_tower.embeddings.patch_embedding.weight", Arch::kGemma3), "");
+  EXPECT_EQ(hf_to_canonical_name("multi_modal_projector.mm_soft_emb_norm.weight", Arch::kGemma3), "");
+}
+
+TEST(Gemma3Multimodal, LogitsMatchTransformers) {
+  test::expect_reference_pass_matches("gemma3-multimodal", {multimodal()}, multimodal_reference);
+  test::expect_compiled_matches("gemma3-multimodal", {multimodal()}, multimodal_reference, [](bool fuse) { return options(fuse); });
+}
+
+TEST(Gemma3Multimodal, BadTextConfigsAreNamed) {
+  const std::string base = test::read_file(multimodal() + "/config.json");
+  test::expect_error(test::config_with(base, "text_config", json(json::value_t::discarded)), "text_config must be an object");
+  test::expect_error(test::config_with(base, "text_config", "gemma3_text"), "text_config must be an object");
+  json text = json::parse(base)["text_config"];
+  text["model_type"] = "gemma2";
+  test::expect_error(test::config_with(base, "text_config", text), "text_config model_type 'gemma2' is not supported");
+  text = json::parse(base)["text_config"];
+  text["num_hidden_layers"] = 3;  // its layer_types lists 2
+  test::expect_error(test::config_with(base, "text_config", text), "layer_types must be a list of 3");
 }
 
 }  // namespace

@@ -189,6 +189,22 @@ Status parse_nope_layers(const Json& j, ModelConfig& c, const std::string& file)
   return Status::ok();
 }
 
+// Gemma3ForConditionalGeneration (model_type gemma3): the language model's config is its
+// text_config, read as a Gemma3ForCausalLM's; the vision config is not read (kiln runs the text part).
+Result<Json> gemma3_text_config(const Json& j, const std::string& file) {
+  auto t = j.find("text_config");
+  if (t == j.end() || !t->is_object())
+    return corrupt(file + ": text_config must be an object (the language model's config of a Gemma3ForConditionalGeneration)");
+  Json text = *t;
+  KILN_ASSIGN_OR_RETURN(std::string model_type, json_string(text, "model_type", "gemma3_text", file + ": text_config"));
+  if (model_type != "gemma3_text")
+    return unsupported(file + ": text_config model_type '" + model_type + "' is not supported (gemma3_text is)");
+  text["architectures"] = Json::array({"Gemma3ForCausalLM"});
+  for (const char* key : {"bos_token_id", "eos_token_id", "tie_word_embeddings"})
+    if (!text.contains(key) && j.contains(key)) text[key] = j[key];
+  return text;
+}
+
 }  // namespace
 
 Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_view generation_json,
@@ -200,6 +216,10 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_vi
   if (auto a = j.find("architectures"); a != j.end() && a->is_array() && !a->empty() && (*a)[0].is_string())
     arch_str = (*a)[0].get<std::string>();
   KILN_ASSIGN_OR_RETURN(std::string model_type, json_string(j, "model_type", "", file));
+  if (arch_str == "Gemma3ForConditionalGeneration" || (arch_str.empty() && model_type == "gemma3")) {
+    KILN_ASSIGN_OR_RETURN(Json text, gemma3_text_config(j, file));
+    return parse_hf_config(text.dump(), generation_json, file);
+  }
   if (arch_str == "LlamaForCausalLM" || (arch_str.empty() && model_type == "llama")) {
     c.arch = Arch::kLlama;
   } else if (arch_str == "Qwen2ForCausalLM" || (arch_str.empty() && model_type == "qwen2")) {
@@ -219,7 +239,8 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_vi
   } else {
     return unsupported(file + ": architecture '" + (arch_str.empty() ? model_type : arch_str) +
                        "' is not supported (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, "
-                       "SmolLM3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM are)");
+                       "SmolLM3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3ForConditionalGeneration (its language model), "
+                       "Phi3ForCausalLM are)");
   }
   const bool gemma = c.gemma_block();
   if (gemma) {

@@ -62,7 +62,23 @@ bool split_layer(const std::string& n, const std::string& prefix, int& layer, st
 
 }  // namespace
 
-std::string hf_to_canonical_name(const std::string& n, Arch arch) {
+// A Gemma3ForConditionalGeneration checkpoint's language model: its tensors under
+// language_model.model.* (the published files) or model.language_model.* (transformers 5 in memory),
+// read as a Gemma3ForCausalLM's model.*; the vision tower and projector beside them map to nothing.
+constexpr std::pair<const char*, const char*> kLanguageModelPrefixes[] = {
+    {"language_model.model.", "model."},
+    {"model.language_model.", "model."},
+    {"language_model.lm_head.", "lm_head."},
+};
+
+std::string hf_to_canonical_name(const std::string& name, Arch arch) {
+  std::string n = name;
+  if (arch == Arch::kGemma3)
+    for (auto [prefix, plain] : kLanguageModelPrefixes)
+      if (n.compare(0, std::strlen(prefix), prefix) == 0) {
+        n = plain + n.substr(std::strlen(prefix));
+        break;
+      }
   for (auto [hf, ours] : kTopNames)
     if (n == hf) return ours;
   int layer;
