@@ -113,11 +113,7 @@ TEST(Gemma2, SoftcapsInTheGraphAndTheKilnFile) {
   EXPECT_EQ(caps, 1);
   EXPECT_TRUE(img->program.rope_inv_freq_local.empty());
 
-  auto target = resolve_target("native");
-  ASSERT_TRUE(target);
-  const std::string path = test::temp_dir() + "/gemma2.kiln";
-  ASSERT_TRUE(write_kiln(*img, *target, r, path));
-  auto k = open_kiln_image(path, true);
+  auto k = test::through_kiln_file(*img, r, "gemma2.kiln");
   ASSERT_TRUE(k) << k.status().message();
   EXPECT_EQ(k->image.config.arch, Arch::kGemma2);
   EXPECT_EQ(k->image.config.attn_softcap, 5.0f);
@@ -164,22 +160,9 @@ TEST(Gemma2, BadConfigsAreClearErrors) {
   ASSERT_TRUE(old) << old.status().message();
   EXPECT_EQ(old->sliding_layers, (std::vector<uint8_t>{1, 0, 1}));
 
-  // The GGUF's attention cap made negative, in place.
-  std::string bytes = test::read_file(gguf());
-  const std::string key = "gemma2.attn_logit_softcapping";
-  const size_t at = bytes.find(key);
-  ASSERT_NE(at, std::string::npos);
-  uint32_t type;
-  std::memcpy(&type, bytes.data() + at + key.size(), 4);
-  ASSERT_EQ(type, 6u);  // GGUF float32
-  const float negative = -5.0f;
-  std::memcpy(bytes.data() + at + key.size() + 4, &negative, 4);
-  const std::string bad = test::temp_dir() + "/gemma2-negative-cap.gguf";
-  test::write_file(bad, bytes);
-  auto imp = import_model(bad);
-  ASSERT_FALSE(imp);
-  EXPECT_NE(imp.status().message().find("attn_logit_softcapping must be a finite non-negative number"), std::string::npos)
-      << imp.status().message();
+  // The GGUF's attention cap made negative.
+  test::expect_error(import_model(test::gguf_with_float(gguf(), "gemma2.attn_logit_softcapping", -5.0f, "gemma2-bad.gguf")),
+                     "attn_logit_softcapping must be a finite non-negative number");
 }
 
 }  // namespace

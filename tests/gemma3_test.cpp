@@ -145,11 +145,7 @@ TEST(Gemma3, KilnFileRunsAsTheInMemoryProgram) {
   CompileReport r;
   auto img = compile_model(*imp, options(), &r);
   ASSERT_TRUE(img) << img.status().message();
-  auto target = resolve_target("native");
-  ASSERT_TRUE(target);
-  const std::string path = test::temp_dir() + "/gemma3.kiln";
-  ASSERT_TRUE(write_kiln(*img, *target, r, path));
-  auto k = open_kiln_image(path, true);
+  auto k = test::through_kiln_file(*img, r, "gemma3.kiln");
   ASSERT_TRUE(k) << k.status().message();
   EXPECT_EQ(k->image.config.sliding_layers, img->config.sliding_layers);
   EXPECT_EQ(k->image.config.rope_theta_local, img->config.rope_theta_local);

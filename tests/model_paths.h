@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -16,7 +17,9 @@
 #include <vector>
 
 #include "backends/ref/ref_backend.h"
+#include "artifact/kiln_image_reader.h"
 #include "compiler/driver.h"
+#include "compiler/kiln_writer.h"
 #include "formats/hf_config.h"
 #include "formats/import.h"
 #include "quant/overrides.h"
@@ -140,6 +143,30 @@ template <class T>
 void expect_error(const Result<T>& r, const std::string& what) {
   ASSERT_FALSE(r);
   EXPECT_NE(r.status().message().find(what), std::string::npos) << r.status().message();
+}
+
+// `img` written to a .kiln file named `name` (native target) and read back, checked.
+inline Result<KilnImage> through_kiln_file(const ProgramImage& img, const CompileReport& report, const std::string& name) {
+  KILN_ASSIGN_OR_RETURN(KilnTarget target, resolve_target("native"));
+  const std::string path = temp_dir() + "/" + name;
+  KILN_RETURN_IF_ERROR(write_kiln(img, target, report, path));
+  return open_kiln_image(path, true);
+}
+
+// A copy of the GGUF at `path` whose float32 metadata `key` holds `value`, written as `name`;
+// its path. Fails the test where the key is absent or not a float32.
+inline std::string gguf_with_float(const std::string& path, const std::string& key, float value, const std::string& name) {
+  std::string bytes = read_file(path);
+  const size_t at = bytes.find(key);
+  EXPECT_NE(at, std::string::npos) << key;
+  if (at == std::string::npos) return {};
+  uint32_t type;
+  std::memcpy(&type, bytes.data() + at + key.size(), 4);
+  EXPECT_EQ(type, 6u) << key << " is not a GGUF float32";
+  std::memcpy(bytes.data() + at + key.size() + 4, &value, 4);
+  const std::string out = temp_dir() + "/" + name;
+  write_file(out, bytes);
+  return out;
 }
 
 // The checks every architecture's tiny model passes, for each of its files (a folder and its GGUF)

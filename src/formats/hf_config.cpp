@@ -169,6 +169,22 @@ Status parse_gemma(const Json& j, ModelConfig& c, const std::string& file) {
   return Status::ok();
 }
 
+// MiniCPM's scales, MiniCPMConfig's defaults (1) where absent: the embedding times scale_emb, each
+// residual branch times scale_depth / sqrt(num_hidden_layers), the logits' input divided by
+// hidden_size / dim_model_base.
+Status parse_minicpm_scales(const Json& j, ModelConfig& c, const std::string& file) {
+  double v[3];
+  const char* keys[3] = {"scale_emb", "scale_depth", "dim_model_base"};
+  for (int i = 0; i < 3; ++i) {
+    KILN_ASSIGN_OR_RETURN(v[i], json_number(j, keys[i], 1.0, file));
+    if (!(v[i] > 0.0 && v[i] < 1e30)) return corrupt(file + ": " + keys[i] + " must be a positive number");
+  }
+  c.embed_scale = static_cast<float>(v[0]);
+  c.residual_scale = static_cast<float>(v[1] / std::sqrt(static_cast<double>(c.n_layers)));
+  c.logit_scale = static_cast<float>(v[2] / c.dim);
+  return Status::ok();
+}
+
 // SmolLM3: `no_rope_layers[i]` is 1 where layer i applies RoPE (transformers' name, inverted
 // meaning), else every `no_rope_layer_interval`-th layer (1-based) has none.
 Status parse_nope_layers(const Json& j, ModelConfig& c, const std::string& file) {
@@ -234,13 +250,15 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_vi
     c.arch = Arch::kGemma3;
   } else if (arch_str == "Gemma2ForCausalLM" || (arch_str.empty() && model_type == "gemma2")) {
     c.arch = Arch::kGemma2;
+  } else if (arch_str == "MiniCPMForCausalLM" || (arch_str.empty() && model_type == "minicpm")) {
+    c.arch = Arch::kMiniCPM;
   } else if (arch_str == "Phi3ForCausalLM" || (arch_str.empty() && model_type == "phi3")) {
     c.arch = Arch::kPhi3;
   } else {
     return unsupported(file + ": architecture '" + (arch_str.empty() ? model_type : arch_str) +
                        "' is not supported (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, "
                        "SmolLM3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3ForConditionalGeneration (its language model), "
-                       "Phi3ForCausalLM are)");
+                       "Phi3ForCausalLM, MiniCPMForCausalLM are)");
   }
   const bool gemma = c.gemma_block();
   if (gemma) {
@@ -281,7 +299,8 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_vi
     }
   }
   KILN_RETURN_IF_ERROR(parse_rope(j, c, file));
-  KILN_ASSIGN_OR_RETURN(c.tie_embeddings, json_bool(j, "tie_word_embeddings", gemma, file));
+  KILN_ASSIGN_OR_RETURN(c.tie_embeddings, json_bool(j, "tie_word_embeddings", gemma || c.arch == Arch::kMiniCPM, file));
+  if (c.arch == Arch::kMiniCPM) KILN_RETURN_IF_ERROR(parse_minicpm_scales(j, c, file));
   if (c.arch == Arch::kQwen2) {
     c.qkv_bias = true;
   } else {

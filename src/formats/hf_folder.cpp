@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <set>
 
+#include "formats/folded_weights.h"
 #include "formats/fused_projections.h"
 #include "formats/hf_config.h"
 #include "formats/json_util.h"
@@ -111,42 +112,6 @@ std::string canonical_to_hf_name(const std::string& n, Arch arch) {
 
 namespace {
 
-// Gemma stores w of its norms' (1 + w): the weights kiln's RMSNorm multiplies by are 1 + w, in
-// f32 (as Gemma computes it), held in memory; GGUF files already have the 1 folded in.
-Status fold_gemma_norms(ImportedModel& m) {
-  std::vector<uint8_t> bytes;
-  std::vector<std::pair<TensorSource*, size_t>> folded;  // the tensor, its offset in `bytes`
-  for (auto& [name, t] : m.tensors) {
-    if (name.size() < 11 || name.compare(name.size() - 11, 11, "norm.weight") != 0) continue;
-    if (t.dtype != DType::kF32 && t.dtype != DType::kF16 && t.dtype != DType::kBF16)
-      return unsupported(t.file + ": norm '" + t.name + "' is " + std::string(dtype_name(t.dtype)) +
-                         " (f32, f16 or bf16 expected)");
-    const uint64_t n = t.elements();
-    const size_t at = bytes.size();
-    bytes.resize(at + n * sizeof(float));
-    for (uint64_t i = 0; i < n; ++i) {
-      float w;
-      if (t.dtype == DType::kF32) {
-        std::memcpy(&w, t.bytes.data() + 4 * i, 4);
-      } else {
-        uint16_t h;
-        std::memcpy(&h, t.bytes.data() + 2 * i, 2);
-        w = t.dtype == DType::kF16 ? f16_to_f32(h) : bf16_to_f32(h);
-      }
-      const float v = 1.0f + w;
-      std::memcpy(bytes.data() + at + 4 * i, &v, 4);
-    }
-    folded.emplace_back(&t, at);
-  }
-  auto file = MappedFile::from_bytes(std::move(bytes), m.path + " (Gemma norms, 1 + w)");
-  for (auto [t, at] : folded) {
-    t->dtype = DType::kF32;
-    t->bytes = std::span<const uint8_t>(file->data() + at, t->elements() * sizeof(float));
-  }
-  m.files.push_back(std::move(file));
-  return Status::ok();
-}
-
 Result<std::vector<std::string>> shard_files(const std::string& dir) {
   const std::string single = dir + "/model.safetensors";
   const std::string index = dir + "/model.safetensors.index.json";
@@ -205,6 +170,7 @@ Result<ImportedModel> read_hf_folder(const std::string& dir_in) {
   if (m.config.arch == Arch::kPhi3) KILN_RETURN_IF_ERROR(split_fused_projections(m, "attn_qkv.weight", "ffn_gate_up.weight"));
   KILN_RETURN_IF_ERROR(check_model_tensors(m));
   if (m.config.gemma_block()) KILN_RETURN_IF_ERROR(fold_gemma_norms(m));
+  if (m.config.arch == Arch::kMiniCPM) KILN_RETURN_IF_ERROR(fold_minicpm_scales(m));
   return m;
 }
 

@@ -1,6 +1,7 @@
 // The hyper-parameters of a decoder-only transformer, whatever file they came from.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -10,7 +11,7 @@
 
 namespace kiln {
 
-enum class Arch { kLlama, kQwen2, kMistral, kQwen3, kSmolLM3, kGemma3, kPhi3, kGemma2 };
+enum class Arch { kLlama, kQwen2, kMistral, kQwen3, kSmolLM3, kGemma3, kPhi3, kGemma2, kMiniCPM };
 std::string_view arch_name(Arch a);
 
 // How RoPE pairs the elements of a head. Both conventions describe the same model when the
@@ -68,6 +69,13 @@ struct ModelConfig {
   // before the mask) and of the logits; 0: none.
   float attn_softcap = 0.0f;
   float final_softcap = 0.0f;
+  // MiniCPM: the embedding times embed_scale (scale_emb; 0: none); each residual branch times
+  // residual_scale (scale_depth / sqrt(layers)) and the classifier's input times logit_scale
+  // (dim_model_base / hidden_size), both folded into the weights on import (folded_weights.h),
+  // after which they read 0.
+  float embed_scale = 0.0f;
+  float residual_scale = 0.0f;
+  float logit_scale = 0.0f;
   // Per layer, 0 where the layer applies no RoPE (SmolLM3's NoPE layers: position comes from
   // the causal mask alone); empty: RoPE in every layer.
   std::vector<uint8_t> rope_layers;
@@ -87,6 +95,10 @@ struct ModelConfig {
   // Gemma's block: the embedding scaled by sqrt(dim), a norm after attention and after the FFN
   // (before each residual add), GELU (tanh) gating instead of SiLU.
   bool gemma_block() const { return arch == Arch::kGemma3 || arch == Arch::kGemma2; }
+  // What the embedding rows are multiplied by: Gemma's sqrt(dim), MiniCPM's scale_emb; 0: nothing.
+  float embedding_multiplier() const {
+    return gemma_block() ? std::sqrt(static_cast<float>(dim)) : embed_scale;
+  }
 };
 
 // LongRoPE's attention factor where the config gives none, as transformers derives it from

@@ -81,9 +81,9 @@ Result<Graph> build_decoder_graph(const ModelConfig& c) {
   b.g.tokens_input = b.value("tokens", 1);
   const int embd = b.weight("token_embd.weight", {v, d});
   int x = b.value("x.embed", d);
-  // Gemma scales the embedding by sqrt(dim) (its classifier, tied, reads the table unscaled).
-  b.node(OpCode::kEmbed, {b.g.tokens_input}, {x}, {embd}, -1).scale =
-      c.gemma_block() ? std::sqrt(static_cast<float>(d)) : 0.0f;
+  // Gemma scales the embedding by sqrt(dim), MiniCPM by scale_emb (a tied classifier reads the
+  // table unscaled).
+  b.node(OpCode::kEmbed, {b.g.tokens_input}, {x}, {embd}, -1).scale = c.embedding_multiplier();
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     auto W = [&](const std::string& n, std::vector<int64_t> s) { return b.weight(p + n, std::move(s)); };

@@ -50,10 +50,8 @@ Result<std::span<const float>> ReferenceSession::forward(int token) {
   const bool gemma = c.gemma_block();
 
   std::memcpy(x_.data(), m.token_embd() + static_cast<int64_t>(token) * d, sizeof(float) * static_cast<size_t>(d));
-  if (gemma) {  // the embedding scaled by sqrt(dim)
-    const float s = std::sqrt(static_cast<float>(d));
+  if (const float s = c.embedding_multiplier(); s != 0.0f)  // Gemma's sqrt(dim), MiniCPM's scale_emb
     for (float& v : x_) v *= s;
-  }
   for (int l = 0; l < c.n_layers; ++l) {
     // With a sliding window a query sees only the last `sliding_window` positions, itself included.
     const int first = (c.layer_is_sliding(l) && pos >= c.sliding_window) ? pos - c.sliding_window + 1 : 0;
