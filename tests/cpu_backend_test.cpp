@@ -675,6 +675,7 @@ TEST(CpuOps, EveryTableQuantizesActivationsAlike) {
 
 struct AttnCase {
   int n_heads, n_kv, hd, n_tokens, first_pos, window;
+  float softcap = 0.0f;  // Gemma 2's cap of the scaled scores
 };
 
 TEST(CpuOps, AttentionMatchesReference) {
@@ -687,6 +688,9 @@ TEST(CpuOps, AttentionMatchesReference) {
       // a window across blocks, an odd head size.
       {8, 2, 64, 40, 100, 0}, {16, 2, 80, 20, 130, 70}, {12, 4, 48, 24, 150, 0}, {8, 8, 64, 130, 0, 0},
       {32, 4, 64, 70, 10, 0},  // 560 queries per KV head: two chunks
+      // Soft-capped scores (their spread ~1.5 against caps of 2 and 1) on the few-query and the
+      // many-query paths, one with a window.
+      {8, 2, 64, 1, 300, 0, 2.0f}, {8, 2, 64, 40, 100, 0, 2.0f}, {16, 2, 80, 20, 130, 70, 1.0f},
   };
   // Over an f32 cache, and an f16 one (the reference reads the same halves, widened exactly).
   for (const bool f16 : {false, true})
@@ -703,7 +707,7 @@ TEST(CpuOps, AttentionMatchesReference) {
         k16[i] = f32_to_f16(k[i]);
         v16[i] = f32_to_f16(v[i]);
       }
-      std::vector<float> want(q.size()), got(q.size(), NAN), scores(static_cast<size_t>(n_ctx));
+      std::vector<float> want(q.size()), got(q.size(), NAN), uncapped(q.size()), scores(static_cast<size_t>(n_ctx));
       const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
       const int group = c.n_heads / c.n_kv;
       for (int tk = 0; tk < c.n_tokens; ++tk) {
@@ -712,9 +716,17 @@ TEST(CpuOps, AttentionMatchesReference) {
           float* out = want.data() + tk * qd + h * c.hd;
           const float* qh = q.data() + tk * qd + h * c.hd;
           const int64_t off = (h / group) * c.hd;
-          if (f16) ref::attend(out, qh, k16.data() + off, v16.data() + off, first, pos, kv_dim, c.hd, scale, scores.data());
-          else ref::attend(out, qh, k.data() + off, v.data() + off, first, pos, kv_dim, c.hd, scale, scores.data());
+          for (float cap : {c.softcap, 0.0f}) {
+            float* o = cap == c.softcap ? out : uncapped.data() + tk * qd + h * c.hd;
+            if (f16) ref::attend(o, qh, k16.data() + off, v16.data() + off, first, pos, kv_dim, c.hd, scale, scores.data(), cap);
+            else ref::attend(o, qh, k.data() + off, v.data() + off, first, pos, kv_dim, c.hd, scale, scores.data(), cap);
+          }
         }
+      }
+      if (c.softcap > 0.0f) {  // the cap matters at these sizes, so the comparison below tests it
+        float moved = 0.0f;
+        for (size_t i = 0; i < want.size(); ++i) moved = std::max(moved, std::fabs(want[i] - uncapped[i]));
+        EXPECT_GT(moved, 1e-2f);
       }
       cpu::AttentionArgs a;
       a.q = q.data();
@@ -729,6 +741,7 @@ TEST(CpuOps, AttentionMatchesReference) {
       a.head_dim = c.hd;
       a.window = c.window;
       a.scale = scale;
+      a.softcap = c.softcap;
       // Query heads split in two slices per kv head where there are two, as threads do.
       for (int kvh = 0; kvh < c.n_kv; ++kvh) {
         const int mid = kvh * group + (group + 1) / 2;

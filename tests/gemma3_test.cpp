@@ -19,6 +19,7 @@
 #include "compiler/driver.h"
 #include "compiler/kiln_writer.h"
 #include "formats/hf_config.h"
+#include "formats/hf_folder.h"
 #include "formats/import.h"
 #include "quant/overrides.h"
 #include "reference/reference_session.h"
@@ -87,64 +88,17 @@ TEST(Gemma3, NormsFromTheFolderHaveTheOneFoldedIn) {
 }
 
 TEST(Gemma3, ReferencePassMatchesTransformers) {
-  for (const std::string& path : {folder(), gguf()}) {
-    auto m = reference_model(path);
-    ASSERT_TRUE(m);
-    const double worst = test::worst_against(reference_for(path), [&](const std::vector<int>& t) { return reference_logits(m, t); });
-    std::printf("gemma3 reference pass from %s: max relative logit error %.3g\n", fs::path(path).filename().c_str(), worst);
-    EXPECT_LT(worst, 1e-4) << path;
-  }
+  test::expect_reference_pass_matches("gemma3", {folder(), gguf()}, reference_for);
 }
 
 TEST(Gemma3, CompiledProgramMatchesTransformers) {
-  for (const std::string& path : {folder(), gguf()})
-    for (bool fuse : {false, true}) {
-      auto m = compiled(path, options(fuse));
-      ASSERT_TRUE(m);
-      for (size_t chunk : {size_t{1}, size_t{3}, size_t{64}}) {
-        const double worst =
-            test::worst_against(reference_for(path), [&](const std::vector<int>& t) { return program_logits(m, t, chunk); });
-        std::printf("gemma3 compiled f32 from %s, fuse %d, %zu tokens a step: max relative logit error %.3g\n",
-                    fs::path(path).filename().c_str(), fuse, chunk, worst);
-        EXPECT_LT(worst, 1e-4) << path << " fuse " << fuse << " chunk " << chunk;
-      }
-    }
+  test::expect_compiled_matches("gemma3", {folder(), gguf()}, reference_for, [](bool fuse) { return options(fuse); });
 }
 
-// The program on the CPU back end and on the reference back end alone, against the reference pass
-// on the same weights (tighter than against transformers), past the window several times over.
-TEST(Gemma3, CompiledProgramMatchesReferencePass) {
-  const std::vector<int> tokens = {5, 17, 200, 3, 99, 42, 7, 250, 1, 11, 64, 128, 299, 0, 31, 77};
-  const auto want = reference_logits(reference_model(folder()), tokens);
-  RefBackend ref;
-  CompileOptions only_ref = options();
-  only_ref.backends = {&ref};
-  const Backend* bind[] = {&ref};
-  for (const auto& m : {compiled(folder(), options()), compiled(folder(), only_ref, bind)}) {
-    ASSERT_TRUE(m);
-    for (size_t chunk : {size_t{1}, size_t{4}, tokens.size()}) {
-      const auto got = program_logits(m, tokens, chunk);
-      ASSERT_EQ(got.size(), want.size());
-      for (size_t i = 0; i < want.size(); ++i)
-        EXPECT_LT(test::relative_error(got[i].data(), want[i].data(), want[i].size()), 1e-5)
-            << "chunk " << chunk << " position " << i;
-    }
-  }
-}
+TEST(Gemma3, CompiledProgramMatchesReferencePass) { test::expect_back_ends_match_reference_pass(folder(), options()); }
 
 TEST(Gemma3, GreedyTokensEqualTransformersOnEveryPath) {
-  for (const std::string& path : {folder(), gguf()}) {
-    const json ref = reference_for(path);
-    const auto prompt = ref["greedy"]["prompt"].get<std::vector<int>>();
-    const auto want = ref["greedy"]["tokens"].get<std::vector<int>>();
-    ASSERT_EQ(want.size(), 20u);
-    auto s = ReferenceSession::create(reference_model(path), 0);
-    ASSERT_TRUE(s);
-    EXPECT_EQ(greedy(**s, prompt, want.size()), want) << "reference pass, " << path;
-    auto p = Session::create(compiled(path, options()), 0);
-    ASSERT_TRUE(p);
-    EXPECT_EQ(greedy(**p, prompt, want.size()), want) << "compiled program, " << path;
-  }
+  test::expect_greedy_matches({folder(), gguf()}, reference_for, options());
 }
 
 // The graph: GeGLU where the others have SwiGLU, a norm after each block, the scales on the
@@ -160,8 +114,12 @@ TEST(Gemma3, GraphAndAQuantizedCompile) {
     geglu += n.op == OpCode::kGeGLU;
     swiglu += n.op == OpCode::kSwiGLU || n.op == OpCode::kGateUpSwiGLU || n.op == OpCode::kRmsNormGateUpSwiGLU;
     norms += n.op == OpCode::kRmsNorm;
-    if (n.op == OpCode::kEmbed) EXPECT_FLOAT_EQ(n.scale, 8.0f);  // sqrt(64)
-    if (n.op == OpCode::kAttention) EXPECT_FLOAT_EQ(n.scale, 1.0f / std::sqrt(24.0f));
+    if (n.op == OpCode::kEmbed) {
+      EXPECT_FLOAT_EQ(n.scale, 8.0f);  // sqrt(64)
+    }
+    if (n.op == OpCode::kAttention) {
+      EXPECT_FLOAT_EQ(n.scale, 1.0f / std::sqrt(24.0f));
+    }
   }
   EXPECT_EQ(geglu, 6);
   EXPECT_EQ(swiglu, 0);
@@ -173,13 +131,10 @@ TEST(Gemma3, GraphAndAQuantizedCompile) {
   auto q = compiled(folder(), options(true, "w8a16"));
   ASSERT_TRUE(q);
   for (const WeightDesc& w : q->program().graph.weights)
-    if (w.name.find("norm") != std::string::npos) EXPECT_EQ(w.scheme, Scheme::kF32) << w.name;
-  const json ref = reference_for(folder());
-  const auto tokens = ref["prompts"][2].get<std::vector<int>>();
-  const auto got = program_logits(q, tokens, tokens.size());
-  ASSERT_EQ(got.size(), tokens.size());
-  const auto want = ref["logits"][2][tokens.size() - 1].get<std::vector<float>>();
-  EXPECT_LT(test::relative_error(got.back().data(), want.data(), want.size()), 0.05);
+    if (w.name.find("norm") != std::string::npos) {
+      EXPECT_EQ(w.scheme, Scheme::kF32) << w.name;
+    }
+  test::expect_quantized_close(q, reference_for(folder()));
 }
 
 // Through a .kiln file: the per-layer window, the local RoPE frequencies and the node scales
@@ -190,11 +145,7 @@ TEST(Gemma3, KilnFileRunsAsTheInMemoryProgram) {
   CompileReport r;
   auto img = compile_model(*imp, options(), &r);
   ASSERT_TRUE(img) << img.status().message();
-  auto target = resolve_target("native");
-  ASSERT_TRUE(target);
-  const std::string path = test::temp_dir() + "/gemma3.kiln";
-  ASSERT_TRUE(write_kiln(*img, *target, r, path));
-  auto k = open_kiln_image(path, true);
+  auto k = test::through_kiln_file(*img, r, "gemma3.kiln");
   ASSERT_TRUE(k) << k.status().message();
   EXPECT_EQ(k->image.config.sliding_layers, img->config.sliding_layers);
   EXPECT_EQ(k->image.config.rope_theta_local, img->config.rope_theta_local);
@@ -216,16 +167,8 @@ TEST(Gemma3, GeluTanhIsPyTorchs) {
 // What Gemma 3 has that kiln does not, and lists that do not fit, are clear errors.
 TEST(Gemma3, BadConfigsAreClearErrors) {
   const std::string base = test::read_file(folder() + "/config.json");
-  auto with = [&](const std::string& key, const json& value) {
-    json j = json::parse(base);
-    if (value.is_discarded()) j.erase(key);
-    else j[key] = value;
-    return parse_hf_config(j.dump(), "", "config.json");
-  };
-  auto expect_error = [&](const Result<ModelConfig>& r, const std::string& what) {
-    ASSERT_FALSE(r);
-    EXPECT_NE(r.status().message().find(what), std::string::npos) << r.status().message();
-  };
+  auto with = [&](const std::string& key, const json& value) { return test::config_with(base, key, value); };
+  using test::expect_error;
   expect_error(with("final_logit_softcapping", 30.0), "final_logit_softcapping is not supported");
   expect_error(with("attn_logit_softcapping", 50.0), "attn_logit_softcapping is not supported");
   expect_error(with("hidden_activation", "gelu"), "hidden_activation 'gelu' is not supported");
@@ -239,6 +182,58 @@ TEST(Gemma3, BadConfigsAreClearErrors) {
   auto old = with("layer_types", json(json::value_t::discarded));
   ASSERT_TRUE(old) << old.status().message();
   EXPECT_EQ(old->sliding_layers, (std::vector<uint8_t>{1, 1, 1, 1, 1, 0}));
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Gemma3ForConditionalGeneration (the published 4B/12B/27B): the language model of
+// tests/data/hf-tiny/gemma3-multimodal (tests/gen/make_hf_tiny_gemma3_multimodal.py), its config
+// nested under text_config and its tensors under language_model.model.*, runs as a
+// Gemma3ForCausalLM; the vision tower and the projector beside it are not read.
+std::string multimodal() { return test::data_path("hf-tiny/gemma3-multimodal"); }
+json multimodal_reference(const std::string&) { return json::parse(test::read_file(multimodal() + "/reference.json")); }
+
+TEST(Gemma3Multimodal, ImportsTheLanguageModel) {
+  auto imp = import_model(multimodal());
+  ASSERT_TRUE(imp) << imp.status().message();
+  const ModelConfig& c = imp->model.config;
+  EXPECT_EQ(c.arch, Arch::kGemma3);
+  EXPECT_EQ(c.dim, 32);
+  EXPECT_EQ(c.n_layers, 2);
+  EXPECT_EQ(c.n_kv_heads, 1);
+  EXPECT_EQ(c.sliding_layers, (std::vector<uint8_t>{1, 0}));
+  EXPECT_FLOAT_EQ(c.query_pre_attn_scalar, 16.0f);
+  EXPECT_FLOAT_EQ(c.rope_theta_local, 1e4f);
+  EXPECT_TRUE(c.tie_embeddings);
+  EXPECT_EQ(c.bos_id, 2);
+  for (const auto& [name, t] : imp->model.tensors)
+    EXPECT_TRUE(name.rfind("blk.", 0) == 0 || name == "token_embd.weight" || name == "output_norm.weight") << name;
+  EXPECT_EQ(imp->model.tensors.size(), 2u + 2u * 13u);
+  EXPECT_EQ(hf_to_canonical_name("model.language_model.layers.1.mlp.up_proj.weight", Arch::kGemma3), "blk.1.ffn_up.weight");
+  EXPECT_EQ(hf_to_canonical_name("language_model.lm_head.weight", Arch::kGemma3), "output.weight");
+  EXPECT_EQ(hf_to_canonical_name("vision_tower.embeddings.patch_embedding.weight", Arch::kGemma3), "");
+  EXPECT_EQ(hf_to_canonical_name("multi_modal_projector.mm_soft_emb_norm.weight", Arch::kGemma3), "");
+}
+
+TEST(Gemma3Multimodal, LogitsMatchTransformers) {
+  test::expect_reference_pass_matches("gemma3-multimodal", {multimodal()}, multimodal_reference);
+  test::expect_compiled_matches("gemma3-multimodal", {multimodal()}, multimodal_reference, [](bool fuse) { return options(fuse); });
+}
+
+TEST(Gemma3Multimodal, BadTextConfigsAreNamed) {
+  const std::string base = test::read_file(multimodal() + "/config.json");
+  test::expect_error(test::config_with(base, "text_config", json(json::value_t::discarded)), "text_config must be an object");
+  test::expect_error(test::config_with(base, "text_config", "gemma3_text"), "text_config must be an object");
+  json text = json::parse(base)["text_config"];
+  text["model_type"] = "gemma2";
+  test::expect_error(test::config_with(base, "text_config", text), "text_config model_type 'gemma2' is not supported");
+  text = json::parse(base)["text_config"];
+  text["num_hidden_layers"] = 3;  // its layer_types lists 2
+  test::expect_error(test::config_with(base, "text_config", text), "layer_types must be a list of 3");
 }
 
 }  // namespace

@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <memory>
@@ -13,7 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "backends/ref/ref_backend.h"
+#include "artifact/kiln_image_reader.h"
 #include "compiler/driver.h"
+#include "compiler/kiln_writer.h"
+#include "formats/hf_config.h"
 #include "formats/import.h"
 #include "quant/overrides.h"
 #include "reference/reference_session.h"
@@ -121,6 +128,136 @@ inline double worst_against(const nlohmann::json& ref,
     }
   }
   return worst;
+}
+
+// A config.json's text with `key` set to `value` (removed where `value` is discarded), parsed.
+inline Result<ModelConfig> config_with(const std::string& config_json, const std::string& key, const nlohmann::json& value) {
+  nlohmann::json j = nlohmann::json::parse(config_json);
+  if (value.is_discarded()) j.erase(key);
+  else j[key] = value;
+  return parse_hf_config(j.dump(), "", "config.json");
+}
+
+// `r` failed with a message that says `what`.
+template <class T>
+void expect_error(const Result<T>& r, const std::string& what) {
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.status().message().find(what), std::string::npos) << r.status().message();
+}
+
+// `img` written to a .kiln file named `name` (native target) and read back, checked.
+inline Result<KilnImage> through_kiln_file(const ProgramImage& img, const CompileReport& report, const std::string& name) {
+  KILN_ASSIGN_OR_RETURN(KilnTarget target, resolve_target("native"));
+  const std::string path = temp_dir() + "/" + name;
+  KILN_RETURN_IF_ERROR(write_kiln(img, target, report, path));
+  return open_kiln_image(path, true);
+}
+
+// A copy of the GGUF at `path` whose float32 metadata `key` holds `value`, written as `name`;
+// its path. Fails the test where the key is absent or not a float32.
+inline std::string gguf_with_float(const std::string& path, const std::string& key, float value, const std::string& name) {
+  std::string bytes = read_file(path);
+  const size_t at = bytes.find(key);
+  EXPECT_NE(at, std::string::npos) << key;
+  if (at == std::string::npos) return {};
+  uint32_t type;
+  std::memcpy(&type, bytes.data() + at + key.size(), 4);
+  EXPECT_EQ(type, 6u) << key << " is not a GGUF float32";
+  std::memcpy(bytes.data() + at + key.size() + 4, &value, 4);
+  const std::string out = temp_dir() + "/" + name;
+  write_file(out, bytes);
+  return out;
+}
+
+// The checks every architecture's tiny model passes, for each of its files (a folder and its GGUF)
+// against that file's reference data (`reference_for(path)`: prompts, logits and a "greedy" entry).
+// `model` names the lines they print.
+using ReferenceFor = std::function<nlohmann::json(const std::string&)>;
+using OptionsFor = std::function<CompileOptions(bool fuse)>;
+
+inline std::string file_name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
+
+// The FP32 reference pass, within 1e-4 relative at every position.
+inline void expect_reference_pass_matches(const char* model, const std::vector<std::string>& paths,
+                                          const ReferenceFor& reference_for) {
+  for (const std::string& path : paths) {
+    auto m = reference_model(path);
+    ASSERT_TRUE(m);
+    const double worst = worst_against(reference_for(path), [&](const std::vector<int>& t) { return reference_logits(m, t); });
+    std::printf("%s reference pass from %s: max relative logit error %.3g\n", model, file_name(path).c_str(), worst);
+    EXPECT_LT(worst, 1e-4) << path;
+  }
+}
+
+// The compiled program, fused or not, `chunks` tokens a step, within 1e-4 relative.
+inline void expect_compiled_matches(const char* model, const std::vector<std::string>& paths, const ReferenceFor& reference_for,
+                                    const OptionsFor& options, const std::vector<size_t>& chunks = {1, 3, 64}) {
+  for (const std::string& path : paths)
+    for (bool fuse : {false, true}) {
+      auto m = compiled(path, options(fuse));
+      ASSERT_TRUE(m);
+      for (size_t chunk : chunks) {
+        const double worst = worst_against(reference_for(path), [&](const std::vector<int>& t) { return program_logits(m, t, chunk); });
+        std::printf("%s compiled f32 from %s, fuse %d, %zu tokens a step: max relative logit error %.3g\n", model,
+                    file_name(path).c_str(), fuse, chunk, worst);
+        EXPECT_LT(worst, 1e-4) << path << " fuse " << fuse << " chunk " << chunk;
+      }
+    }
+}
+
+// The program on the CPU back end and on the reference back end alone, against the reference pass
+// on the same weights (tighter than against transformers) over 16 tokens, past a short window
+// several times over, in steps of 1, 4 and 16 tokens.
+inline void expect_back_ends_match_reference_pass(const std::string& path, const CompileOptions& options) {
+  const std::vector<int> tokens = {5, 17, 200, 3, 99, 42, 7, 250, 1, 11, 64, 128, 299, 0, 31, 77};
+  const auto want = reference_logits(reference_model(path), tokens);
+  RefBackend ref;
+  CompileOptions only_ref = options;
+  only_ref.backends = {&ref};
+  const Backend* bind[] = {&ref};
+  for (const auto& m : {compiled(path, options), compiled(path, only_ref, bind)}) {
+    ASSERT_TRUE(m);
+    for (size_t chunk : {size_t{1}, size_t{4}, tokens.size()}) {
+      const auto got = program_logits(m, tokens, chunk);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_LT(relative_error(got[i].data(), want[i].data(), want[i].size()), 1e-5) << "chunk " << chunk << " position " << i;
+    }
+  }
+}
+
+// Greedy decoding through the reference pass and the compiled program (on the CPU back end, and on
+// the reference back end alone) gives the file's 20 tokens.
+inline void expect_greedy_matches(const std::vector<std::string>& paths, const ReferenceFor& reference_for,
+                                  const CompileOptions& options) {
+  RefBackend rb;
+  CompileOptions only_ref = options;
+  only_ref.backends = {&rb};
+  const Backend* bind[] = {&rb};
+  for (const std::string& path : paths) {
+    const nlohmann::json ref = reference_for(path);
+    const auto prompt = ref["greedy"]["prompt"].get<std::vector<int>>();
+    const auto want = ref["greedy"]["tokens"].get<std::vector<int>>();
+    ASSERT_EQ(want.size(), 20u);
+    auto s = ReferenceSession::create(reference_model(path), 0);
+    ASSERT_TRUE(s);
+    EXPECT_EQ(greedy(**s, prompt, want.size()), want) << "reference pass, " << path;
+    for (const auto& m : {compiled(path, options), compiled(path, only_ref, bind)}) {
+      auto p = Session::create(m, 0);
+      ASSERT_TRUE(p);
+      EXPECT_EQ(greedy(**p, prompt, want.size()), want) << "compiled program, " << path;
+    }
+  }
+}
+
+// A quantized program's logits after the longest prompt, within 5 % of the reference's.
+inline void expect_quantized_close(const std::shared_ptr<const Model>& q, const nlohmann::json& ref) {
+  ASSERT_TRUE(q);
+  const auto tokens = ref["prompts"][2].get<std::vector<int>>();
+  const auto got = program_logits(q, tokens, tokens.size());
+  ASSERT_EQ(got.size(), tokens.size());
+  const auto want = ref["logits"][2][tokens.size() - 1].get<std::vector<float>>();
+  EXPECT_LT(relative_error(got.back().data(), want.data(), want.size()), 0.05);
 }
 
 }  // namespace kiln::test

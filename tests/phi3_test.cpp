@@ -69,50 +69,14 @@ TEST(Phi3, ConfigFromFolderAndGguf) {
   }
 }
 
-TEST(Phi3, ReferencePassMatchesTransformers) {
-  for (const std::string& path : kPaths) {
-    auto m = reference_model(path);
-    ASSERT_TRUE(m);
-    const double worst = test::worst_against(reference_for(path), [&](const std::vector<int>& t) { return reference_logits(m, t); });
-    std::printf("phi3 reference pass from %s: max relative logit error %.3g\n", path.c_str(), worst);
-    EXPECT_LT(worst, 1e-4) << path;
-  }
-}
+TEST(Phi3, ReferencePassMatchesTransformers) { test::expect_reference_pass_matches("phi3", kPaths, reference_for); }
 
 TEST(Phi3, CompiledProgramMatchesTransformers) {
-  for (const std::string& path : kPaths)
-    for (bool fuse : {false, true}) {
-      auto m = compiled(path, test::tiny_model_options(fuse));
-      ASSERT_TRUE(m);
-      for (size_t chunk : {size_t{1}, size_t{4}, size_t{64}}) {
-        const double worst =
-            test::worst_against(reference_for(path), [&](const std::vector<int>& t) { return program_logits(m, t, chunk); });
-        std::printf("phi3 compiled f32 from %s, fuse %d, %zu tokens a step: max relative logit error %.3g\n",
-                    path.c_str(), fuse, chunk, worst);
-        EXPECT_LT(worst, 1e-4) << path << " fuse " << fuse << " chunk " << chunk;
-      }
-    }
+  test::expect_compiled_matches("phi3", kPaths, reference_for, [](bool fuse) { return test::tiny_model_options(fuse); }, {1, 4, 64});
 }
 
 TEST(Phi3, GreedyTokensEqualTransformersOnEveryPath) {
-  RefBackend rb;
-  CompileOptions only_ref = test::tiny_model_options();
-  only_ref.backends = {&rb};
-  const Backend* bind[] = {&rb};
-  for (const std::string& path : kPaths) {
-    const json ref = reference_for(path);
-    const auto prompt = ref["greedy"]["prompt"].get<std::vector<int>>();
-    const auto want = ref["greedy"]["tokens"].get<std::vector<int>>();
-    ASSERT_EQ(want.size(), 20u);
-    auto s = ReferenceSession::create(reference_model(path), 0);
-    ASSERT_TRUE(s);
-    EXPECT_EQ(greedy(**s, prompt, want.size()), want) << "reference pass, " << path;
-    for (const auto& m : {compiled(path, test::tiny_model_options()), compiled(path, only_ref, bind)}) {
-      auto p = Session::create(m, 0);
-      ASSERT_TRUE(p);
-      EXPECT_EQ(greedy(**p, prompt, want.size()), want) << "compiled program, " << path;
-    }
-  }
+  test::expect_greedy_matches(kPaths, reference_for, test::tiny_model_options());
 }
 
 // A quantized compile reads the row views as any other weight.

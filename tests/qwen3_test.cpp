@@ -68,28 +68,14 @@ TEST(Qwen3, ConfigFromFolderAndGguf) {
   }
 }
 
+// Both files hold the same weights and mean the same model: one reference.
 TEST(Qwen3, ReferencePassMatchesTransformers) {
-  for (const std::string& path : {folder(), gguf()}) {
-    auto m = reference_model(path);
-    ASSERT_TRUE(m);
-    const double worst = test::worst_against(reference(), [&](const std::vector<int>& t) { return reference_logits(m, t); });
-    std::printf("qwen3 reference pass from %s: max relative logit error %.3g\n", fs::path(path).filename().c_str(), worst);
-    EXPECT_LT(worst, 1e-4) << path;
-  }
+  test::expect_reference_pass_matches("qwen3", {folder(), gguf()}, [](const std::string&) { return reference(); });
 }
 
 TEST(Qwen3, CompiledProgramMatchesTransformers) {
-  for (const std::string& path : {folder(), gguf()})
-    for (bool fuse : {false, true}) {
-      auto m = compiled(path, options(fuse));
-      ASSERT_TRUE(m);
-      for (size_t chunk : {size_t{1}, size_t{5}, size_t{64}}) {
-        const double worst = test::worst_against(reference(), [&](const std::vector<int>& t) { return program_logits(m, t, chunk); });
-        std::printf("qwen3 compiled f32 from %s, fuse %d, %zu tokens a step: max relative logit error %.3g\n",
-                    fs::path(path).filename().c_str(), fuse, chunk, worst);
-        EXPECT_LT(worst, 1e-4) << path << " fuse " << fuse << " chunk " << chunk;
-      }
-    }
+  test::expect_compiled_matches("qwen3", {folder(), gguf()}, [](const std::string&) { return reference(); },
+                                [](bool fuse) { return options(fuse); }, {1, 5, 64});
 }
 
 // The program against the reference pass on the same weights, tighter than against transformers:

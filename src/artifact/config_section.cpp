@@ -46,6 +46,9 @@ std::string config_to_json(const ModelConfig& c) {
   if (!c.sliding_layers.empty()) j["sliding_layers"] = c.sliding_layers;
   if (c.rope_theta_local > 0.0f) j["rope_theta_local"] = c.rope_theta_local;
   if (c.query_pre_attn_scalar > 0.0f) j["query_pre_attn_scalar"] = c.query_pre_attn_scalar;
+  if (c.attn_softcap > 0.0f) j["attn_softcap"] = c.attn_softcap;
+  if (c.final_softcap > 0.0f) j["final_softcap"] = c.final_softcap;
+  if (c.embed_scale > 0.0f) j["embed_scale"] = c.embed_scale;
   return j.dump();
 }
 
@@ -60,6 +63,8 @@ Result<ModelConfig> config_from_json(std::string_view text, const std::string& w
   else if (arch == "qwen3") c.arch = Arch::kQwen3;
   else if (arch == "smollm3") c.arch = Arch::kSmolLM3;
   else if (arch == "gemma3") c.arch = Arch::kGemma3;
+  else if (arch == "gemma2") c.arch = Arch::kGemma2;
+  else if (arch == "minicpm") c.arch = Arch::kMiniCPM;
   else if (arch == "phi3") c.arch = Arch::kPhi3;
   else return corrupt(where + ": unknown arch '" + arch + "'");
   KILN_ASSIGN_OR_RETURN(c.dim, json_dim(j, "dim", 0, where));
@@ -119,6 +124,12 @@ Result<ModelConfig> config_from_json(std::string_view text, const std::string& w
   c.rope_theta_local = static_cast<float>(theta_local);
   KILN_ASSIGN_OR_RETURN(double qpas, json_number(j, "query_pre_attn_scalar", 0, where));
   c.query_pre_attn_scalar = static_cast<float>(qpas);
+  KILN_ASSIGN_OR_RETURN(double attn_cap, json_number(j, "attn_softcap", 0, where));
+  c.attn_softcap = static_cast<float>(attn_cap);
+  KILN_ASSIGN_OR_RETURN(double final_cap, json_number(j, "final_softcap", 0, where));
+  c.final_softcap = static_cast<float>(final_cap);
+  KILN_ASSIGN_OR_RETURN(double embed_scale, json_number(j, "embed_scale", 0, where));
+  c.embed_scale = static_cast<float>(embed_scale);
   KILN_ASSIGN_OR_RETURN(c.bos_id, json_dim(j, "bos_id", -1, where));
   KILN_ASSIGN_OR_RETURN(c.eos_id, json_dim(j, "eos_id", -1, where));
   std::vector<int64_t> stops;

@@ -21,6 +21,7 @@ std::string program_to_json(const Program& p) {
                      {"n_kv_heads", n.n_kv_heads}, {"head_dim", n.head_dim}, {"eps", n.eps}, {"tail", n.tail},
                      {"backend", n.backend}});
     if (n.scale != 0.0f) nodes.back()["scale"] = n.scale;  // only where set: older files stay the same
+    if (n.softcap != 0.0f) nodes.back()["softcap"] = n.softcap;
   }
   j["values"] = values;
   j["weights"] = weights;
@@ -97,6 +98,9 @@ Result<Program> program_from_json(std::string_view text, std::string_view plan_t
     KILN_ASSIGN_OR_RETURN(double scale, json_number(n, "scale", 0.0, where));
     if (!(scale >= 0.0 && scale < 1e30)) return corrupt(where + ": a node's scale must be a finite non-negative number");
     node.scale = static_cast<float>(scale);
+    KILN_ASSIGN_OR_RETURN(double softcap, json_number(n, "softcap", 0.0, where));
+    if (!(softcap >= 0.0 && softcap < 1e30)) return corrupt(where + ": a node's softcap must be a finite non-negative number");
+    node.softcap = static_cast<float>(softcap);
     KILN_ASSIGN_OR_RETURN(node.tail, json_bool(n, "tail", false, where));
     KILN_ASSIGN_OR_RETURN(node.backend, json_string(n, "backend", "", where));
     g.nodes.push_back(std::move(node));

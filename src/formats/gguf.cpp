@@ -8,6 +8,7 @@
 
 #include "core/byte_reader.h"
 #include "core/utf8.h"
+#include "formats/folded_weights.h"
 #include "formats/fused_projections.h"
 
 namespace kiln {
@@ -289,13 +290,19 @@ Result<ImportedModel> gguf_to_model(const GgufFile& g) {
   } else if (arch == "phi3") {
     c.arch = Arch::kPhi3;
     c.rope_style = RopeStyle::kHalfSplit;  // NEOX RoPE, q/k rows as in HF
+  } else if (arch == "minicpm") {
+    c.arch = Arch::kMiniCPM;
+    c.rope_style = RopeStyle::kAdjacentPairs;  // the converter permutes q/k as for llama
+  } else if (arch == "gemma2") {
+    c.arch = Arch::kGemma2;
+    c.rope_style = RopeStyle::kHalfSplit;  // NEOX RoPE, q/k rows as in HF
   } else if (arch == "gemma3") {
     c.arch = Arch::kGemma3;
     c.rope_style = RopeStyle::kHalfSplit;  // NEOX RoPE, q/k rows as in HF
     c.qk_norm = true;
   } else {
     return unsupported(path + ": architecture '" + arch +
-                       "' is not supported (llama, mistral, qwen2, qwen3, smollm3, gemma3, phi3 are)");
+                       "' is not supported (llama, mistral, qwen2, qwen3, smollm3, gemma2, gemma3, phi3, minicpm are)");
   }
   MetaReader m{g, path};
   const std::string a = arch + ".";
@@ -332,6 +339,26 @@ Result<ImportedModel> gguf_to_model(const GgufFile& g) {
     for (int l = 0; l < c.n_layers; ++l) c.sliding_layers.push_back((l + 1) % 6 != 0 ? 1 : 0);
     c.rope_theta_local = 10000.0f;
     c.query_pre_attn_scalar = static_cast<float>(c.n_layers == 62 && c.n_heads > 0 ? c.dim / c.n_heads : c.head_dim);
+  }
+  if (c.arch == Arch::kGemma2) {
+    // As llama.cpp reads a gemma2 file: the even layers through the window, the odd ones global;
+    // the window and soft-caps from its keys (llama.cpp's defaults where absent); queries scaled by
+    // head_dim^-0.5, but by (dim / heads)^-0.5 in the 27B (46 layers).
+    for (int l = 0; l < c.n_layers; ++l) c.sliding_layers.push_back(l % 2 == 0 ? 1 : 0);
+    KILN_ASSIGN_OR_RETURN(c.sliding_window, m.dim(a + "attention.sliding_window", 4096));
+    KILN_ASSIGN_OR_RETURN(c.attn_softcap, m.number(a + "attn_logit_softcapping", 50.0f));
+    KILN_ASSIGN_OR_RETURN(c.final_softcap, m.number(a + "final_logit_softcapping", 30.0f));
+    c.query_pre_attn_scalar = static_cast<float>(c.n_layers == 46 && c.n_heads > 0 ? c.dim / c.n_heads : c.head_dim);
+  }
+  if (c.arch == Arch::kMiniCPM) {
+    // The converter's keys; where absent, MiniCPM's published values (scale_emb 12, scale_depth 1.4,
+    // dim_model_base 256). logit_scale is hidden_size / dim_model_base, which the logits' input is
+    // divided by.
+    KILN_ASSIGN_OR_RETURN(c.embed_scale, m.number(a + "embedding_scale", 12.0f));
+    KILN_ASSIGN_OR_RETURN(c.residual_scale, m.number(a + "residual_scale", c.n_layers > 0 ? 1.4f / std::sqrt(float(c.n_layers)) : 1.0f));
+    KILN_ASSIGN_OR_RETURN(float divisor, m.number(a + "logit_scale", c.dim / 256.0f));
+    if (!(divisor > 0.0f && divisor < 1e30f)) return corrupt(path + ": " + a + "logit_scale must be a positive number");
+    c.logit_scale = 1.0f / divisor;
   }
   if (const GgufValue* st = g.find(a + "rope.scaling.type"); st && st->as_string()) {
     const std::string& type = *st->as_string();
@@ -410,6 +437,7 @@ Result<ImportedModel> gguf_to_model(const GgufFile& g) {
     KILN_RETURN_IF_ERROR(split_fused_projections(out, "attn_qkv.weight", "ffn_gate_up.weight"));
   }
   KILN_RETURN_IF_ERROR(check_model_tensors(out));
+  if (c.arch == Arch::kMiniCPM) KILN_RETURN_IF_ERROR(fold_minicpm_scales(out));
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "formats/json_util.h"
 
@@ -126,14 +127,24 @@ Status parse_rope(const Json& j, ModelConfig& c, const std::string& where) {
   return Status::ok();
 }
 
-// Gemma 3: which layers attend through the sliding window (layer_types, else every
-// sliding_window_pattern-th layer, 1-based, is global), the window, the query scale; the parts of
-// Gemma 2 it does not have (softcapping) refused.
-Status parse_gemma3(const Json& j, ModelConfig& c, const std::string& file) {
-  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+// Gemma 2 and 3: which layers attend through the sliding window (layer_types, else every
+// sliding_window_pattern-th layer, 1-based, is global: Gemma 3 6, Gemma 2 2), the window, the
+// query scale; Gemma 2's soft-capping of the scores and the logits (refused in a Gemma 3 config,
+// which has none).
+Status parse_gemma(const Json& j, ModelConfig& c, const std::string& file) {
+  const bool gemma2 = c.arch == Arch::kGemma2;
+  for (auto [key, cap, fallback] : {std::tuple{"attn_logit_softcapping", &c.attn_softcap, 50.0},
+                                    std::tuple{"final_logit_softcapping", &c.final_softcap, 30.0}}) {
     auto it = j.find(key);
-    if (it != j.end() && !it->is_null())
-      return unsupported(file + ": " + key + " is not supported (Gemma 3 has none; Gemma 2's softcapping is not implemented)");
+    if (it == j.end() && gemma2) {
+      *cap = static_cast<float>(fallback);  // Gemma2Config's defaults
+      continue;
+    }
+    if (it == j.end() || it->is_null()) continue;
+    if (!gemma2) return unsupported(file + ": " + key + " is not supported for Gemma 3 (Gemma 2 has it)");
+    if (!it->is_number() || !(it->get<double>() > 0.0) || !(it->get<double>() < 1e30))
+      return corrupt(file + ": " + key + " must be a positive number or null, not " + it->dump().substr(0, 80));
+    *cap = static_cast<float>(it->get<double>());
   }
   KILN_ASSIGN_OR_RETURN(bool bidirectional, json_bool(j, "use_bidirectional_attention", false, file));
   if (bidirectional) return unsupported(file + ": use_bidirectional_attention true is not supported");
@@ -152,9 +163,25 @@ Status parse_gemma3(const Json& j, ModelConfig& c, const std::string& file) {
     }
     return Status::ok();
   }
-  KILN_ASSIGN_OR_RETURN(int pattern, json_dim(j, "sliding_window_pattern", 6, file));
+  KILN_ASSIGN_OR_RETURN(int pattern, json_dim(j, "sliding_window_pattern", gemma2 ? 2 : 6, file));
   if (pattern < 1) return corrupt(file + ": sliding_window_pattern must be at least 1");
   for (int l = 0; l < c.n_layers; ++l) c.sliding_layers.push_back((l + 1) % pattern != 0 ? 1 : 0);
+  return Status::ok();
+}
+
+// MiniCPM's scales, MiniCPMConfig's defaults (1) where absent: the embedding times scale_emb, each
+// residual branch times scale_depth / sqrt(num_hidden_layers), the logits' input divided by
+// hidden_size / dim_model_base.
+Status parse_minicpm_scales(const Json& j, ModelConfig& c, const std::string& file) {
+  double v[3];
+  const char* keys[3] = {"scale_emb", "scale_depth", "dim_model_base"};
+  for (int i = 0; i < 3; ++i) {
+    KILN_ASSIGN_OR_RETURN(v[i], json_number(j, keys[i], 1.0, file));
+    if (!(v[i] > 0.0 && v[i] < 1e30)) return corrupt(file + ": " + keys[i] + " must be a positive number");
+  }
+  c.embed_scale = static_cast<float>(v[0]);
+  c.residual_scale = static_cast<float>(v[1] / std::sqrt(static_cast<double>(c.n_layers)));
+  c.logit_scale = static_cast<float>(v[2] / c.dim);
   return Status::ok();
 }
 
@@ -178,6 +205,22 @@ Status parse_nope_layers(const Json& j, ModelConfig& c, const std::string& file)
   return Status::ok();
 }
 
+// Gemma3ForConditionalGeneration (model_type gemma3): the language model's config is its
+// text_config, read as a Gemma3ForCausalLM's; the vision config is not read (kiln runs the text part).
+Result<Json> gemma3_text_config(const Json& j, const std::string& file) {
+  auto t = j.find("text_config");
+  if (t == j.end() || !t->is_object())
+    return corrupt(file + ": text_config must be an object (the language model's config of a Gemma3ForConditionalGeneration)");
+  Json text = *t;
+  KILN_ASSIGN_OR_RETURN(std::string model_type, json_string(text, "model_type", "gemma3_text", file + ": text_config"));
+  if (model_type != "gemma3_text")
+    return unsupported(file + ": text_config model_type '" + model_type + "' is not supported (gemma3_text is)");
+  text["architectures"] = Json::array({"Gemma3ForCausalLM"});
+  for (const char* key : {"bos_token_id", "eos_token_id", "tie_word_embeddings"})
+    if (!text.contains(key) && j.contains(key)) text[key] = j[key];
+  return text;
+}
+
 }  // namespace
 
 Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_view generation_json,
@@ -189,6 +232,10 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_vi
   if (auto a = j.find("architectures"); a != j.end() && a->is_array() && !a->empty() && (*a)[0].is_string())
     arch_str = (*a)[0].get<std::string>();
   KILN_ASSIGN_OR_RETURN(std::string model_type, json_string(j, "model_type", "", file));
+  if (arch_str == "Gemma3ForConditionalGeneration" || (arch_str.empty() && model_type == "gemma3")) {
+    KILN_ASSIGN_OR_RETURN(Json text, gemma3_text_config(j, file));
+    return parse_hf_config(text.dump(), generation_json, file);
+  }
   if (arch_str == "LlamaForCausalLM" || (arch_str.empty() && model_type == "llama")) {
     c.arch = Arch::kLlama;
   } else if (arch_str == "Qwen2ForCausalLM" || (arch_str.empty() && model_type == "qwen2")) {
@@ -201,14 +248,19 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_vi
     c.arch = Arch::kSmolLM3;
   } else if (arch_str == "Gemma3ForCausalLM" || (arch_str.empty() && model_type == "gemma3_text")) {
     c.arch = Arch::kGemma3;
+  } else if (arch_str == "Gemma2ForCausalLM" || (arch_str.empty() && model_type == "gemma2")) {
+    c.arch = Arch::kGemma2;
+  } else if (arch_str == "MiniCPMForCausalLM" || (arch_str.empty() && model_type == "minicpm")) {
+    c.arch = Arch::kMiniCPM;
   } else if (arch_str == "Phi3ForCausalLM" || (arch_str.empty() && model_type == "phi3")) {
     c.arch = Arch::kPhi3;
   } else {
     return unsupported(file + ": architecture '" + (arch_str.empty() ? model_type : arch_str) +
                        "' is not supported (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, "
-                       "SmolLM3ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM are)");
+                       "SmolLM3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3ForConditionalGeneration (its language model), "
+                       "Phi3ForCausalLM, MiniCPMForCausalLM are)");
   }
-  const bool gemma = c.arch == Arch::kGemma3;
+  const bool gemma = c.gemma_block();
   if (gemma) {
     KILN_ASSIGN_OR_RETURN(std::string act, json_string(j, "hidden_activation", "gelu_pytorch_tanh", file));
     if (act != "gelu_pytorch_tanh")
@@ -226,11 +278,11 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_vi
   KILN_ASSIGN_OR_RETURN(c.n_heads, json_dim(j, "num_attention_heads", 0, file));
   KILN_ASSIGN_OR_RETURN(c.n_kv_heads, json_dim(j, "num_key_value_heads", c.n_heads, file));
   // transformers' Qwen3Config defaults head_dim to 128, whatever hidden_size / heads is.
-  // Gemma3TextConfig to 256.
+  // Gemma2Config and Gemma3TextConfig to 256.
   const int default_head_dim = c.arch == Arch::kQwen3 ? 128 : gemma ? 256 : (c.n_heads > 0) ? c.dim / c.n_heads : 0;
   KILN_ASSIGN_OR_RETURN(c.head_dim, json_dim(j, "head_dim", default_head_dim, file));
   KILN_ASSIGN_OR_RETURN(c.vocab_size, json_dim(j, "vocab_size", 0, file));
-  KILN_ASSIGN_OR_RETURN(c.max_seq_len, json_dim(j, "max_position_embeddings", gemma ? 131072 : 2048, file));
+  KILN_ASSIGN_OR_RETURN(c.max_seq_len, json_dim(j, "max_position_embeddings", c.arch == Arch::kGemma3 ? 131072 : gemma ? 8192 : 2048, file));
   KILN_ASSIGN_OR_RETURN(double eps, json_number(j, "rms_norm_eps", 1e-6, file));
   c.rms_eps = static_cast<float>(eps);
   // RoPE over part of each head (Phi-4-mini: 0.75), at the top level (4.x) or in rope_parameters:
@@ -247,7 +299,8 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_vi
     }
   }
   KILN_RETURN_IF_ERROR(parse_rope(j, c, file));
-  KILN_ASSIGN_OR_RETURN(c.tie_embeddings, json_bool(j, "tie_word_embeddings", gemma, file));
+  KILN_ASSIGN_OR_RETURN(c.tie_embeddings, json_bool(j, "tie_word_embeddings", gemma || c.arch == Arch::kMiniCPM, file));
+  if (c.arch == Arch::kMiniCPM) KILN_RETURN_IF_ERROR(parse_minicpm_scales(j, c, file));
   if (c.arch == Arch::kQwen2) {
     c.qkv_bias = true;
   } else {
@@ -259,8 +312,8 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_vi
     if (use_sw)
       return unsupported(file + ": use_sliding_window true is not supported for " + std::string(arch_name(c.arch)));
   }
-  if (gemma) KILN_RETURN_IF_ERROR(parse_gemma3(j, c, file));
-  c.qk_norm = c.arch == Arch::kQwen3 || gemma;
+  if (gemma) KILN_RETURN_IF_ERROR(parse_gemma(j, c, file));
+  c.qk_norm = c.arch == Arch::kQwen3 || c.arch == Arch::kGemma3;
   if (c.arch == Arch::kMistral || c.arch == Arch::kPhi3) {  // every layer (Phi-3-mini-4k: 2047)
     KILN_ASSIGN_OR_RETURN(c.sliding_window, json_dim(j, "sliding_window", 0, file));
   }

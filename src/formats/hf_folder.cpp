@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <set>
 
+#include "formats/folded_weights.h"
 #include "formats/fused_projections.h"
 #include "formats/hf_config.h"
 #include "formats/json_util.h"
@@ -62,13 +63,29 @@ bool split_layer(const std::string& n, const std::string& prefix, int& layer, st
 
 }  // namespace
 
-std::string hf_to_canonical_name(const std::string& n, Arch arch) {
+// A Gemma3ForConditionalGeneration checkpoint's language model: its tensors under
+// language_model.model.* (the published files) or model.language_model.* (transformers 5 in memory),
+// read as a Gemma3ForCausalLM's model.*; the vision tower and projector beside them map to nothing.
+constexpr std::pair<const char*, const char*> kLanguageModelPrefixes[] = {
+    {"language_model.model.", "model."},
+    {"model.language_model.", "model."},
+    {"language_model.lm_head.", "lm_head."},
+};
+
+std::string hf_to_canonical_name(const std::string& name, Arch arch) {
+  std::string n = name;
+  if (arch == Arch::kGemma3)
+    for (auto [prefix, plain] : kLanguageModelPrefixes)
+      if (n.compare(0, std::strlen(prefix), prefix) == 0) {
+        n = plain + n.substr(std::strlen(prefix));
+        break;
+      }
   for (auto [hf, ours] : kTopNames)
     if (n == hf) return ours;
   int layer;
   std::string rest;
   if (!split_layer(n, "model.layers.", layer, rest)) return {};
-  if (arch == Arch::kGemma3)
+  if (arch == Arch::kGemma3 || arch == Arch::kGemma2)
     for (auto [hf, ours] : kGemmaLayerNames)
       if (rest == hf) return "blk." + std::to_string(layer) + "." + ours;
   if (arch == Arch::kPhi3)
@@ -85,7 +102,7 @@ std::string canonical_to_hf_name(const std::string& n, Arch arch) {
   int layer;
   std::string rest;
   if (!split_layer(n, "blk.", layer, rest)) return {};
-  if (arch == Arch::kGemma3)
+  if (arch == Arch::kGemma3 || arch == Arch::kGemma2)
     for (auto [hf, ours] : kGemmaLayerNames)
       if (rest == ours) return "model.layers." + std::to_string(layer) + "." + hf;
   for (auto [hf, ours] : kLayerNames)
@@ -94,42 +111,6 @@ std::string canonical_to_hf_name(const std::string& n, Arch arch) {
 }
 
 namespace {
-
-// Gemma stores w of its norms' (1 + w): the weights kiln's RMSNorm multiplies by are 1 + w, in
-// f32 (as Gemma computes it), held in memory; GGUF files already have the 1 folded in.
-Status fold_gemma_norms(ImportedModel& m) {
-  std::vector<uint8_t> bytes;
-  std::vector<std::pair<TensorSource*, size_t>> folded;  // the tensor, its offset in `bytes`
-  for (auto& [name, t] : m.tensors) {
-    if (name.size() < 11 || name.compare(name.size() - 11, 11, "norm.weight") != 0) continue;
-    if (t.dtype != DType::kF32 && t.dtype != DType::kF16 && t.dtype != DType::kBF16)
-      return unsupported(t.file + ": norm '" + t.name + "' is " + std::string(dtype_name(t.dtype)) +
-                         " (f32, f16 or bf16 expected)");
-    const uint64_t n = t.elements();
-    const size_t at = bytes.size();
-    bytes.resize(at + n * sizeof(float));
-    for (uint64_t i = 0; i < n; ++i) {
-      float w;
-      if (t.dtype == DType::kF32) {
-        std::memcpy(&w, t.bytes.data() + 4 * i, 4);
-      } else {
-        uint16_t h;
-        std::memcpy(&h, t.bytes.data() + 2 * i, 2);
-        w = t.dtype == DType::kF16 ? f16_to_f32(h) : bf16_to_f32(h);
-      }
-      const float v = 1.0f + w;
-      std::memcpy(bytes.data() + at + 4 * i, &v, 4);
-    }
-    folded.emplace_back(&t, at);
-  }
-  auto file = MappedFile::from_bytes(std::move(bytes), m.path + " (Gemma norms, 1 + w)");
-  for (auto [t, at] : folded) {
-    t->dtype = DType::kF32;
-    t->bytes = std::span<const uint8_t>(file->data() + at, t->elements() * sizeof(float));
-  }
-  m.files.push_back(std::move(file));
-  return Status::ok();
-}
 
 Result<std::vector<std::string>> shard_files(const std::string& dir) {
   const std::string single = dir + "/model.safetensors";
@@ -188,7 +169,8 @@ Result<ImportedModel> read_hf_folder(const std::string& dir_in) {
   if (m.config.tie_embeddings) m.tensors.erase("output.weight");
   if (m.config.arch == Arch::kPhi3) KILN_RETURN_IF_ERROR(split_fused_projections(m, "attn_qkv.weight", "ffn_gate_up.weight"));
   KILN_RETURN_IF_ERROR(check_model_tensors(m));
-  if (m.config.arch == Arch::kGemma3) KILN_RETURN_IF_ERROR(fold_gemma_norms(m));
+  if (m.config.gemma_block()) KILN_RETURN_IF_ERROR(fold_gemma_norms(m));
+  if (m.config.arch == Arch::kMiniCPM) KILN_RETURN_IF_ERROR(fold_minicpm_scales(m));
   return m;
 }
 

@@ -13,6 +13,8 @@ std::string_view arch_name(Arch a) {
     case Arch::kSmolLM3: return "smollm3";
     case Arch::kGemma3: return "gemma3";
     case Arch::kPhi3: return "phi3";
+    case Arch::kGemma2: return "gemma2";
+    case Arch::kMiniCPM: return "minicpm";
   }
   return "?";
 }
@@ -74,6 +76,10 @@ Status validate_config(const ModelConfig& c, std::string_view file) {
   if (c.rope_theta_local < 0.0f || !(c.rope_theta_local == c.rope_theta_local)) return bad("the local RoPE base is negative");
   if (c.query_pre_attn_scalar < 0.0f || !(c.query_pre_attn_scalar == c.query_pre_attn_scalar))
     return bad("query_pre_attn_scalar is negative");
+  for (auto [cap, name] : {std::pair{c.attn_softcap, "attn_logit_softcapping"}, std::pair{c.final_softcap, "final_logit_softcapping"},
+                           std::pair{c.embed_scale, "scale_emb"}, std::pair{c.residual_scale, "the residual scale"},
+                           std::pair{c.logit_scale, "the logit scale"}})
+    if (!(cap >= 0.0f && cap < 1e30f)) return bad(std::string(name) + " must be a finite non-negative number");
   for (int id : c.stop_ids)
     if (id < 0 || id >= c.vocab_size) return bad("stop token id " + std::to_string(id) + " is outside the vocabulary");
   return Status::ok();

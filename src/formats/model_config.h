@@ -1,6 +1,7 @@
 // The hyper-parameters of a decoder-only transformer, whatever file they came from.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -10,7 +11,7 @@
 
 namespace kiln {
 
-enum class Arch { kLlama, kQwen2, kMistral, kQwen3, kSmolLM3, kGemma3, kPhi3 };
+enum class Arch { kLlama, kQwen2, kMistral, kQwen3, kSmolLM3, kGemma3, kPhi3, kGemma2, kMiniCPM };
 std::string_view arch_name(Arch a);
 
 // How RoPE pairs the elements of a head. Both conventions describe the same model when the
@@ -64,6 +65,17 @@ struct ModelConfig {
   float rope_theta_local = 0.0f;
   // Attention scores are scaled by query_pre_attn_scalar^-0.5 (Gemma); 0: by head_dim^-0.5.
   float query_pre_attn_scalar = 0.0f;
+  // Gemma 2's soft-capping, x -> cap * tanh(x / cap): of the attention scores (after their scale,
+  // before the mask) and of the logits; 0: none.
+  float attn_softcap = 0.0f;
+  float final_softcap = 0.0f;
+  // MiniCPM: the embedding times embed_scale (scale_emb; 0: none); each residual branch times
+  // residual_scale (scale_depth / sqrt(layers)) and the classifier's input times logit_scale
+  // (dim_model_base / hidden_size), both folded into the weights on import (folded_weights.h),
+  // after which they read 0.
+  float embed_scale = 0.0f;
+  float residual_scale = 0.0f;
+  float logit_scale = 0.0f;
   // Per layer, 0 where the layer applies no RoPE (SmolLM3's NoPE layers: position comes from
   // the causal mask alone); empty: RoPE in every layer.
   std::vector<uint8_t> rope_layers;
@@ -82,7 +94,11 @@ struct ModelConfig {
   int layer_window(int l) const { return layer_is_sliding(l) ? sliding_window : 0; }
   // Gemma's block: the embedding scaled by sqrt(dim), a norm after attention and after the FFN
   // (before each residual add), GELU (tanh) gating instead of SiLU.
-  bool gemma_block() const { return arch == Arch::kGemma3; }
+  bool gemma_block() const { return arch == Arch::kGemma3 || arch == Arch::kGemma2; }
+  // What the embedding rows are multiplied by: Gemma's sqrt(dim), MiniCPM's scale_emb; 0: nothing.
+  float embedding_multiplier() const {
+    return gemma_block() ? std::sqrt(static_cast<float>(dim)) : embed_scale;
+  }
 };
 
 // LongRoPE's attention factor where the config gives none, as transformers derives it from

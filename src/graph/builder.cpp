@@ -81,9 +81,9 @@ Result<Graph> build_decoder_graph(const ModelConfig& c) {
   b.g.tokens_input = b.value("tokens", 1);
   const int embd = b.weight("token_embd.weight", {v, d});
   int x = b.value("x.embed", d);
-  // Gemma scales the embedding by sqrt(dim) (its classifier, tied, reads the table unscaled).
-  b.node(OpCode::kEmbed, {b.g.tokens_input}, {x}, {embd}, -1).scale =
-      c.gemma_block() ? std::sqrt(static_cast<float>(d)) : 0.0f;
+  // Gemma scales the embedding by sqrt(dim), MiniCPM by scale_emb (a tied classifier reads the
+  // table unscaled).
+  b.node(OpCode::kEmbed, {b.g.tokens_input}, {x}, {embd}, -1).scale = c.embedding_multiplier();
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     auto W = [&](const std::string& n, std::vector<int64_t> s) { return b.weight(p + n, std::move(s)); };
@@ -136,6 +136,7 @@ Result<Graph> build_decoder_graph(const ModelConfig& c) {
     at.n_kv_heads = c.n_kv_heads;
     at.head_dim = c.head_dim;
     if (c.query_pre_attn_scalar > 0.0f || c.rope_scaling.type == RopeScaling::Type::kLongRope) at.scale = attention_scale(c);
+    at.softcap = c.attn_softcap;
     // Gemma normalises each block's output before the residual add.
     auto post_norm = [&](int in, const std::string& name, const std::string& weight) {
       if (!c.gemma_block()) return in;
@@ -166,9 +167,18 @@ Result<Graph> build_decoder_graph(const ModelConfig& c) {
   Node& on = b.node(OpCode::kRmsNorm, {x}, {xn}, {b.weight("output_norm.weight", {d})}, -1);
   on.eps = c.rms_eps;
   on.tail = true;
-  b.g.logits_output = b.value("logits", v);
   const int cls = c.tie_embeddings ? embd : b.weight("output.weight", {v, d});
-  b.node(OpCode::kMatMul, {xn}, {b.g.logits_output}, {cls}, -1).tail = true;
+  if (c.final_softcap > 0.0f) {  // Gemma 2 caps the classifier's output
+    const int raw = b.value("logits.raw", v);
+    b.node(OpCode::kMatMul, {xn}, {raw}, {cls}, -1).tail = true;
+    b.g.logits_output = b.value("logits", v);
+    Node& sc = b.node(OpCode::kSoftcap, {raw}, {b.g.logits_output}, {}, -1);
+    sc.softcap = c.final_softcap;
+    sc.tail = true;
+  } else {
+    b.g.logits_output = b.value("logits", v);
+    b.node(OpCode::kMatMul, {xn}, {b.g.logits_output}, {cls}, -1).tail = true;
+  }
   KILN_RETURN_IF_ERROR(verify_graph(b.g));
   return std::move(b.g);
 }

@@ -6,7 +6,7 @@
 namespace kiln {
 
 namespace {
-constexpr std::array<std::pair<OpCode, std::string_view>, 16> kNames = {{
+constexpr std::array<std::pair<OpCode, std::string_view>, 17> kNames = {{
     {OpCode::kEmbed, "embed"},
     {OpCode::kRmsNorm, "rms_norm"},
     {OpCode::kMatMul, "matmul"},
@@ -23,6 +23,7 @@ constexpr std::array<std::pair<OpCode, std::string_view>, 16> kNames = {{
     {OpCode::kRmsNormMatMulQKV, "rms_norm_matmul_qkv"},
     {OpCode::kRmsNormGateUpSwiGLU, "rms_norm_gate_up_swiglu"},
     {OpCode::kGeGLU, "geglu"},
+    {OpCode::kSoftcap, "softcap"},
 }};
 
 // What verify_graph checks of each op. row_wise: every output row depends on the same row of
@@ -43,6 +44,7 @@ OpRules op_rules(OpCode op) {
     case OpCode::kAttention: return {1, 1, 0, 0, false};
     case OpCode::kSwiGLU: return {2, 1, 0, 0, true};
     case OpCode::kGeGLU: return {2, 1, 0, 0, true};
+    case OpCode::kSoftcap: return {1, 1, 0, 0, true};
     case OpCode::kAdd: return {2, 1, 0, 0, true};
     case OpCode::kHeadRmsNorm: return {1, 1, 1, 1, true};
     case OpCode::kMatMulQKV: return {1, 3, 3, 6, true};
@@ -114,6 +116,9 @@ Status verify_graph(const Graph& g) {
         (n.head_dim < 1 || width(n.outputs[0]) != width(n.inputs[0]) ||
          rows_of(0) != std::vector<int64_t>{n.head_dim}))
       return corrupt(where + ": the norm weight must be [head_dim] and the output as wide as the input");
+    if (n.op == OpCode::kSoftcap && (width(n.outputs[0]) != width(n.inputs[0]) || !(n.softcap > 0.0f && n.softcap < 1e30f)))
+      return corrupt(where + ": the output must be as wide as the input and the cap a positive finite number");
+    if (!(n.softcap >= 0.0f && n.softcap < 1e30f)) return corrupt(where + ": the soft-cap must be a finite non-negative number");
   }
   if (!written[static_cast<size_t>(g.logits_output)]) return corrupt("graph: the logits are never written");
   const std::vector<bool> tail = tail_values(g);

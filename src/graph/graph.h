@@ -32,6 +32,7 @@ enum class OpCode : uint16_t {
   kRmsNormGateUpSwiGLU,  // x -> swiglu(rmsnorm(x))                   weights: norm, Wg, Wu
   // Plain, appended (files name ops by name; the order is kept for readers of the enum).
   kGeGLU,      // gate, up -> gelu_tanh(gate) * up (Gemma)
+  kSoftcap,    // x -> softcap * tanh(x / softcap) (Gemma 2's logits)
 };
 
 std::string_view op_name(OpCode op);
@@ -66,6 +67,9 @@ struct Node {
   // kEmbed: the rows are multiplied by it (Gemma's sqrt(dim)); kAttention: the scores' scale.
   // 0 for either: none (embed), head_dim^-0.5 (attention).
   float scale = 0.0f;
+  // kAttention: the scaled scores are capped, s -> softcap * tanh(s / softcap), before the mask
+  // (Gemma 2), none where 0; kSoftcap: its cap.
+  float softcap = 0.0f;
   // Runs on the last token only unless the caller asks for every token's logits (the final
   // norm and the classifier).
   bool tail = false;

@@ -16,14 +16,15 @@ namespace {
 
 // Arithmetic per output element of the ops without products (their FLOPs are small next to a
 // matmul's; counted so that the roofline chart places them): a norm squares, sums and scales
-// (4), SwiGLU's silu and product (~6), GeGLU's tanh-GELU and product (~9), RoPE rotates pairs
-// (3), an add adds (1).
+// (4), SwiGLU's silu and product (~6), GeGLU's tanh-GELU and product (~9), a soft-cap's divide,
+// tanh and multiply (~6), RoPE rotates pairs (3), an add adds (1).
 double elementwise_flops(OpCode op) {
   switch (op) {
     case OpCode::kRmsNorm:
     case OpCode::kHeadRmsNorm: return 4;
     case OpCode::kSwiGLU: return 6;
     case OpCode::kGeGLU: return 9;
+    case OpCode::kSoftcap: return 6;
     case OpCode::kRope:
     case OpCode::kRopeKvStore: return 3;
     case OpCode::kAdd: return 1;

@@ -65,6 +65,7 @@ std::string op_kind(OpCode op) {
     case OpCode::kRope: return "rope/kv";
     case OpCode::kSwiGLU:
     case OpCode::kGeGLU:
+    case OpCode::kSoftcap:
     case OpCode::kAdd: return "elementwise";
   }
   return "other";

@@ -50,10 +50,8 @@ Result<std::span<const float>> ReferenceSession::forward(int token) {
   const bool gemma = c.gemma_block();
 
   std::memcpy(x_.data(), m.token_embd() + static_cast<int64_t>(token) * d, sizeof(float) * static_cast<size_t>(d));
-  if (gemma) {  // the embedding scaled by sqrt(dim)
-    const float s = std::sqrt(static_cast<float>(d));
+  if (const float s = c.embedding_multiplier(); s != 0.0f)  // Gemma's sqrt(dim), MiniCPM's scale_emb
     for (float& v : x_) v *= s;
-  }
   for (int l = 0; l < c.n_layers; ++l) {
     // With a sliding window a query sees only the last `sliding_window` positions, itself included.
     const int first = (c.layer_is_sliding(l) && pos >= c.sliding_window) ? pos - c.sliding_window + 1 : 0;
@@ -79,7 +77,7 @@ Result<std::span<const float>> ReferenceSession::forward(int token) {
     for (int h = 0; h < c.n_heads; ++h) {
       const int kvh = h / group;
       ref::attend(att_out_.data() + h * hd, q_.data() + h * hd, kc + kvh * hd, vc + kvh * hd, first, pos, kv_dim, hd,
-                  scale, scores_.data());
+                  scale, scores_.data(), c.attn_softcap);
     }
     ref::matvec(xb2_.data(), w.wo, att_out_.data(), nullptr, d, c.q_dim());
     if (gemma) ref::rmsnorm(xb2_.data(), xb2_.data(), w.post_attn_norm, d, c.rms_eps);
@@ -100,6 +98,7 @@ Result<std::span<const float>> ReferenceSession::forward(int token) {
   }
   ref::rmsnorm(x_.data(), x_.data(), m.output_norm(), d, c.rms_eps);
   ref::matvec(logits_.data(), m.output(), x_.data(), nullptr, c.vocab_size, d);
+  if (c.final_softcap > 0.0f) softcap_rows(logits_.data(), logits_.data(), c.vocab_size, c.final_softcap);
   ++pos_;
   return std::span<const float>(logits_);
 }

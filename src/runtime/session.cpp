@@ -208,6 +208,7 @@ bool row_wise(OpCode op) {
     case OpCode::kMatMul:
     case OpCode::kSwiGLU:
     case OpCode::kGeGLU:
+    case OpCode::kSoftcap:
     case OpCode::kAdd:
     case OpCode::kHeadRmsNorm:
     case OpCode::kMatMulQKV:

@@ -56,7 +56,9 @@ def gelu_tanh(x):
 
 
 def np_forward_gemma3(w, cfg, ids, norm_offset):
-    """The Gemma 3 decoder in float64. norm_offset: 1 for HF weights (1 + w), 0 for folded GGUF weights."""
+    """The Gemma 3 decoder in float64. norm_offset: 1 for HF weights (1 + w), 0 for folded GGUF weights.
+    Gemma 2 (make_hf_tiny_gemma2.py) is the same without the q/k norms (absent from w), with the
+    scaled scores and the logits soft-capped where cfg has attn_cap / final_cap."""
     L, H, KV, D, eps = cfg["n_layers"], cfg["n_heads"], cfg["n_kv"], cfg["head_dim"], cfg["eps"]
     T = len(ids)
     pos = np.arange(T, dtype=np.float64)
@@ -76,12 +78,15 @@ def np_forward_gemma3(w, cfg, ids, norm_offset):
         q = (h @ w[p + "self_attn.q_proj.weight"].T).reshape(T, H, D)
         k = (h @ w[p + "self_attn.k_proj.weight"].T).reshape(T, KV, D)
         v = (h @ w[p + "self_attn.v_proj.weight"].T).reshape(T, KV, D)
-        q, k = norm(q, p + "self_attn.q_norm.weight"), norm(k, p + "self_attn.k_norm.weight")
+        if p + "self_attn.q_norm.weight" in w:
+            q, k = norm(q, p + "self_attn.q_norm.weight"), norm(k, p + "self_attn.k_norm.weight")
         q, k = base.rope(q, pos, inv, "half"), base.rope(k, pos, inv, "half")
         att = np.empty((T, H, D))
         for hh in range(H):
             kh = hh // (H // KV)
             sc = q[:, hh, :] @ k[:, kh, :].T * cfg["scale"]
+            if cfg.get("attn_cap"):
+                sc = cfg["attn_cap"] * np.tanh(sc / cfg["attn_cap"])
             sc = np.where(allowed, sc, -np.inf)
             sc = np.exp(sc - sc.max(axis=1, keepdims=True))
             sc /= sc.sum(axis=1, keepdims=True)
@@ -94,7 +99,10 @@ def np_forward_gemma3(w, cfg, ids, norm_offset):
         f = (gelu_tanh(g) * u) @ w[p + "mlp.down_proj.weight"].T
         x = x + norm(f, p + "post_feedforward_layernorm.weight")
     x = norm(x, "model.norm.weight")
-    return x @ w["model.embed_tokens.weight"].T
+    logits = x @ w["model.embed_tokens.weight"].T
+    if cfg.get("final_cap"):
+        logits = cfg["final_cap"] * np.tanh(logits / cfg["final_cap"])
+    return logits
 
 
 def np_cfg(c, scale):
@@ -139,13 +147,15 @@ def write_reference_with_greedy(path, prompts, logits, prompt, tokens):
         assert json.load(f)["greedy"]["tokens"] == tokens
 
 
-def write_gemma3_gguf(path, model):
+def write_gemma3_gguf(path, model, arch="gemma3", add_arch_keys=None):
+    """arch gemma2: make_hf_tiny_gemma2.py passes its own RoPE and soft-cap keys as add_arch_keys(writer)."""
     import gguf
     c = model.config
     sd = {k: v.detach().to(torch.float32).numpy() for k, v in model.state_dict().items()}
-    tmap = gguf.get_tensor_name_map(gguf.MODEL_ARCH.GEMMA3, c.num_hidden_layers)
-    w = gguf.GGUFWriter(path, "gemma3")
-    w.add_name("kiln-test-gemma3-tiny")
+    tmap = gguf.get_tensor_name_map(gguf.MODEL_ARCH.GEMMA2 if arch == "gemma2" else gguf.MODEL_ARCH.GEMMA3,
+                                    c.num_hidden_layers)
+    w = gguf.GGUFWriter(path, arch)
+    w.add_name("kiln-test-%s-tiny" % arch)
     w.add_context_length(c.max_position_embeddings)
     w.add_embedding_length(c.hidden_size)
     w.add_block_count(c.num_hidden_layers)
@@ -154,9 +164,12 @@ def write_gemma3_gguf(path, model):
     w.add_layer_norm_rms_eps(float(c.rms_norm_eps))
     w.add_key_length(c.head_dim)
     w.add_value_length(c.head_dim)
-    w.add_rope_freq_base(float(ROPE["full_attention"]["rope_theta"]))
-    w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
-    w.add_rope_scaling_factor(float(ROPE["full_attention"]["factor"]))
+    if add_arch_keys:
+        add_arch_keys(w)
+    else:
+        w.add_rope_freq_base(float(ROPE["full_attention"]["rope_theta"]))
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(float(ROPE["full_attention"]["factor"]))
     w.add_sliding_window(c.sliding_window)
     w.add_head_count_kv(c.num_key_value_heads)
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
@@ -178,17 +191,18 @@ def write_gemma3_gguf(path, model):
     w.close()
 
 
-def read_gemma3_gguf(path, n_blocks):
+def read_gemma3_gguf(path, n_blocks, arch="gemma3"):
     import gguf
     r = gguf.GGUFReader(path)
-    tmap = gguf.get_tensor_name_map(gguf.MODEL_ARCH.GEMMA3, n_blocks)
+    tmap = gguf.get_tensor_name_map(gguf.MODEL_ARCH.GEMMA2 if arch == "gemma2" else gguf.MODEL_ARCH.GEMMA3, n_blocks)
     hf_of = {}
     for l in range(n_blocks):
         for hf in ("input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.q_norm",
                    "self_attn.k_norm", "self_attn.o_proj", "post_attention_layernorm", "pre_feedforward_layernorm",
                    "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "post_feedforward_layernorm"):
             name = "model.layers.%d.%s" % (l, hf)
-            hf_of[tmap.get_name(name) + ".weight"] = name + ".weight"
+            if tmap.get_name(name) is not None:  # gemma2 has no q/k norms
+                hf_of[tmap.get_name(name) + ".weight"] = name + ".weight"
     for name in ("model.embed_tokens", "model.norm"):
         hf_of[tmap.get_name(name) + ".weight"] = name + ".weight"
     w = {}

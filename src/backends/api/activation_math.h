@@ -22,6 +22,14 @@ inline void geglu(float* y, const float* g, const float* u, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = gelu_tanh(g[i]) * u[i];
 }
 
+// Gemma 2's soft-cap: x -> cap * tanh(x / cap), in f32 (as transformers divides, tanh, multiplies).
+inline float softcap(float x, float cap) { return cap * std::tanh(x / cap); }
+
+// y = softcap(x) over n elements (y may be x).
+inline void softcap_rows(float* y, const float* x, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; ++i) y[i] = softcap(x[i], cap);
+}
+
 // The attention node's score scale: its own (Gemma's query_pre_attn_scalar^-0.5), else
 // head_dim^-0.5.
 inline float attention_scale(const Node& n) {

@@ -84,6 +84,7 @@ OpFunction<K> op_function(OpCode op) {
     case OpCode::kAttention: return &K::run_attention;
     case OpCode::kSwiGLU: return &K::run_swiglu;
     case OpCode::kGeGLU: return &K::run_geglu;
+    case OpCode::kSoftcap: return &K::run_softcap;
     case OpCode::kAdd: return &K::run_add;
   }
   return nullptr;

@@ -213,6 +213,10 @@ void attention(const AttentionArgs& a, int kvh, int hb, int he) {
         float corr[HG];
         for (int u = 0; u < HG; ++u) {
           float* su = sc[u];
+          // Gemma 2's soft-cap of the scaled scores, before the mask: the same scalar steps as
+          // activation_math.h's softcap (not included here: its copy would carry this file's flags).
+          if (a.softcap > 0.0f)
+            for (int j = lo; j <= hi; ++j) su[j] = a.softcap * std::tanh(su[j] / a.softcap);
           for (int j = 0; j < lo; ++j) su[j] = -INFINITY;
           for (int j = hi + 1; j < kBlock; ++j) su[j] = -INFINITY;
           F mv = S::load(su);  // the lanes outside [lo, hi] are -inf

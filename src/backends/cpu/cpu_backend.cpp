@@ -337,6 +337,13 @@ class CpuKernel final : public Kernel {
     for_each_index(ctx.pool, r.count, [&](int64_t t) { geglu(y + t * w, g + t * w, u + t * w, w); });
     return Status::ok();
   }
+  Status run_softcap(const StepContext& ctx, const Rows& r) const {
+    const int64_t w = io_.out_width(0);
+    const float* x = in(ctx, r, 0);
+    float* y = out(ctx, 0);
+    for_each_index(ctx.pool, r.count, [&](int64_t t) { softcap_rows(y + t * w, x + t * w, w, node_.softcap); });
+    return Status::ok();
+  }
   Status run_add(const StepContext& ctx, const Rows& r) const {
     const int64_t w = io_.out_width(0);
     const float *a = in(ctx, r, 0), *b = in(ctx, r, 1);
@@ -505,6 +512,7 @@ class CpuKernel final : public Kernel {
     a.head_dim = hd;
     a.window = ctx.model->window(node_.layer);
     a.scale = attention_scale(node_);
+    a.softcap = node_.softcap;
     // Work items: (kv head, slice of its query heads), enough of them to give every thread one.
     const int group = node_.n_heads / node_.n_kv_heads;
     const int threads = ctx.pool ? ctx.pool->size() : 1;

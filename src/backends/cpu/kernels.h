@@ -130,6 +130,7 @@ struct AttentionArgs {
   int n_heads = 0, n_kv_heads = 0, head_dim = 0;
   int window = 0;  // sliding window, 0: none
   float scale = 0.0f;
+  float softcap = 0.0f;  // the scaled scores capped, s -> softcap * tanh(s / softcap); 0: none
 };
 
 struct KernelTable {

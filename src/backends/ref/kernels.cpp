@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "backends/api/activation_math.h"
 #include "core/dtype.h"
 
 namespace kiln::ref {
@@ -73,12 +74,12 @@ inline float cache_value(uint16_t h) { return f16_to_f32(h); }
 
 template <class T>
 void attend_cache(float* out, const float* q, const T* k, const T* v, int first, int last, int stride, int head_dim,
-                  float scale, float* scores) {
+                  float scale, float* scores, float cap) {
   for (int t = first; t <= last; ++t) {
     const T* kt = k + static_cast<int64_t>(t) * stride;
     float s = 0.0f;
     for (int i = 0; i < head_dim; ++i) s += q[i] * cache_value(kt[i]);
-    scores[t] = s * scale;
+    scores[t] = cap > 0.0f ? softcap(s * scale, cap) : s * scale;
   }
   softmax(scores + first, last - first + 1);
   for (int i = 0; i < head_dim; ++i) out[i] = 0.0f;
@@ -91,13 +92,13 @@ void attend_cache(float* out, const float* q, const T* k, const T* v, int first,
 }  // namespace
 
 void attend(float* out, const float* q, const float* k, const float* v, int first, int last, int stride,
-            int head_dim, float scale, float* scores) {
-  attend_cache(out, q, k, v, first, last, stride, head_dim, scale, scores);
+            int head_dim, float scale, float* scores, float cap) {
+  attend_cache(out, q, k, v, first, last, stride, head_dim, scale, scores, cap);
 }
 
 void attend(float* out, const float* q, const uint16_t* k, const uint16_t* v, int first, int last, int stride,
-            int head_dim, float scale, float* scores) {
-  attend_cache(out, q, k, v, first, last, stride, head_dim, scale, scores);
+            int head_dim, float scale, float* scores, float cap) {
+  attend_cache(out, q, k, v, first, last, stride, head_dim, scale, scores, cap);
 }
 
 }  // namespace kiln::ref

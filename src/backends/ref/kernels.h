@@ -29,13 +29,14 @@ void swiglu(float* h, const float* gate, const float* up, int n);
 // y[i] += x[i]
 void add(float* y, const float* x, int n);
 
-// One query head against cached keys/values of positions [first, last]: out = softmax(q.K^T * scale) V.
+// One query head against cached keys/values of positions [first, last]: out = softmax(q.K^T * scale) V,
+// the scaled scores soft-capped (cap * tanh(s / cap)) where cap > 0 (Gemma 2).
 // k and v point at position 0 of this head's kv head; consecutive positions are `stride` floats apart.
 // `scores` has room for last + 1 floats.
 void attend(float* out, const float* q, const float* k, const float* v, int first, int last, int stride,
-            int head_dim, float scale, float* scores);
+            int head_dim, float scale, float* scores, float cap = 0.0f);
 // The same over an f16 cache (IEEE half), each element widened exactly to f32.
 void attend(float* out, const float* q, const uint16_t* k, const uint16_t* v, int first, int last, int stride,
-            int head_dim, float scale, float* scores);
+            int head_dim, float scale, float* scores, float cap = 0.0f);
 
 }  // namespace kiln::ref

@@ -133,6 +133,10 @@ class RefKernel final : public Kernel {
     geglu(out(ctx, 0), in(ctx, r, 0), in(ctx, r, 1), r.count * io_.out_width(0));
     return Status::ok();
   }
+  Status run_softcap(const StepContext& ctx, const Rows& r) const {
+    softcap_rows(out(ctx, 0), in(ctx, r, 0), r.count * io_.out_width(0), node_.softcap);
+    return Status::ok();
+  }
   Status run_add(const StepContext& ctx, const Rows& r) const {
     const float *a = in(ctx, r, 0), *b = in(ctx, r, 1);
     float* y = out(ctx, 0);
@@ -204,7 +208,7 @@ class RefKernel final : public Kernel {
         for (int h = 0; h < node_.n_heads; ++h) {
           const int kvh = h / group;
           ref::attend(o + t * q_dim + h * hd, q + t * q_dim + h * hd, kc + kvh * hd, vc + kvh * hd, first, pos, kv_dim,
-                      hd, scale, scores);
+                      hd, scale, scores, node_.softcap);
         }
       }
     };
