@@ -69,25 +69,41 @@ def test_chat_page_streams_and_stops(server, browser, tmp_path):
     picker.select_by_value("chat")
     browser.find_element(By.ID, "max_tokens").clear()
     browser.find_element(By.ID, "max_tokens").send_keys("1900")
-    # A random-weight model samples its end token at times within the first few tokens, and a
-    # tiny one streams a reply faster than the page is polled: a reply that ended before it could
-    # be stopped is asked again (each try is a new reply in the log).
-    last = ("const r = document.querySelectorAll('.assistant'); const a = r[r.length - 1];"
-            "return [r.length, a.dataset.state, a.textContent.length]")
+    # A random-weight model may sample its end token within its first tokens, and a tiny one
+    # streams faster than a test polls: the stop button is pressed from the page itself the
+    # moment the reply's first text arrives (a MutationObserver), and a reply that ended before
+    # that is asked again, from a cleared conversation (a growing history would overflow the
+    # context, and an error reply is no longer an .assistant element).
+    press_stop_on_first_text = """
+        const log = document.getElementById('log'), stop = document.getElementById('stop');
+        const obs = new MutationObserver(() => {
+          const a = log.lastElementChild;
+          if (a && a.dataset.state === 'streaming' && a.textContent.length > 0 && !stop.disabled) {
+            obs.disconnect();
+            stop.click();
+          }
+        });
+        obs.observe(log, {subtree: true, childList: true, characterData: true});
+        window.__stopObserver = obs;"""
+    last = "const a = document.getElementById('log').lastElementChild; return [a.className, a.dataset.state || '', a.textContent]"
+    ended = []
     for _ in range(5):
-        before = len(browser.find_elements(By.CSS_SELECTOR, ".assistant"))
+        browser.find_element(By.ID, "clear").click()
+        browser.execute_script(press_stop_on_first_text)
         box.send_keys("Tell me a long story")
         browser.find_element(By.ID, "send").click()
-        wait.until(lambda d: d.execute_script(last)[0] > before and
-                   (d.execute_script(last)[1] != "streaming" or d.execute_script(last)[2] > 0))
-        if browser.execute_script(last)[1] != "streaming":
-            continue
-        browser.find_element(By.ID, "stop").click()
-        wait.until(lambda d: d.execute_script(last)[1] != "streaming")
-        if browser.execute_script(last)[1] == "stopped":
+        try:
+            wait.until(lambda d: d.find_element(By.ID, "log").find_elements(By.CSS_SELECTOR, ".assistant, .error") and
+                       d.execute_script(last)[1] not in ("", "streaming"))
+        except Exception as e:
+            raise AssertionError("the chat reply did not end; the log's last entry: %r" % (browser.execute_script(last),)) from e
+        browser.execute_script("if (window.__stopObserver) window.__stopObserver.disconnect();")
+        cls, state, text = browser.execute_script(last)
+        if state == "stopped":
             break
+        ended.append((cls, state, text[:80]))
     else:
-        pytest.fail("five replies of the chat model ended before they could be stopped")
+        pytest.fail("five replies of the chat model ended before they could be stopped: %r" % ended)
     assert browser.find_elements(By.CSS_SELECTOR, ".assistant")[-1].text.endswith("[stopped]")
     deadline = time.time() + 10
     while time.time() < deadline and server.health()["models"]["chat"]["busy"] != 0:
