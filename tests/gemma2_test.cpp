@@ -41,9 +41,7 @@ std::string folder() { return test::data_path("hf-tiny/gemma2"); }
 std::string gguf() { return test::data_path("hf-tiny/gemma2/model.gguf"); }
 // The folder is transformers' model; the GGUF what llama.cpp runs of it (queries scaled by
 // head_dim^-0.5: a gemma2 GGUF has no key for query_pre_attn_scalar).
-json reference_for(const std::string& path) {
-  return json::parse(test::read_file(folder() + (path == gguf() ? "/reference-gguf.json" : "/reference.json")));
-}
+json reference_for(const std::string& path) { return test::reference_of(folder(), path); }
 
 CompileOptions options(bool fuse = true, const char* scheme = "f32") { return test::tiny_model_options(fuse, scheme); }
 

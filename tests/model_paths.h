@@ -42,6 +42,13 @@ inline CompileOptions tiny_model_options(bool fuse = true, const char* scheme = 
   return o;
 }
 
+// A tiny model's reference data for one of its files: the folder's reference.json
+// (transformers), or for the GGUF written into it, reference-gguf.json (what llama.cpp runs of it,
+// where the GGUF's keys make that differ).
+inline nlohmann::json reference_of(const std::string& folder, const std::string& path) {
+  return nlohmann::json::parse(read_file(folder + (path == folder + "/model.gguf" ? "/reference-gguf.json" : "/reference.json")));
+}
+
 inline std::shared_ptr<const ReferenceModel> reference_model(const std::string& path) {
   auto imp = import_model(path);
   EXPECT_TRUE(imp) << imp.status().message();

@@ -37,7 +37,7 @@ enum class ActivationFormat : uint8_t {
   kXPanels,       // x_panels: float prefill, and W8A16's one token where the digits do not fit
   kBf16Tiles,     // bf16_tiles: prefill on matrix units (float schemes, W8A16)
   kDigits,        // digits, digit_scale, digit_sums, digit_plane_sums: W8A16's one token
-  kA16Rows,       // a16, a16_scale, a16_sums: W4A16's one token, or a few (a16_rows_max_tokens)
+  kA16Rows,       // a16, a16_scale, a16_sums: W4A16's one token, or a few (rows_max_tokens)
   kA16Panels,     // the a16 rows, and a16_panels with their scales and sums: W4A16 prefill
   kA16Words,      // the a16 rows, and a16_words with the panel scales and sums (16-bit products)
   kA16Bf16Tiles,  // the a16 rows, and bf16_tiles of their rounded values: W4A16 on matrix units
@@ -168,10 +168,11 @@ struct KernelTable {
   // above: the tokens [p P, min(n, p P + P)). Null where the table's A8 prefill reads the rows.
   void (*make_q_panel)(const int8_t* q, int64_t q_stride, const int32_t* group_sums, int n, int64_t cols, int group,
                        int p, int32_t* quads, int32_t* sums) = nullptr;
-  // Up to q_rows_max_tokens tokens the A8 kernels read the q rows themselves (as
-  // a16_rows_max_tokens for W4A16).
-  int q_rows_max_tokens = 1;
-  bool reads_q_panels(Scheme s, int n) const { return make_q_panel && quantizes_activations(s) && n > q_rows_max_tokens; }
+  // Up to this many tokens the W4A16 and A8 kernels read each token's activation row (a16 or q)
+  // themselves, not panels (a batched decode step of a few sessions): packing the rows into
+  // panels cost more than the panels save there.
+  int rows_max_tokens = 1;
+  bool reads_q_panels(Scheme s, int n) const { return make_q_panel && quantizes_activations(s) && n > rows_max_tokens; }
   // Where the sums start after the quads of n tokens (in int32s from q_panels).
   int64_t q_panel_quads(int n, int64_t q_stride) const {
     return (n + panel_tokens - 1) / panel_tokens * panel_tokens * (q_stride / 4);
@@ -187,9 +188,6 @@ struct KernelTable {
   void (*make_a16_word_panel)(const int8_t* digits, const float* scales, const int32_t* sums, int n, int64_t cols, int p,
                               int32_t* words, float* panel_scales, int32_t* panel_sums) = nullptr;
   int a16_words_min_rows = 0;
-  // Up to this many tokens W4A16 reads the a16 rows themselves (a batched decode step of a few
-  // sessions): packing them into panels cost more than the panels save there.
-  int a16_rows_max_tokens = 1;
   bool reads_a16_words(int n) const { return make_a16_word_panel && n >= a16_words_min_rows; }
   // Where the scales start after the quads (or words) of n tokens (in int32s from a16_panels),
   // and the sums after the scales.
@@ -200,7 +198,7 @@ struct KernelTable {
   ActivationFormat activation_format(Scheme s, int n, int64_t cols) const {
     if (reads_a16(s)) {
       if (reads_bf16_tiles(s, n, cols)) return ActivationFormat::kA16Bf16Tiles;
-      if (n <= a16_rows_max_tokens) return ActivationFormat::kA16Rows;
+      if (n <= rows_max_tokens) return ActivationFormat::kA16Rows;
       return reads_a16_words(n) ? ActivationFormat::kA16Words : ActivationFormat::kA16Panels;
     }
     if (reads_digits(s, n, cols)) return ActivationFormat::kDigits;

@@ -98,7 +98,7 @@ void matmul_w4a16(const PackedMatrix& w, const Activations& a, const Epilogue& e
       over_decode_tiles<S::kA16DecodeRT>(w, tb, te, [&](auto rt, int64_t t) { w4a16_block<S, rt.value, 1, false>(w, a, e, t, 0); });
       return;
     }
-    // A few tokens (a16_rows_max_tokens): the prefill blocks, reading each token's row.
+    // A few tokens (rows_max_tokens): the prefill blocks, reading each token's row.
     over_tile_runs<S::kA16RT, S::kA16NT>(w, tb, te, a.n, [&](auto rt, auto nt, int64_t t, int t0) {
       w4a16_block<S, rt.value, nt.value, false>(w, a, e, t, t0);
     });
@@ -151,7 +151,7 @@ void matmul_w4a8(const PackedMatrix& w, const Activations& a, const Epilogue& e,
     return;
   }
   static_assert(S::kPrefillNT % S::kA8NT == 0, "a block of tokens lies within one panel");
-  // The prefill blocks, over the panels or (a few tokens: q_rows_max_tokens) each token's row.
+  // The prefill blocks, over the panels or (a few tokens: rows_max_tokens) each token's row.
   auto run = [&](auto g32, auto panels) {
     over_tile_runs<S::kA8RT, S::kA8NT>(w, tb, te, a.n, [&](auto rt, auto nt, int64_t t, int t0) {
       w4a8_block<S, rt.value, nt.value, panels.value, g32.value>(w, a, e, t, t0);
@@ -167,19 +167,18 @@ void matmul_w4a8(const PackedMatrix& w, const Activations& a, const Epilogue& e,
 
 template <class S>
 void matmul_w8a8(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te, uint8_t* /*work*/) {
-  if (a.format == ActivationFormat::kQRows) {
-    if (a.n == 1) {
-      over_decode_tiles<S::kDecodeRT>(w, tb, te, [&](auto rt, int64_t t) { w8a8_block<S, rt.value, 1, false>(w, a, e, t, 0); });
-      return;
-    }
-    over_tile_runs<S::kA8RT, S::kA8NT>(w, tb, te, a.n, [&](auto rt, auto nt, int64_t t, int t0) {
-      w8a8_block<S, rt.value, nt.value, false>(w, a, e, t, t0);
-    });
+  if (a.format == ActivationFormat::kQRows && a.n == 1) {
+    over_decode_tiles<S::kDecodeRT>(w, tb, te, [&](auto rt, int64_t t) { w8a8_block<S, rt.value, 1, false>(w, a, e, t, 0); });
     return;
   }
-  over_tile_runs<S::kA8RT, S::kA8NT>(w, tb, te, a.n, [&](auto rt, auto nt, int64_t t, int t0) {
-    w8a8_block<S, rt.value, nt.value, true>(w, a, e, t, t0);
-  });
+  // The prefill blocks, over the panels or (a few tokens: rows_max_tokens) each token's row.
+  auto run = [&](auto panels) {
+    over_tile_runs<S::kA8RT, S::kA8NT>(w, tb, te, a.n, [&](auto rt, auto nt, int64_t t, int t0) {
+      w8a8_block<S, rt.value, nt.value, panels.value>(w, a, e, t, t0);
+    });
+  };
+  if (a.format == ActivationFormat::kQRows) run(std::false_type{});
+  else run(std::true_type{});
 }
 
 }  // namespace

@@ -59,8 +59,7 @@ void fill_table(KernelTable& t) {
     t.make_a16_word_panel = &make_a16_word_panel<S::kPrefillNT>;
     t.a16_words_min_rows = S::kA16WordsMinRows;
   }
-  if constexpr (requires { S::kA16RowsMaxNT; }) t.a16_rows_max_tokens = S::kA16RowsMaxNT;
-  if constexpr (requires { S::kQRowsMaxNT; }) t.q_rows_max_tokens = S::kQRowsMaxNT;
+  if constexpr (requires { S::kRowsMaxNT; }) t.rows_max_tokens = S::kRowsMaxNT;
   t.rmsnorm = &rmsnorm<S>;
   t.head_rmsnorm = &head_rmsnorm<S>;
   t.swiglu = &swiglu;

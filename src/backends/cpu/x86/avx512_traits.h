@@ -20,9 +20,9 @@ struct Avx512 {
   static constexpr int kA16RT = 2;
   static constexpr int kA16NT = 4;
   static constexpr int kA16DecodeRT = 8;
-  // W4A16 reads the a16 rows, not panels, for steps of up to 8 tokens (w4a16_block, kPanels false).
-  static constexpr int kA16RowsMaxNT = 8;
-  static constexpr int kQRowsMaxNT = 8;  // W4A8 and W8A8 likewise, from the q rows
+  // W4A16, W4A8 and W8A8 read the activation rows, not panels, for steps of up to 8 tokens
+  // (their blocks with kPanels false).
+  static constexpr int kRowsMaxNT = 8;
   // W4A16 prefill with 16-bit products (w4a16_kernels.h: w4a16_words_block) from 24 tokens on.
   static constexpr int64_t kA16WordsRunBytes = 512 << 10;  // widened tiles per run, at most (of L2's 1-2 MiB)
   static constexpr int kA16WordsNT = 6;
