@@ -198,7 +198,7 @@ double expected_products(const cpu::KernelTable& t, Scheme s, int tokens, int64_
     case Scheme::kW4A16: per_op = 2.0 * n; break;  // int16 pairs (avx512 words) or two int8 digits
     case Scheme::kW8A8:
     case Scheme::kW4A8: per_op = table == "i8mm" && tokens > 1 ? 32 : 4.0 * n; break;
-    case Scheme::kW8A16: per_op = tokens == 1 ? 4.0 * n / 3 : n; break;
+    case Scheme::kW8A16: per_op = tokens <= std::max(1, t.rows_max_tokens) ? 4.0 * n / 3 : n; break;
     default: per_op = n;
   }
   return static_cast<double>(rounds) * 12 * per_op;
@@ -480,15 +480,23 @@ TEST(CpuMatmul, W4A16WordsGiveTheDigitBits) {
 // each token the bits it gets alone: every row of an n-token matmul of the A8 schemes equals the
 // one-token matmul of that row (their sums are exact integers, scaled per token in one order),
 // every table, token counts across the blocks of tokens and panels, threads' pieces, the model's
-// widths.
-TEST(CpuMatmul, A8TokenOfAStepGetsItsOneTokenBits) {
+// widths. So does every row of W4A16's and W8A16's steps of up to rows_max_tokens tokens where
+// the table reads each token's row of digits (their sums as one token's are).
+TEST(CpuMatmul, TokenOfAStepGetsItsOneTokenBits) {
   std::mt19937 rng(2121);
+  int digit_cases = 0;
   for (const cpu::KernelTable* t : tables_to_test())
     for (const QuantParams& p : all_params()) {
-      if (!quantizes_activations(p.scheme)) continue;
+      const bool digits = p.scheme == Scheme::kW4A16 || p.scheme == Scheme::kW8A16;
+      if (!quantizes_activations(p.scheme) && !digits) continue;
       for (int64_t cols : {int64_t{256}, int64_t{5632}})
         for (int n = 2; n <= 14; ++n) {
-          if (cols > 256 && n % 6 != 2) continue;
+          if (digits) {  // only where the table reads the rows (a matrix unit's tiles do not)
+            const cpu::ActivationFormat f = t->activation_format(p.scheme, n, cols);
+            if (f != cpu::ActivationFormat::kA16Rows && f != cpu::ActivationFormat::kDigits) continue;
+          }
+          if (cols > 256 && n % 6 != 2 && !digits) continue;
+          digit_cases += digits ? 1 : 0;
           const MatmulCase c{p, cols > 256 ? 48 : 100, cols, n};
           SCOPED_TRACE(describe_case(*t, c));
           const auto [x, bias, packed] = random_matmul(c, rng);
@@ -505,6 +513,8 @@ TEST(CpuMatmul, A8TokenOfAStepGetsItsOneTokenBits) {
                 << "token " << i / static_cast<size_t>(c.rows) << " row " << i % static_cast<size_t>(c.rows);
         }
     }
+  // The x86 AVX-512 tables read up to 8 tokens' rows.
+  if ((host_cpu_features() & kCpuSetAvx512) == kCpuSetAvx512) EXPECT_GT(digit_cases, 0);
 }
 
 // The i8mm table's SMMLA prefill sums the same int8 products exactly and scales them in the same

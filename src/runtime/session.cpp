@@ -306,20 +306,6 @@ void Session::run_batch(std::span<DecodeRequest* const> batch) {
   all.scratch = aligned64(scratch_);
   all.scratch_size = scratch_.size() - 64;
   all.pool = executor_->pool();
-  // The context of row i alone: its session's position and cache, in the row arena.
-  auto row_context = [&](int i) {
-    Session& s = *batch[static_cast<size_t>(i)]->session;
-    StepContext c = all;
-    c.arena = aligned64(row_arena_);
-    c.tokens = &tokens_[static_cast<size_t>(i)];
-    c.n_tokens = 1;
-    c.first_pos = s.pos_;
-    c.n_ctx = s.n_ctx_;
-    c.key_cache = s.keys_.data();
-    c.value_cache = s.values_.data();
-    c.kv_dtype = s.kv_dtype_;
-    return c;
-  };
   // The batch's tracers (see step_trace.h): each records the whole step; a row whose session
   // checks numerics and meets a non-finite value fails alone (rows do not mix).
   std::array<Status, StepExecutor::kMaxBatch> row_status;
@@ -355,6 +341,33 @@ void Session::run_batch(std::span<DecodeRequest* const> batch) {
       t->set_fault(std::move(*f));
     }
   };
+  // The per-row ops of all rows run at once over the pool (each row on one thread), unless a
+  // tracer times or checks them instruction by instruction: then row after row, as recorded.
+  ThreadPool* pool = executor_->pool();
+  const bool in_turn = pool == nullptr || checked || each;
+  std::array<Status, StepExecutor::kMaxBatch> op_status;
+  // The context of row i alone: its session's position and cache, in the row arena.
+  auto row_context = [&](int i) {
+    Session& s = *batch[static_cast<size_t>(i)]->session;
+    StepContext c = all;
+    c.arena = aligned64(row_arena_);
+    if (!in_turn) c.pool = nullptr;  // the row is one thread's share
+    if (i > 0 && !in_turn) {
+      // Another session's row runs in that session's own arena and scratch: it waits for this
+      // step and uses neither until the step is done, so the rows can run at once, one per thread.
+      c.arena = aligned64(s.arena_);
+      c.scratch = aligned64(s.scratch_);
+      c.scratch_size = s.scratch_.size() - 64;
+    }
+    c.tokens = &tokens_[static_cast<size_t>(i)];
+    c.n_tokens = 1;
+    c.first_pos = s.pos_;
+    c.n_ctx = s.n_ctx_;
+    c.key_cache = s.keys_.data();
+    c.value_cache = s.values_.data();
+    c.kv_dtype = s.kv_dtype_;
+    return c;
+  };
   Status st;
   const auto& kernels = model_->kernels();
   for (size_t k = 0; k < kernels.size() && st; ++k) {
@@ -368,26 +381,35 @@ void Session::run_batch(std::span<DecodeRequest* const> batch) {
       }
       continue;
     }
-    // Row by row: inputs copied to row 0 of the row arena, outputs gathered, then written back
+    // Row by row: inputs copied to row 0 of the row's arena, outputs gathered, then written back
     // (after every row ran: an output may share memory with another row's input).
     size_t out_width = 0;
     for (int v : node.outputs) out_width += static_cast<size_t>(g.values[static_cast<size_t>(v)].width);
     staging_.resize(out_width * static_cast<size_t>(n));
-    for (int i = 0; i < n && st; ++i) {
+    auto run_row = [&](int i) {
       const StepContext c = row_context(i);
       for (int v : node.inputs) {
         const size_t w = static_cast<size_t>(g.values[static_cast<size_t>(v)].width) * sizeof(float);
         const size_t at = static_cast<size_t>(offsets[static_cast<size_t>(v)]);
         std::memcpy(c.arena + at, all.arena + at + static_cast<size_t>(i) * w, w);
       }
-      st = kernels[k]->run(c);
-      if (checked && st) check_rows(k, c, i);
+      Status rs = kernels[k]->run(c);
+      if (checked && rs) check_rows(k, c, i);
       float* out = staging_.data() + static_cast<size_t>(i) * out_width;
       for (int v : node.outputs) {
         const size_t w = static_cast<size_t>(g.values[static_cast<size_t>(v)].width);
         std::memcpy(out, c.arena + static_cast<size_t>(offsets[static_cast<size_t>(v)]), w * sizeof(float));
         out += w;
       }
+      return rs;
+    };
+    if (in_turn) {
+      for (int i = 0; i < n && st; ++i) st = run_row(i);
+    } else {
+      pool->parallel_for(n, [&](int64_t b, int64_t e, int) {
+        for (int64_t i = b; i < e; ++i) op_status[static_cast<size_t>(i)] = run_row(static_cast<int>(i));
+      });
+      for (int i = 0; i < n && st; ++i) st = std::move(op_status[static_cast<size_t>(i)]);
     }
     for (int i = 0; i < n && st; ++i) {
       const float* in = staging_.data() + static_cast<size_t>(i) * out_width;

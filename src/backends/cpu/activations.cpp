@@ -23,12 +23,15 @@ ActivationScratch::ActivationScratch(int64_t cols, int tokens) {
   q = 0;
   scales = align64(q + T * (W + 4));
   qsums = align64(scales + 4 * T);
+  // W8A16's digits: three int8 planes, a scale and four sums per block of 32, for the few tokens
+  // that read them.
+  const auto D = static_cast<size_t>(std::min(tokens, KernelTable::kMaxRowsTokens));
   digits = align64(qsums + 4 * T * groups);
-  dscales = align64(digits + 3 * W);
-  dsums = align64(dscales + 4 * groups);
-  psums = align64(dsums + 4 * groups);
+  dscales = align64(digits + 3 * D * W);
+  dsums = align64(dscales + 4 * D * groups);
+  psums = align64(dsums + 4 * D * groups);
   // W4A16's rows: two int8 digits per element, a scale and three sums per block of 32.
-  a16 = align64(psums + 12 * groups);
+  a16 = align64(psums + 12 * D * groups);
   a16_scales = align64(a16 + 2 * T * W);
   a16_sums = align64(a16_scales + 4 * T * groups);
   panels = align64(a16_sums + 12 * T * groups);
@@ -119,7 +122,9 @@ Activations prepare_activations(const KernelTable& t, ActivationFormat format, c
       auto* dscales = at<float>(scratch, layout.dscales);
       auto* dsums = at<int32_t>(scratch, layout.dsums);
       auto* psums = at<int32_t>(scratch, layout.psums);
-      t.make_digits(x, cols, digits, dscales, dsums, psums);
+      for_each_index(pool, n, [&](int64_t r) {
+        t.make_digits(x + r * cols, cols, digits + r * 3 * cols, dscales + r * nb, dsums + r * nb, psums + r * 3 * nb);
+      });
       a.digits = digits;
       a.digit_scale = dscales;
       a.digit_sums = dsums;

@@ -10,6 +10,7 @@
 // quant/ref_matmul.h does, and sum the integer products exactly.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "quant/scheme.h"
@@ -71,14 +72,14 @@ struct Activations {
   // tokens: per pair of elements (2j, 2j + 1) and token the u32 X[2j] | X[2j + 1] << 16,
   // [ceil(n / P)][cols / 2][P], with the same panel scales and sums.
   const int32_t* a16_words = nullptr;
-  // W8A16, one token (decoding): x as 21-bit fixed point per block of 32 elements,
+  // W8A16, one token or a few (decoding): per token x as 21-bit fixed point per block of 32 elements,
   //   x[k] ~ scale[k / 32] * X[k],  X = 16384 d1 + 128 d2 + d3  with int8 digits d1, d2, d3,
   // |x - scale X| <= 2.4e-7 * max |x| of the block (make_digits); the products with the
   // nibbles are then exact integer sums.
-  const int8_t* digits = nullptr;       // [3][cols]: the planes d1, d2, d3
-  const float* digit_scale = nullptr;   // [cols / 32]
-  const int32_t* digit_sums = nullptr;  // [cols / 32]: sum of X over the block
-  const int32_t* digit_plane_sums = nullptr;  // [3][cols / 32]: sums of d1, d2, d3 over the block
+  const int8_t* digits = nullptr;       // [n][3][cols]: per token the planes d1, d2, d3
+  const float* digit_scale = nullptr;   // [n][cols / 32]
+  const int32_t* digit_sums = nullptr;  // [n][cols / 32]: sum of X over the block
+  const int32_t* digit_plane_sums = nullptr;  // [n][3][cols / 32]: sums of d1, d2, d3 over the block
   // Many tokens, on tables with matrix units (AMX): x (W4A16: its rounded s X) split into two
   // bf16 parts, x = hi + lo + r with |r| <= 2^-17 |x|, laid out as the tiles the units multiply
   // (make_bf16_tiles, make_bf16_tiles_a16); null where the table has none.
@@ -153,8 +154,12 @@ struct KernelTable {
   }
   int panel_tokens = 0;
   void (*make_x_panels)(const float* x, int64_t x_stride, int n, int64_t cols, float* panels) = nullptr;
-  // One token of W8A16, where the width is a multiple of the digits' block of 32.
-  static bool reads_digits(Scheme s, int n, int64_t cols) { return n == 1 && s == Scheme::kW8A16 && cols % 32 == 0; }
+  // W8A16's digits, where the width is a multiple of their block of 32: one token, or a few
+  // (rows_max_tokens below), each token's row of digits read as a lone token's is, so that a
+  // batched decode step gives every session the bits of its step alone.
+  bool reads_digits(Scheme s, int n, int64_t cols) const {
+    return n <= std::max(1, rows_max_tokens) && s == Scheme::kW8A16 && cols % 32 == 0;
+  }
   // W4A16 (its widths are multiples of the group, itself of 32): a16 for one token, the a16
   // panels (or, on matrix units, the bf16 tiles of s X) for more.
   static bool reads_a16(Scheme s) { return s == Scheme::kW4A16; }
@@ -168,10 +173,11 @@ struct KernelTable {
   // above: the tokens [p P, min(n, p P + P)). Null where the table's A8 prefill reads the rows.
   void (*make_q_panel)(const int8_t* q, int64_t q_stride, const int32_t* group_sums, int n, int64_t cols, int group,
                        int p, int32_t* quads, int32_t* sums) = nullptr;
-  // Up to this many tokens the W4A16 and A8 kernels read each token's activation row (a16 or q)
-  // themselves, not panels (a batched decode step of a few sessions): packing the rows into
-  // panels cost more than the panels save there.
+  // Up to this many tokens (at most kMaxRowsTokens) the W4A16, W8A16 and A8 kernels read each
+  // token's activation row (a16, digits or q) themselves, not panels (a batched decode step of a
+  // few sessions): packing the rows into panels cost more than the panels save there.
   int rows_max_tokens = 1;
+  static constexpr int kMaxRowsTokens = 8;
   bool reads_q_panels(Scheme s, int n) const { return make_q_panel && quantizes_activations(s) && n > rows_max_tokens; }
   // Where the sums start after the quads of n tokens (in int32s from q_panels).
   int64_t q_panel_quads(int n, int64_t q_stride) const {
@@ -201,8 +207,8 @@ struct KernelTable {
       if (n <= rows_max_tokens) return ActivationFormat::kA16Rows;
       return reads_a16_words(n) ? ActivationFormat::kA16Words : ActivationFormat::kA16Panels;
     }
-    if (reads_digits(s, n, cols)) return ActivationFormat::kDigits;
     if (reads_bf16_tiles(s, n, cols)) return ActivationFormat::kBf16Tiles;
+    if (reads_digits(s, n, cols)) return ActivationFormat::kDigits;
     if (reads_x_panels(s, n, cols)) return ActivationFormat::kXPanels;
     if (quantizes_activations(s)) return reads_q_panels(s, n) ? ActivationFormat::kQPanels : ActivationFormat::kQRows;
     return ActivationFormat::kRows;

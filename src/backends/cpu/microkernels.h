@@ -59,7 +59,10 @@ void fill_table(KernelTable& t) {
     t.make_a16_word_panel = &make_a16_word_panel<S::kPrefillNT>;
     t.a16_words_min_rows = S::kA16WordsMinRows;
   }
-  if constexpr (requires { S::kRowsMaxNT; }) t.rows_max_tokens = S::kRowsMaxNT;
+  if constexpr (requires { S::kRowsMaxNT; }) {
+    static_assert(S::kRowsMaxNT <= KernelTable::kMaxRowsTokens, "the scratch holds the digits of kMaxRowsTokens tokens");
+    t.rows_max_tokens = S::kRowsMaxNT;
+  }
   t.rmsnorm = &rmsnorm<S>;
   t.head_rmsnorm = &head_rmsnorm<S>;
   t.swiglu = &swiglu;

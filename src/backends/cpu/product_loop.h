@@ -42,11 +42,18 @@ inline void product_chains(V start, int64_t rounds, Op op) {
   }
 }
 
+// The most tokens whose activation rows S's kernels read (kRowsMaxNT; else one).
+template <class S>
+constexpr int rows_max_nt() {
+  if constexpr (requires { S::kRowsMaxNT; }) return S::kRowsMaxNT;
+  return 1;
+}
+
 // The instruction that the kernel of scheme s for `tokens` tokens multiplies with, run for
 // `rounds` rounds on kProductChains sums (no loads, no stores, none of the kernel's other work):
 // the most products that kernel could do per second, whatever its blocking. Returns the scheme's
 // products done (weight times activation): through int8 digits a 16-bit activation takes two
-// products (W4A16 on dot_u4), a W8A16 one three (decoding).
+// products (W4A16 on dot_u4), a W8A16 one three (decoding, and the few-token steps).
 template <class S>
 double product_loop(Scheme s, int tokens, int64_t rounds) {
   using I = typename S::I;
@@ -74,7 +81,8 @@ double product_loop(Scheme s, int tokens, int64_t rounds) {
       product_chains(S::zeroi(), rounds, [w](I acc) { return S::dot_s8(acc, w, 0x01010101); });
       return ops * 4 * S::N;
     case Scheme::kW8A16:
-      if (tokens == 1) {  // w8a16_decode: three digits of x times the int8 weights
+      // w8a16_digits: three digits of x times the int8 weights, for one token or a few.
+      if (tokens == 1 || tokens <= rows_max_nt<S>()) {
         const I w8 = S::w8_prep(w);
         product_chains(S::zeroi(), rounds, [w8](I acc) { return S::dot_w8(acc, w8, 0x01010101); });
         return ops * 4 * S::N / 3;
