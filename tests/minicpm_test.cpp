@@ -4,7 +4,7 @@
 // tests/data/hf-tiny/minicpm (tests/gen/make_minicpm_llamacpp.py: the same weights as a folder and
 // as the GGUF llama.cpp's converter writes; llama.cpp's own logits of that GGUF as the reference,
 // since transformers has no MiniCPM class) through the FP32 reference pass and the compiled
-// program; bad scales named.
+// program, logits and greedy text; bad scales named.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "artifact/kiln_image_reader.h"
+#include "backends/ref/ref_backend.h"
 #include "compiler/driver.h"
 #include "compiler/kiln_writer.h"
 #include "formats/import.h"
@@ -64,6 +65,37 @@ TEST(MiniCPM, ConfigFromFolderAndGguf) {
 TEST(MiniCPM, LogitsMatchLlamaCpp) {
   test::expect_reference_pass_matches("minicpm", {folder(), gguf()}, reference);
   test::expect_compiled_matches("minicpm", {folder(), gguf()}, reference, [](bool fuse) { return options(fuse); });
+}
+
+// llama.cpp's greedy text of the GGUF (greedy.json: 40 tokens after each of three prompts, made by
+// tests/gen/llama_logits.c --greedy) from the reference pass and the compiled program (CPU tables, and the
+// reference back end alone), from the GGUF and from the folder of the same weights.
+TEST(MiniCPM, GreedyTokensEqualLlamaCpp) {
+  const json g = json::parse(test::read_file(folder() + "/greedy.json"));
+  ASSERT_EQ(g["paths"].size(), 3u);
+  RefBackend rb;
+  CompileOptions only_ref = options();
+  only_ref.backends = {&rb};
+  const Backend* bind[] = {&rb};
+  for (const std::string& path : {gguf(), folder()}) {
+    auto rm = test::reference_model(path);
+    ASSERT_TRUE(rm);
+    const auto programs = {test::compiled(path, options()), test::compiled(path, only_ref, bind)};
+    for (const json& p : g["paths"]) {
+      const auto prompt = p["prompt"].get<std::vector<int>>();
+      const auto want = p["tokens"].get<std::vector<int>>();
+      ASSERT_EQ(want.size(), 40u);
+      auto s = ReferenceSession::create(rm, 0);
+      ASSERT_TRUE(s);
+      EXPECT_EQ(test::greedy(**s, prompt, want.size()), want) << "reference pass, " << path;
+      for (const auto& m : programs) {
+        ASSERT_TRUE(m);
+        auto ps = Session::create(m, 0);
+        ASSERT_TRUE(ps);
+        EXPECT_EQ(test::greedy(**ps, prompt, want.size()), want) << "compiled program, " << path;
+      }
+    }
+  }
 }
 
 TEST(MiniCPM, BackEndsMatchTheReferencePass) { test::expect_back_ends_match_reference_pass(folder(), options()); }

@@ -6,7 +6,8 @@ MiniCPM class without the checkpoint's remote code).
 MiniCPM is Llama with three scales: the embedding times scale_emb, each residual branch (attention and MLP outputs) times
 scale_depth / sqrt(num_hidden_layers), and the final norm's output divided by hidden_size / dim_model_base before the
 (tied) classifier. The tiny config: 2 layers, hidden 64, 4 heads / 2 KV heads of 16, scale_emb 12, scale_depth 1.4,
-dim_model_base 16 (logits input / 4), tied embeddings.
+dim_model_base 16 (logits input / 4), tied embeddings; the layers' weights drawn with std 0.2 (with 0.08 the scaled
+embedding drowned them: every greedy path repeated its last token).
 
 Writes tests/data/hf-tiny/minicpm/:
     config.json, model.safetensors   the weights under HF names, q/k rows for rotate-half RoPE
@@ -14,7 +15,10 @@ Writes tests/data/hf-tiny/minicpm/:
                     LlamaModel.permute), minicpm.embedding_scale / residual_scale / logit_scale keys (logit_scale is
                     hidden_size / dim_model_base, which llama.cpp divides by), a 300-token llama vocabulary
     reference.json  llama.cpp's logits of model.gguf (tests/gen/llama_logits.c, one pass over each prompt), the prompts
-                    of make_hf_tiny.py; checked here against a float64 numpy pass of the HF weights (within 1e-6: 3.5e-8)
+                    of make_hf_tiny.py; checked here against a float64 numpy pass of the HF weights (within 1e-6)
+    greedy.json     llama.cpp's greedy continuations of model.gguf (tests/gen/llama_logits.c --greedy: the prompt in one pass, then
+                    a token a step): {"paths": [{"prompt", "tokens"}]}, 40 tokens after each of those prompts, each path's
+                    smallest top-1 margin above 1e-3 of the largest |logit| (no near tie), each token the numpy pass's argmax
 
 Usage: python3 tests/gen/make_minicpm_llamacpp.py LLAMA_CPP_DIR [--out tests/data/hf-tiny]
 LLAMA_CPP_DIR: a llama.cpp checkout built with CMake into build/ (e.g. vendor/llama.cpp of PyPI's llama-cpp-python).
@@ -34,6 +38,8 @@ import make_hf_tiny as base  # noqa: E402
 
 L, D, FF, H, KV, HD, V = 2, 64, 96, 4, 2, 16, 300
 SCALE_EMB, SCALE_DEPTH, DIM_BASE, THETA, EPS = 12.0, 1.4, 16, 10000.0, 1e-5
+LAYER_STD = 0.2
+GREEDY_NEW = 40
 
 
 def weights(seed):
@@ -47,7 +53,7 @@ def weights(seed):
         for name, shape in (("self_attn.q_proj", (H * HD, D)), ("self_attn.k_proj", (KV * HD, D)),
                             ("self_attn.v_proj", (KV * HD, D)), ("self_attn.o_proj", (D, H * HD)),
                             ("mlp.gate_proj", (FF, D)), ("mlp.up_proj", (FF, D)), ("mlp.down_proj", (D, FF))):
-            w[p + name + ".weight"] = 0.08 * rng.standard_normal(shape)
+            w[p + name + ".weight"] = LAYER_STD * rng.standard_normal(shape)
     return {k: v.astype(np.float32) for k, v in w.items()}
 
 
@@ -148,14 +154,28 @@ def main():
         exe = os.path.join(tmp, "llama_logits")
         subprocess.run(["cc", "-O1", os.path.join(os.path.dirname(os.path.abspath(__file__)), "llama_logits.c"),
                         "-I" + llama + "/include", "-I" + llama + "/ggml/include", "-L" + llama + "/build/bin", "-lllama",
-                        "-Wl,-rpath," + llama + "/build/bin", "-o", exe], check=True)
+                        "-lm", "-Wl,-rpath," + llama + "/build/bin", "-o", exe], check=True)
         prompts = base.make_prompts(2013)
         logits = []
         for p in prompts:
             out = subprocess.run([exe, gguf_path] + [str(t) for t in p], check=True, capture_output=True, text=True).stdout
             logits.append(np.array([[float(v) for v in line.split()] for line in out.strip().split("\n")], dtype=np.float32))
+        paths = []
+        for p in prompts:
+            out = subprocess.run([exe, gguf_path, "--greedy", str(GREEDY_NEW)] + [str(t) for t in p], check=True,
+                                 capture_output=True, text=True).stdout
+            rows = [line.split() for line in out.strip().split("\n")]
+            tokens, margin = [int(r[0]) for r in rows], min(float(r[1]) for r in rows)
+            print("  llama.cpp greedy after %s: %s (smallest top-1 margin %.3g)" % (p, tokens, margin))
+            assert len(tokens) == GREEDY_NEW and margin > 1e-3, "a near tie on this path: kiln's 1e-6 agreement could flip it"
+            full = np_forward(w, p + tokens[:-1])[len(p) - 1:]
+            assert [int(t) for t in np.argmax(full, axis=1)] == tokens, "the numpy pass's greedy path differs"
+            assert len(set(tokens)) > GREEDY_NEW // 4, "a degenerate path (%d distinct tokens)" % len(set(tokens))
+            paths.append({"prompt": p, "tokens": tokens})
     base.check("llama.cpp vs the numpy pass", base.maxdiff(logits, [np_forward(w, p) for p in prompts]), 1e-6)
     base.write_reference(os.path.join(d, "reference.json"), prompts, logits)
+    with open(os.path.join(d, "greedy.json"), "w") as f:
+        f.write('{"paths": [\n  %s\n]}\n' % ",\n  ".join(json.dumps(g) for g in paths))
     print("done")
 
 
