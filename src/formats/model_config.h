@@ -76,8 +76,8 @@ struct ModelConfig {
   float final_softcap = 0.0f;
   // MiniCPM: the embedding times embed_scale (scale_emb; 0: none); each residual branch times
   // residual_scale (scale_depth / sqrt(layers)) and the classifier's input times logit_scale
-  // (dim_model_base / hidden_size), both folded into the weights on import (folded_weights.h),
-  // after which they read 0.
+  // (dim_model_base / hidden_size), both folded on import (folded_weights.h: into embed_scale and
+  // rms_eps, and the final norm's weight), after which they read 0.
   float embed_scale = 0.0f;
   float residual_scale = 0.0f;
   float logit_scale = 0.0f;
