@@ -153,8 +153,8 @@ TEST(Phi3, PartialRotaryConfig) {
 }
 
 // LongRoPE from the folder and the GGUF: the short factors, the attention factor transformers
-// derives (sqrt(1 + ln 4 / ln 64)), the context held to the original 64 positions (the long
-// factors, for more, are not implemented), and a .kiln that keeps them.
+// derives (sqrt(1 + ln 4 / ln 64)), the original context of 64 positions (a session's default,
+// past which the long factors turn), the whole 256 for a session that asks.
 TEST(Phi3, LongRopeConfigAndItsContext) {
   for (const std::string& path : {longrope(), longrope_gguf()}) {
     SCOPED_TRACE(path);
@@ -164,14 +164,195 @@ TEST(Phi3, LongRopeConfigAndItsContext) {
     EXPECT_EQ(r.type, RopeScaling::Type::kLongRope);
     EXPECT_EQ(r.short_factor.size(), 8u);
     EXPECT_FLOAT_EQ(r.short_factor[1], 1.3823f);
+    EXPECT_FLOAT_EQ(r.long_factor[2], 5.7174f);
     EXPECT_NEAR(r.attention_factor, std::sqrt(1.0 + std::log(4.0) / std::log(64.0)), 1e-6);
     EXPECT_EQ(r.original_max_position, 64);
-    EXPECT_EQ(imp->model.config.max_seq_len, 64);
+    EXPECT_EQ(imp->model.config.max_seq_len, 256);
+    EXPECT_EQ(imp->model.config.short_rope_context(), 64);
+    EXPECT_FALSE(r.long_factors_for(64));
+    EXPECT_TRUE(r.long_factors_for(65));
   }
   auto m = compiled(longrope(), test::tiny_model_options());
   ASSERT_TRUE(m);
-  EXPECT_FALSE(Session::create(m, 65));
-  EXPECT_TRUE(Session::create(m, 64));
+  EXPECT_EQ(m->program().rope_inv_freq_long.size(), 8u);
+  auto s = Session::create(m, 0);
+  ASSERT_TRUE(s);
+  EXPECT_EQ((*s)->n_ctx(), 64);
+  EXPECT_TRUE(Session::create(m, 65));
+  EXPECT_TRUE(Session::create(m, 256));
+  EXPECT_FALSE(Session::create(m, 257));
+  auto rs = ReferenceSession::create(reference_model(longrope()), 0);
+  ASSERT_TRUE(rs);
+  EXPECT_EQ((*rs)->n_ctx(), 64);
+}
+
+// Past the original context: an 80-token prompt (tests/data/hf-tiny/phi3-longrope/reference_long.json,
+// transformers' logits of it in one forward pass, every position by the long factors) in a session
+// of 128 positions, through the reference pass and the compiled program in steps of 1, 7 and 32
+// tokens and in one step of 80, within 1e-4 relative; and the 20 greedy tokens after it on every path.
+json long_reference() { return json::parse(test::read_file(longrope() + "/reference_long.json")); }
+
+std::vector<std::vector<float>> session_logits(Session& d, const std::vector<int>& tokens, size_t chunk, int vocab) {
+  std::vector<std::vector<float>> out;
+  for (size_t i = 0; i < tokens.size(); i += chunk) {
+    const size_t n = std::min(chunk, tokens.size() - i);
+    auto l = d.decode_all(std::span<const int>(tokens).subspan(i, n));
+    EXPECT_TRUE(l) << l.status().message();
+    if (!l) return out;
+    for (size_t t = 0; t < n; ++t)
+      out.emplace_back(l->begin() + static_cast<ptrdiff_t>(t * static_cast<size_t>(vocab)),
+                       l->begin() + static_cast<ptrdiff_t>((t + 1) * static_cast<size_t>(vocab)));
+  }
+  return out;
+}
+
+TEST(Phi3, LongRopePastTheOriginalContextMatchesTransformers) {
+  const json ref = long_reference();
+  ASSERT_EQ(ref["prompts"][0].size(), 80u);
+  const auto prompt = ref["greedy"]["prompt"].get<std::vector<int>>();
+  const auto want = ref["greedy"]["tokens"].get<std::vector<int>>();
+  ASSERT_EQ(want.size(), 20u);
+  constexpr int kCtx = 128;
+  RefBackend rb;
+  CompileOptions only_ref = test::tiny_model_options();
+  only_ref.backends = {&rb};
+  const Backend* bind[] = {&rb};
+  for (const std::string& path : {longrope(), longrope_gguf()}) {
+    SCOPED_TRACE(path);
+    auto rm = reference_model(path);
+    ASSERT_TRUE(rm);
+    const double ref_worst = test::worst_against(ref, [&](const std::vector<int>& t) {
+      auto s = ReferenceSession::create(rm, kCtx);
+      EXPECT_TRUE(s);
+      std::vector<std::vector<float>> out;
+      for (size_t i = 0; s && i < t.size(); ++i) {
+        auto l = (*s)->forward(t[i]);
+        if (!l) break;
+        out.emplace_back(l->begin(), l->end());
+      }
+      return out;
+    });
+    std::printf("phi3 longrope past 64, reference pass from %s: max relative logit error %.3g\n",
+                test::file_name(path).c_str(), ref_worst);
+    EXPECT_LT(ref_worst, 1e-4);
+    auto rs = ReferenceSession::create(rm, kCtx);
+    ASSERT_TRUE(rs);
+    EXPECT_EQ(greedy(**rs, prompt, want.size()), want) << "reference pass";
+    for (bool fuse : {false, true}) {
+      auto m = compiled(path, test::tiny_model_options(fuse));
+      ASSERT_TRUE(m);
+      for (size_t chunk : {size_t{1}, size_t{7}, size_t{32}}) {  // 32: the most rows a step returns
+        const double worst = test::worst_against(ref, [&](const std::vector<int>& t) {
+          auto s = Session::create(m, kCtx);
+          EXPECT_TRUE(s);
+          return s ? session_logits(**s, t, chunk, 300) : std::vector<std::vector<float>>();
+        });
+        std::printf("phi3 longrope past 64, compiled f32 from %s, fuse %d, %zu tokens a step: max relative logit error %.3g\n",
+                    test::file_name(path).c_str(), fuse, chunk, worst);
+        EXPECT_LT(worst, 1e-4) << "fuse " << fuse << " chunk " << chunk;
+      }
+      // The whole prompt in one step, as transformers ran it: its last position's logits.
+      auto s = Session::create(m, kCtx);
+      ASSERT_TRUE(s);
+      const auto tokens = ref["prompts"][0].get<std::vector<int>>();
+      auto last = (*s)->decode(tokens);
+      ASSERT_TRUE(last) << last.status().message();
+      const auto want_last = ref["logits"][0][tokens.size() - 1].get<std::vector<float>>();
+      ASSERT_EQ(last->size(), want_last.size());
+      const double one_step = test::relative_error(last->data(), want_last.data(), want_last.size());
+      std::printf("phi3 longrope past 64, compiled f32 from %s, fuse %d, 80 tokens in one step: last logits' relative error %.3g\n",
+                  test::file_name(path).c_str(), fuse, one_step);
+      EXPECT_LT(one_step, 1e-4);
+    }
+    for (const auto& m : {compiled(path, test::tiny_model_options()), compiled(path, only_ref, bind)}) {
+      auto p = Session::create(m, kCtx);
+      ASSERT_TRUE(p);
+      EXPECT_EQ(greedy(**p, prompt, want.size()), want) << "compiled program";
+    }
+  }
+}
+
+// The short factors would not do past the original context: the same prompt in a session of 64
+// positions cannot hold it, and the long factors change the logits of a short prompt (so the
+// choice is the session's, for all its positions, as in llama.cpp).
+TEST(Phi3, LongFactorsAreTheSessionsChoice) {
+  auto m = compiled(longrope(), test::tiny_model_options());
+  ASSERT_TRUE(m);
+  const auto tokens = reference_for(longrope())["prompts"][2].get<std::vector<int>>();
+  auto short_s = Session::create(m, 64), long_s = Session::create(m, 65);
+  ASSERT_TRUE(short_s && long_s);
+  const auto a = session_logits(**short_s, tokens, tokens.size(), 300);
+  const auto b = session_logits(**long_s, tokens, tokens.size(), 300);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_GT(test::relative_error(b.back().data(), a.back().data(), a.back().size()), 1e-2);
+  const auto want = reference_for(longrope())["logits"][2][tokens.size() - 1].get<std::vector<float>>();
+  EXPECT_LT(test::relative_error(a.back().data(), want.data(), want.size()), 1e-4);
+}
+
+// A batched decode step whose rows belong to a session of 64 positions (short factors) and one of
+// 128 (long factors): each row turns by its own session's factors, its logits those it has alone.
+TEST(Phi3, BatchedRowsKeepTheirSessionsFactors) {
+  auto m = compiled(longrope(), test::tiny_model_options());
+  ASSERT_TRUE(m);
+  const auto prompt = reference_for(longrope())["prompts"][2].get<std::vector<int>>();
+  auto exec = std::make_shared<StepExecutor>(2);
+  std::vector<std::unique_ptr<Session>> batched, solo;
+  for (int ctx : {64, 128}) {
+    batched.push_back(std::move(*Session::create(m, ctx, exec, DType::kF32)));
+    solo.push_back(std::move(*Session::create(m, ctx, 1)));
+    ASSERT_TRUE(batched.back()->decode(prompt));
+    ASSERT_TRUE(solo.back()->decode(prompt));
+  }
+  for (int round = 0; round < 3; ++round) {
+    const int next[2] = {7 + round, 100 + round};
+    DecodeRequest r1;
+    r1.session = batched[1].get(), r1.token = next[1];
+    exec->enqueue(&r1);
+    auto l0 = batched[0]->decode(std::span<const int>(&next[0], 1));
+    ASSERT_TRUE(l0) << l0.status().message();
+    ASSERT_TRUE(r1.done && r1.status) << r1.status.message();
+    const std::span<const float> got[2] = {*l0, r1.logits};
+    for (size_t i = 0; i < 2; ++i) {
+      auto want = solo[i]->decode(std::span<const int>(&next[i], 1));
+      ASSERT_TRUE(want);
+      EXPECT_LT(test::relative_error(got[i].data(), want->data(), want->size()), 1e-5) << "session " << i << " round " << round;
+    }
+  }
+}
+
+// Through a .kiln file the long factors' frequencies survive; a program that lacks them for a
+// model longer than its original context is refused by name (files written before them held
+// such a model to the original context, and load as they did).
+TEST(Phi3, LongRopeKilnFileKeepsTheLongFactors) {
+  auto imp = import_model(longrope_gguf());
+  ASSERT_TRUE(imp);
+  CompileReport r;
+  auto img = compile_model(*imp, test::tiny_model_options(), &r);
+  ASSERT_TRUE(img) << img.status().message();
+  auto k = test::through_kiln_file(*img, r, "phi3-longrope.kiln");
+  ASSERT_TRUE(k) << k.status().message();
+  EXPECT_EQ(k->image.program.rope_inv_freq_long, img->program.rope_inv_freq_long);
+  EXPECT_EQ(k->image.config.max_seq_len, 256);
+  auto from_file = Model::create(std::move(k->image));
+  ASSERT_TRUE(from_file) << from_file.status().message();
+  const json ref = long_reference();
+  const double worst = test::worst_against(ref, [&](const std::vector<int>& t) {
+    auto s = Session::create(*from_file, 100);
+    EXPECT_TRUE(s);
+    return s ? session_logits(**s, t, 16, 300) : std::vector<std::vector<float>>();
+  });
+  EXPECT_LT(worst, 1e-4);
+
+  ProgramImage lacking = *img;
+  lacking.program.rope_inv_freq_long.clear();
+  test::expect_error(Model::create(std::move(lacking)), "no long-factor frequencies (rope_inv_freq_long) for contexts past 64");
+  ProgramImage older = *img;  // as a file from before: the context held to the original
+  older.program.rope_inv_freq_long.clear();
+  older.config.max_seq_len = 64;
+  auto old_model = Model::create(std::move(older));
+  ASSERT_TRUE(old_model) << old_model.status().message();
+  EXPECT_FALSE(Session::create(*old_model, 65));
+  EXPECT_TRUE(Session::create(*old_model, 64));
 }
 
 }  // namespace

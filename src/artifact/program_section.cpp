@@ -30,6 +30,7 @@ std::string program_to_json(const Program& p) {
   j["logits_output"] = p.graph.logits_output;
   j["rope_inv_freq"] = p.rope_inv_freq;
   if (!p.rope_inv_freq_local.empty()) j["rope_inv_freq_local"] = p.rope_inv_freq_local;
+  if (!p.rope_inv_freq_long.empty()) j["rope_inv_freq_long"] = p.rope_inv_freq_long;
   return j.dump();
 }
 
@@ -109,7 +110,8 @@ Result<Program> program_from_json(std::string_view text, std::string_view plan_t
   KILN_ASSIGN_OR_RETURN(g.logits_output, json_dim(j, "logits_output", -1, where));
   KILN_RETURN_IF_ERROR(verify_graph(g).with_context(where));
 
-  // The RoPE frequencies, and (Gemma) the sliding-window layers' own, absent elsewhere.
+  // The RoPE frequencies, and (Gemma) the sliding-window layers' own and (LongRoPE) the long
+  // factors', absent elsewhere.
   auto read_freqs = [&](const char* key, bool required, std::vector<float>& out) -> Status {
     auto rf = j.find(key);
     if (rf == j.end() && !required) return Status::ok();
@@ -122,6 +124,7 @@ Result<Program> program_from_json(std::string_view text, std::string_view plan_t
   };
   KILN_RETURN_IF_ERROR(read_freqs("rope_inv_freq", true, p.rope_inv_freq));
   KILN_RETURN_IF_ERROR(read_freqs("rope_inv_freq_local", false, p.rope_inv_freq_local));
+  KILN_RETURN_IF_ERROR(read_freqs("rope_inv_freq_long", false, p.rope_inv_freq_long));
   KILN_ASSIGN_OR_RETURN(p.plan.max_tokens, json_dim(plan, "max_tokens", 0, where));
   if (p.plan.max_tokens < 1 || p.plan.max_tokens > (1 << 16)) return corrupt(where + ": plan: bad max_tokens");
   // Files before logit_rows planned the tail's values for max_tokens rows.

@@ -224,6 +224,7 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
   }
   img.program.rope_inv_freq = rope_inv_freq(m.config, factors);
   img.program.rope_inv_freq_local = rope_inv_freq_local(m.config);
+  img.program.rope_inv_freq_long = rope_inv_freq_long(m.config, factors);
   img.program.graph = std::move(g);
   auto tok = tokenizer_blob_for(imp, o.tokenizer_path);
   if (tok) {

@@ -1,5 +1,6 @@
 #include "formats/folded_weights.h"
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -48,14 +49,22 @@ Status fold_gemma_norms(ImportedModel& m) {
 }
 
 Status fold_minicpm_scales(ImportedModel& m) {
-  const float residual = m.config.residual_scale, logit = m.config.logit_scale;
-  KILN_RETURN_IF_ERROR(rewrite_weights(
-      m, [](const std::string& n) { return n.ends_with(".attn_output.weight") || n.ends_with(".ffn_down.weight"); },
-      [residual](float w) { return w * residual; }, "MiniCPM's residual scale"));
+  ModelConfig& c = m.config;
+  const float r = c.residual_scale;
+  // z = x / r turns x + r * F(norm(x)) into z + F(norm(z)) with the norm's eps over r^2; z starts
+  // as the embedding times scale_emb / r. Exact in real arithmetic; in f32 only the roundings move.
+  const float eps = c.rms_eps / (r * r), embed = (c.embed_scale > 0.0f ? c.embed_scale : 1.0f) / r;
+  if (!(eps > 0.0f) || eps > 1.0f || !std::isfinite(embed))
+    return unsupported(m.path + ": MiniCPM's residual scale " + std::to_string(r) + " with rms_norm_eps " +
+                       std::to_string(c.rms_eps) + " cannot become the norms' eps (" + std::to_string(eps) +
+                       ", above 1)");
+  c.rms_eps = eps;
+  c.embed_scale = embed;
+  const float logit = c.logit_scale;
   KILN_RETURN_IF_ERROR(rewrite_weights(
       m, [](const std::string& n) { return n == "output_norm.weight"; }, [logit](float w) { return w * logit; },
       "MiniCPM's logit scale"));
-  m.config.residual_scale = m.config.logit_scale = 0.0f;  // in the weights now
+  c.residual_scale = c.logit_scale = 0.0f;  // in the embedding's scale, the norms' eps and the final norm now
   return Status::ok();
 }
 

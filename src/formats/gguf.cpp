@@ -397,7 +397,7 @@ Result<ImportedModel> gguf_to_model(const GgufFile& g) {
   }
   if (c.arch == Arch::kPhi3 && out.tensors.count("rope_factors_short.weight")) {
     // LongRoPE as llama.cpp's converter stores it: the factors as tensors, the attention factor and
-    // the original context as keys (model_config.h: kiln runs the short factors, up to that context).
+    // the original context as keys (model_config.h: past it a session turns by the long factors).
     RopeScaling& r = c.rope_scaling;
     r.type = RopeScaling::Type::kLongRope;
     for (auto [name, list] : {std::pair{"rope_factors_short.weight", &r.short_factor},
@@ -414,7 +414,6 @@ Result<ImportedModel> gguf_to_model(const GgufFile& g) {
     r.factor = static_cast<float>(c.max_seq_len) / static_cast<float>(r.original_max_position);
     KILN_ASSIGN_OR_RETURN(r.attention_factor, m.number(a + "rope.scaling.attn_factor",
                                                        longrope_attention_factor(r.factor, r.original_max_position)));
-    c.max_seq_len = std::min(c.max_seq_len, r.original_max_position);
   }
   KILN_RETURN_IF_ERROR(validate_config(c, path));
   out.config = c;

@@ -43,8 +43,8 @@ Result<std::vector<float>> factor_list(const Json& rs, const char* key, const Mo
 }
 
 // LongRoPE (Phi-3-mini-128k, Phi-3.5): the factors, the attention factor (given, or transformers'
-// sqrt(1 + ln(factor) / ln(original)) with factor = max_position_embeddings / original), and the
-// context kiln gives such a model: the original, where the short factors hold.
+// sqrt(1 + ln(factor) / ln(original)) with factor = max_position_embeddings / original) and the
+// original context, past which a session turns by the long factors.
 Status parse_longrope(const Json& rs, ModelConfig& c, const std::string& w) {
   RopeScaling& r = c.rope_scaling;
   r.type = RopeScaling::Type::kLongRope;
@@ -57,7 +57,6 @@ Status parse_longrope(const Json& rs, ModelConfig& c, const std::string& w) {
   r.factor = static_cast<float>(factor);
   KILN_ASSIGN_OR_RETURN(double af, json_number(rs, "attention_factor", longrope_attention_factor(factor, r.original_max_position), w));
   r.attention_factor = static_cast<float>(af);
-  c.max_seq_len = std::min(c.max_seq_len, r.original_max_position);
   return Status::ok();
 }
 

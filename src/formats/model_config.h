@@ -1,6 +1,7 @@
 // The hyper-parameters of a decoder-only transformer, whatever file they came from.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -22,9 +23,10 @@ enum class RopeStyle {
 };
 
 struct RopeScaling {
-  // kLongRope (Phi-3-mini-128k, Phi-3.5): each pair's frequency divided by its short factor, the
-  // scores scaled by attention_factor squared (transformers scales cos and sin by it); kiln runs
-  // the short factors only, so such a model's context is original_max_position.
+  // kLongRope (Phi-3-mini-128k, Phi-3.5): each pair's frequency divided by its short factor, or by
+  // its long factor in a session whose context is longer than original_max_position (for every
+  // position, as llama.cpp does, so the KV cache never mixes the two), the scores scaled by
+  // attention_factor squared (transformers scales cos and sin by it).
   enum class Type { kNone, kLinear, kLlama3, kLongRope };
   Type type = Type::kNone;
   float factor = 1.0f;
@@ -33,6 +35,9 @@ struct RopeScaling {
   int original_max_position = 8192;
   std::vector<float> short_factor, long_factor;  // kLongRope: head_dim / 2 each
   float attention_factor = 1.0f;                 // kLongRope
+
+  // A session of n_ctx positions turns by the long factors.
+  bool long_factors_for(int n_ctx) const { return type == Type::kLongRope && n_ctx > original_max_position; }
 };
 
 struct ModelConfig {
@@ -71,8 +76,8 @@ struct ModelConfig {
   float final_softcap = 0.0f;
   // MiniCPM: the embedding times embed_scale (scale_emb; 0: none); each residual branch times
   // residual_scale (scale_depth / sqrt(layers)) and the classifier's input times logit_scale
-  // (dim_model_base / hidden_size), both folded into the weights on import (folded_weights.h),
-  // after which they read 0.
+  // (dim_model_base / hidden_size), both folded on import (folded_weights.h: into embed_scale and
+  // rms_eps, and the final norm's weight), after which they read 0.
   float embed_scale = 0.0f;
   float residual_scale = 0.0f;
   float logit_scale = 0.0f;
@@ -83,6 +88,12 @@ struct ModelConfig {
   int eos_id = -1;
   std::vector<int> stop_ids;  // generation ends when one of these is sampled
 
+  // The longest context the model runs with its RoPE as trained for short prompts: LongRoPE's
+  // original context (a longer one switches to the long factors), else max_seq_len.
+  int short_rope_context() const {
+    return rope_scaling.type == RopeScaling::Type::kLongRope ? std::min(max_seq_len, rope_scaling.original_max_position)
+                                                             : max_seq_len;
+  }
   int q_dim() const { return n_heads * head_dim; }
   int rope_dim() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }

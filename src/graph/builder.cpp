@@ -4,7 +4,7 @@
 
 namespace kiln {
 
-std::vector<float> rope_inv_freq(const ModelConfig& c, std::span<const float> rope_freqs) {
+std::vector<float> rope_inv_freq(const ModelConfig& c, std::span<const float> rope_freqs, bool long_factors) {
   const int dim = c.rope_dim(), half = dim / 2;
   std::vector<float> f(static_cast<size_t>(half));
   for (int i = 0; i < half; ++i)
@@ -29,10 +29,17 @@ std::vector<float> rope_inv_freq(const ModelConfig& c, std::span<const float> ro
       }
     }
   }
-  if (s.type == RopeScaling::Type::kLongRope)  // the short factors (model_config.h)
-    for (size_t i = 0; i < f.size() && i < s.short_factor.size(); ++i) f[i] /= s.short_factor[i];
+  if (s.type == RopeScaling::Type::kLongRope) {
+    const std::vector<float>& by = long_factors ? s.long_factor : s.short_factor;
+    for (size_t i = 0; i < f.size() && i < by.size(); ++i) f[i] /= by[i];
+  }
   for (size_t i = 0; i < f.size() && i < rope_freqs.size(); ++i) f[i] /= rope_freqs[i];
   return f;
+}
+
+std::vector<float> rope_inv_freq_long(const ModelConfig& c, std::span<const float> rope_freqs) {
+  if (!c.rope_scaling.long_factors_for(c.max_seq_len)) return {};
+  return rope_inv_freq(c, rope_freqs, true);
 }
 
 float attention_scale(const ModelConfig& c) {

@@ -30,6 +30,9 @@ struct Program {
   std::vector<float> rope_inv_freq;  // per pair of a head, scaling and GGUF rope_freqs applied
   // The sliding-window layers' frequencies where they differ (Gemma 3); empty: the same.
   std::vector<float> rope_inv_freq_local;
+  // LongRoPE's long-factor frequencies, which a session longer than the original context uses in
+  // place of rope_inv_freq; empty: none (and files before them held such a model to that context).
+  std::vector<float> rope_inv_freq_long;
 };
 
 // The rows value v's buffer is planned for: logit_rows for what tail nodes write, else max_tokens.

@@ -69,8 +69,10 @@ Result<std::shared_ptr<const ReferenceModel>> ReferenceModel::create(ImportedMod
     KILN_ASSIGN_OR_RETURN(w.w_down, get(p + "ffn_down.weight"));
   }
   KILN_ASSIGN_OR_RETURN(const float* rope_freqs, get_opt("rope_freqs.weight"));
-  model->inv_freq_ =
-      rope_inv_freq(c, rope_freqs ? std::span<const float>(rope_freqs, static_cast<size_t>(c.rope_dim() / 2)) : std::span<const float>());
+  const auto factors =
+      rope_freqs ? std::span<const float>(rope_freqs, static_cast<size_t>(c.rope_dim() / 2)) : std::span<const float>();
+  model->inv_freq_ = rope_inv_freq(c, factors);
+  model->inv_freq_long_ = rope_inv_freq_long(c, factors);
   model->inv_freq_local_ = rope_inv_freq_local(c);
   return std::shared_ptr<const ReferenceModel>(std::move(model));
 }

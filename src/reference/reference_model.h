@@ -41,8 +41,10 @@ class ReferenceModel {
   // RoPE frequency of each pair in a head, with the config's scaling applied.
   const std::vector<float>& inv_freq() const { return inv_freq_; }
   // Layer l's: the sliding-window layers' own where the model has them (Gemma 3).
-  const std::vector<float>& inv_freq(int l) const {
-    return !inv_freq_local_.empty() && config_.layer_is_sliding(l) ? inv_freq_local_ : inv_freq_;
+  // LongRoPE's long factors' where `long_factors` (a session past the original context).
+  const std::vector<float>& inv_freq(int l, bool long_factors = false) const {
+    if (!inv_freq_local_.empty() && config_.layer_is_sliding(l)) return inv_freq_local_;
+    return long_factors ? inv_freq_long_ : inv_freq_;
   }
 
   uint64_t mapped_weight_bytes() const { return mapped_bytes_; }
@@ -58,6 +60,7 @@ class ReferenceModel {
   std::vector<ReferenceLayerWeights> layers_;
   std::vector<float> inv_freq_;
   std::vector<float> inv_freq_local_;
+  std::vector<float> inv_freq_long_;
   std::vector<std::shared_ptr<const MappedFile>> files_;
   std::vector<std::unique_ptr<float[]>> converted_;
   uint64_t mapped_bytes_ = 0;

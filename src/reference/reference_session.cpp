@@ -11,13 +11,14 @@ namespace kiln {
 
 Result<std::unique_ptr<ReferenceSession>> ReferenceSession::create(std::shared_ptr<const ReferenceModel> model, int n_ctx) {
   const ModelConfig& c = model->config();
-  if (n_ctx <= 0) n_ctx = c.max_seq_len;
+  if (n_ctx <= 0) n_ctx = c.short_rope_context();
   if (n_ctx > c.max_seq_len)
     return invalid_argument("context of " + std::to_string(n_ctx) + " exceeds the model's maximum of " +
                             std::to_string(c.max_seq_len));
   std::unique_ptr<ReferenceSession> s(new ReferenceSession());
   s->model_ = std::move(model);
   s->n_ctx_ = n_ctx;
+  s->long_rope_ = c.rope_scaling.long_factors_for(n_ctx);
   const size_t kv = static_cast<size_t>(c.n_layers) * static_cast<size_t>(n_ctx) * static_cast<size_t>(c.kv_dim());
   s->key_cache_.assign(kv, 0.0f);
   s->value_cache_.assign(kv, 0.0f);
@@ -69,8 +70,8 @@ Result<std::span<const float>> ReferenceSession::forward(int token) {
       ref::head_rmsnorm(k_.data(), k_.data(), w.k_norm, c.n_kv_heads, hd, c.rms_eps);
     }
     if (c.layer_has_rope(l)) {  // SmolLM3's NoPE layers have none
-      ref::rope(q_.data(), c.n_heads, hd, pos, m.inv_freq(l).data(), half_split, c.rotary_dim);
-      ref::rope(k_.data(), c.n_kv_heads, hd, pos, m.inv_freq(l).data(), half_split, c.rotary_dim);
+      ref::rope(q_.data(), c.n_heads, hd, pos, m.inv_freq(l, long_rope_).data(), half_split, c.rotary_dim);
+      ref::rope(k_.data(), c.n_kv_heads, hd, pos, m.inv_freq(l, long_rope_).data(), half_split, c.rotary_dim);
     }
     std::memcpy(kc + static_cast<size_t>(pos) * kv_dim, k_.data(), sizeof(float) * static_cast<size_t>(kv_dim));
     std::memcpy(vc + static_cast<size_t>(pos) * kv_dim, v_.data(), sizeof(float) * static_cast<size_t>(kv_dim));

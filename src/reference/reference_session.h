@@ -13,7 +13,7 @@ namespace kiln {
 // The FP32 reference: one token at a time, written like the paper; the oracle of the compiled path.
 class ReferenceSession final : public Decoder {
  public:
-  // n_ctx <= 0 takes the model's max_seq_len. The KV cache for n_ctx positions is allocated here,
+  // n_ctx <= 0 takes ModelConfig::short_rope_context(). The KV cache for n_ctx positions is allocated here,
   // once; forward() allocates nothing.
   static Result<std::unique_ptr<ReferenceSession>> create(std::shared_ptr<const ReferenceModel> model, int n_ctx);
 
@@ -33,6 +33,7 @@ class ReferenceSession final : public Decoder {
   ReferenceSession() = default;
   std::shared_ptr<const ReferenceModel> model_;
   int n_ctx_ = 0;
+  bool long_rope_ = false;  // LongRoPE's long factors: n_ctx is past the original context
   int pos_ = 0;
   // key_cache_[layer][pos][kv_dim], value_cache_ likewise.
   std::vector<float> key_cache_, value_cache_;

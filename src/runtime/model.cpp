@@ -28,6 +28,13 @@ Result<std::shared_ptr<const Model>> Model::create(ProgramImage image,
   if (!m->image_.program.rope_inv_freq_local.empty() &&
       static_cast<int>(m->image_.program.rope_inv_freq_local.size()) != c.rope_dim() / 2)
     return corrupt("program: rope_inv_freq_local must have one entry per rotated pair");
+  const std::vector<float>& long_freqs = m->image_.program.rope_inv_freq_long;
+  if (!long_freqs.empty() && static_cast<int>(long_freqs.size()) != c.rope_dim() / 2)
+    return corrupt("program: rope_inv_freq_long must have one entry per rotated pair");
+  if (c.rope_scaling.long_factors_for(c.max_seq_len) && long_freqs.empty())
+    return corrupt("program: a LongRoPE model of " + std::to_string(c.max_seq_len) + " positions has no long-factor "
+                   "frequencies (rope_inv_freq_long) for contexts past " + std::to_string(c.rope_scaling.original_max_position) +
+                   "; recompile it with this version of kiln");
   if (g.values[static_cast<size_t>(g.logits_output)].width != c.vocab_size)
     return corrupt("program: the logits are not vocab_size wide");
   auto lookup = [&](const std::string& name) -> const Backend* {
@@ -71,6 +78,8 @@ Result<std::shared_ptr<const Model>> Model::create(ProgramImage image,
   m->constants_.rotary_dim = c.rotary_dim;
   m->constants_.inv_freq_local = m->image_.program.rope_inv_freq_local;
   for (int l = 0; l < c.n_layers; ++l) m->constants_.layer_windows.push_back(c.layer_window(l));
+  m->constants_long_ = m->constants_;
+  if (!long_freqs.empty()) m->constants_long_.inv_freq = long_freqs;
 
   PrepareOptions po;
   po.cpu_features = m->image_.cpu_features;

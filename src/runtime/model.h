@@ -24,6 +24,10 @@ class Model {
   const Program& program() const { return image_.program; }
   const ProgramImage& image() const { return image_; }
   const ModelConstants& constants() const { return constants_; }
+  // Those of a session of n_ctx positions: LongRoPE's long factors past the original context.
+  const ModelConstants& constants_for(int n_ctx) const {
+    return config().rope_scaling.long_factors_for(n_ctx) ? constants_long_ : constants_;
+  }
   std::span<const std::unique_ptr<Kernel>> kernels() const { return kernels_; }
   std::span<const Backend* const> backends() const { return backends_; }  // those the program uses
   // A fingerprint of the program and every weight byte (a session snapshot is bound to it);
@@ -40,6 +44,7 @@ class Model {
   Model() = default;
   ProgramImage image_;
   ModelConstants constants_;
+  ModelConstants constants_long_;  // constants_ with rope_inv_freq_long (LongRoPE), else unused
   std::vector<std::unique_ptr<Kernel>> kernels_;
   std::vector<const Backend*> backends_;
   mutable std::once_flag identity_once_;

@@ -136,7 +136,7 @@ Result<std::span<const float>> Session::step(std::span<const int> tokens, bool a
   ctx.key_cache = keys_.data();
   ctx.value_cache = values_.data();
   ctx.kv_dtype = kv_dtype_;
-  ctx.model = &model_->constants();
+  ctx.model = &model_->constants_for(n_ctx_);
   ctx.scratch = aligned64(scratch_);
   ctx.scratch_size = scratch_.size() - 64;
   {
@@ -302,7 +302,7 @@ void Session::run_batch(std::span<DecodeRequest* const> batch) {
   all.tokens = tokens_.data();
   all.n_tokens = n;
   all.all_logits = true;  // every row is some session's last token
-  all.model = &model_->constants();
+  all.model = &model_->constants_for(n_ctx_);
   all.scratch = aligned64(scratch_);
   all.scratch_size = scratch_.size() - 64;
   all.pool = executor_->pool();
@@ -363,6 +363,7 @@ void Session::run_batch(std::span<DecodeRequest* const> batch) {
     c.n_tokens = 1;
     c.first_pos = s.pos_;
     c.n_ctx = s.n_ctx_;
+    c.model = &s.model_->constants_for(s.n_ctx_);  // the row's own RoPE (LongRoPE: by its context)
     c.key_cache = s.keys_.data();
     c.value_cache = s.values_.data();
     c.kv_dtype = s.kv_dtype_;

@@ -15,9 +15,10 @@ namespace kiln {
 
 // A session's context when none is asked for: the model's maximum, but no more than
 // kDefaultContext, so that a model trained for 128 k positions does not reserve a 128 k KV cache
-// unless asked to.
+// unless asked to, nor than LongRoPE's original context, past which the long factors (made for
+// long prompts) would turn every position.
 inline constexpr int kDefaultContext = 4096;
-inline int default_context(const ModelConfig& c) { return c.max_seq_len < kDefaultContext ? c.max_seq_len : kDefaultContext; }
+inline int default_context(const ModelConfig& c) { return std::min(c.short_rope_context(), kDefaultContext); }
 
 class Session final : public Decoder {
  public:

@@ -18,7 +18,9 @@ Writes tests/data/hf-tiny/phi3/:
 And tests/data/hf-tiny/phi3-longrope/, the same shapes with LongRoPE (Phi-3-mini-128k, Phi-3.5-mini):
 rope_parameters {rope_type longrope, short_factor, long_factor}, original_max_position_embeddings 64 of 256
 (factor 4, attention factor sqrt(1 + ln 4 / ln 64)); the prompts stay within 64 positions, where transformers
-uses the short factors. Its model.gguf carries rope_factors_short/rope_factors_long tensors and the
+uses the short factors. Its reference_long.json holds an 80-token prompt (past the original 64), transformers'
+logits of it in one forward pass (which turns every position by the long factors, as a max position + 1 > 64
+makes it choose long_inv_freq) and the 20 greedy tokens after it (positions 80..99, long factors still). Its model.gguf carries rope_factors_short/rope_factors_long tensors and the
 rope.scaling.attn_factor and original_context_length keys, as convert_hf_to_gguf.py writes them.
 
 And tests/data/hf-tiny/phi3-partial/, RoPE over half of each head (partial_rotary_factor 0.5: 8 of 16
@@ -45,6 +47,7 @@ import transformers  # noqa: E402
 from transformers import Phi3Config, Phi3ForCausalLM  # noqa: E402
 
 WINDOW = 5
+LONG_PROMPT = 80  # reference_long.json's prompt: past phi3-longrope's original context of 64
 
 
 def unfused(sd, cfg):
@@ -235,6 +238,21 @@ def make_longrope(out):
     gw = unfused(read_phi3_gguf(os.path.join(d, "model.gguf"), c.num_hidden_layers), nc)
     base.check("model.gguf (numpy) vs reference.json",
                base.maxdiff([np_forward_scaled(gw, nc, p, inv, None, af) for p in prompts], lg), 1e-4)
+
+    # Past the original context: one 80-token prompt, every position by the long factors.
+    long_prompt = [int(t) for t in np.random.default_rng(2027).integers(0, base.VOCAB, size=LONG_PROMPT)]
+    assert orig < LONG_PROMPT and LONG_PROMPT + gemma.GREEDY_NEW <= 256
+    long_lg = base.hf_logits(m, [long_prompt])
+    tokens = gemma.greedy_of(m, long_prompt)
+    assert tokens is not None, "the long prompt's greedy path has a near tie"
+    gemma.write_reference_with_greedy(os.path.join(d, "reference_long.json"), [long_prompt], long_lg, long_prompt, tokens)
+    inv_long = base.default_inv_freq(10000.0, nc["head_dim"]) / np.array(long_)
+    base.check("numpy oracle (long factors, %d positions) vs HF" % LONG_PROMPT,
+               base.maxdiff([np_forward_scaled(sd, nc, long_prompt, inv_long, None, af)], long_lg), 1e-4)
+    print("  (control: the short factors past the original context would be off by %.3g)"
+          % base.maxdiff([np_forward_scaled(sd, nc, long_prompt, inv, None, af)], long_lg))
+    base.check("model.gguf (numpy, long factors) vs reference_long.json",
+               base.maxdiff([np_forward_scaled(gw, nc, long_prompt, inv_long, None, af)], long_lg), 1e-4)
 
 
 def make_partial(out):

@@ -6,7 +6,8 @@ MiniCPM class without the checkpoint's remote code).
 MiniCPM is Llama with three scales: the embedding times scale_emb, each residual branch (attention and MLP outputs) times
 scale_depth / sqrt(num_hidden_layers), and the final norm's output divided by hidden_size / dim_model_base before the
 (tied) classifier. The tiny config: 2 layers, hidden 64, 4 heads / 2 KV heads of 16, scale_emb 12, scale_depth 1.4,
-dim_model_base 16 (logits input / 4), tied embeddings.
+dim_model_base 16 (logits input / 4), tied embeddings; the layers' weights drawn with std 0.2 (with 0.08 the scaled
+embedding drowned them: every greedy path repeated its last token).
 
 Writes tests/data/hf-tiny/minicpm/:
     config.json, model.safetensors   the weights under HF names, q/k rows for rotate-half RoPE
@@ -14,7 +15,14 @@ Writes tests/data/hf-tiny/minicpm/:
                     LlamaModel.permute), minicpm.embedding_scale / residual_scale / logit_scale keys (logit_scale is
                     hidden_size / dim_model_base, which llama.cpp divides by), a 300-token llama vocabulary
     reference.json  llama.cpp's logits of model.gguf (tests/gen/llama_logits.c, one pass over each prompt), the prompts
-                    of make_hf_tiny.py; checked here against a float64 numpy pass of the HF weights (within 1e-6: 3.5e-8)
+                    of make_hf_tiny.py; checked here against a float64 numpy pass of the HF weights (within 1e-6)
+    reference-residual-2b.json  llama.cpp's logits of model.gguf with minicpm.residual_scale set to MiniCPM-2B's
+                    1.4 / sqrt(40) ("residual_scale", as float32), checked against the numpy pass
+    model-<type>.gguf, reference-<type>.json  llama-quantize's Q8_0, Q4_0 and Q4_K_M of model.gguf, llama.cpp's logits of
+                    each and a float64 numpy pass over its dequantized values ("exact")
+    greedy.json     llama.cpp's greedy continuations of model.gguf (tests/gen/llama_logits.c --greedy: the prompt in one pass, then
+                    a token a step): {"paths": [{"prompt", "tokens"}]}, 40 tokens after each of those prompts, each path's
+                    smallest top-1 margin above 1e-3 of the largest |logit| (no near tie), each token the numpy pass's argmax
 
 Usage: python3 tests/gen/make_minicpm_llamacpp.py LLAMA_CPP_DIR [--out tests/data/hf-tiny]
 LLAMA_CPP_DIR: a llama.cpp checkout built with CMake into build/ (e.g. vendor/llama.cpp of PyPI's llama-cpp-python).
@@ -34,6 +42,10 @@ import make_hf_tiny as base  # noqa: E402
 
 L, D, FF, H, KV, HD, V = 2, 64, 96, 4, 2, 16, 300
 SCALE_EMB, SCALE_DEPTH, DIM_BASE, THETA, EPS = 12.0, 1.4, 16, 10000.0, 1e-5
+LAYER_STD = 0.2
+GREEDY_NEW = 40
+STRONG_RES = 1.4 / math.sqrt(40)  # MiniCPM-2B's residual scale (40 layers): far from the tiny model's 0.99
+QUANTIZED = ("Q8_0", "Q4_0", "Q4_K_M")  # llama-quantize's types; a Q4_K_M of these widths holds Q5_0 and Q8_0
 
 
 def weights(seed):
@@ -47,24 +59,23 @@ def weights(seed):
         for name, shape in (("self_attn.q_proj", (H * HD, D)), ("self_attn.k_proj", (KV * HD, D)),
                             ("self_attn.v_proj", (KV * HD, D)), ("self_attn.o_proj", (D, H * HD)),
                             ("mlp.gate_proj", (FF, D)), ("mlp.up_proj", (FF, D)), ("mlp.down_proj", (D, FF))):
-            w[p + name + ".weight"] = 0.08 * rng.standard_normal(shape)
+            w[p + name + ".weight"] = LAYER_STD * rng.standard_normal(shape)
     return {k: v.astype(np.float32) for k, v in w.items()}
 
 
-def np_forward(w, ids):
-    """MiniCPM in float64, HF layout (rotate-half RoPE)."""
+def np_forward(w, ids, style="half", res=SCALE_DEPTH / math.sqrt(L)):
+    """MiniCPM in float64, HF layout (rotate-half RoPE), or a GGUF's (style "pairs": q/k rows permuted)."""
     w = {k: v.astype(np.float64) for k, v in w.items()}
     T = len(ids)
     pos = np.arange(T, dtype=np.float64)
     inv = base.default_inv_freq(THETA, HD)
     allowed = np.arange(T)[None, :] <= np.arange(T)[:, None]
-    res = SCALE_DEPTH / math.sqrt(L)
     x = w["model.embed_tokens.weight"][ids] * SCALE_EMB
     for l in range(L):
         p = "model.layers.%d." % l
         h = base.rmsnorm(x, w[p + "input_layernorm.weight"], EPS)
-        q = base.rope((h @ w[p + "self_attn.q_proj.weight"].T).reshape(T, H, HD), pos, inv, "half")
-        k = base.rope((h @ w[p + "self_attn.k_proj.weight"].T).reshape(T, KV, HD), pos, inv, "half")
+        q = base.rope((h @ w[p + "self_attn.q_proj.weight"].T).reshape(T, H, HD), pos, inv, style)
+        k = base.rope((h @ w[p + "self_attn.k_proj.weight"].T).reshape(T, KV, HD), pos, inv, style)
         v = (h @ w[p + "self_attn.v_proj.weight"].T).reshape(T, KV, HD)
         att = np.empty((T, H, HD))
         for hh in range(H):
@@ -84,7 +95,7 @@ def permute(a, heads):
     return a.reshape(heads, 2, a.shape[0] // heads // 2, *a.shape[1:]).swapaxes(1, 2).reshape(a.shape)
 
 
-def write_gguf(path, w):
+def write_gguf(path, w, res=SCALE_DEPTH / math.sqrt(L)):
     import gguf
     tmap = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MINICPM, L)
     g = gguf.GGUFWriter(path, "minicpm")
@@ -99,7 +110,7 @@ def write_gguf(path, w):
     g.add_rope_freq_base(THETA)
     g.add_layer_norm_rms_eps(EPS)
     g.add_embedding_scale(SCALE_EMB)
-    g.add_residual_scale(SCALE_DEPTH / math.sqrt(L))
+    g.add_residual_scale(res)
     g.add_logit_scale(D / DIM_BASE)
     g.add_file_type(gguf.LlamaFileType.ALL_F32)
     g.add_tokenizer_model("llama")
@@ -120,6 +131,51 @@ def write_gguf(path, w):
     g.write_kv_data_to_file()
     g.write_tensors_to_file()
     g.close()
+
+
+def gguf_weights(path):
+    """A GGUF's tensors dequantized (gguf-py) under the HF names, q/k rows as the file holds them (adjacent pairs)."""
+    import gguf
+    from gguf.quants import dequantize
+    tmap = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MINICPM, L)
+    hf_of = {tmap.get_name(n, try_suffixes=(".weight",)): n for n in weights(1013)}
+    out, types = {}, {}
+    for t in gguf.GGUFReader(path).tensors:
+        name = hf_of[t.name]
+        out[name] = dequantize(t.data, t.tensor_type).reshape([int(d) for d in reversed(t.shape)])
+        types[name] = t.tensor_type.name
+    assert len(out) == len(hf_of)
+    return out, types
+
+
+def quantized_references(llama, exe, d, f32_gguf, prompts):
+    """model-<type>.gguf made by llama-quantize from model.gguf, and reference-<type>.json: llama.cpp's logits of it
+    ("logits") and a float64 numpy pass over its dequantized values with MiniCPM's scales applied exactly ("exact"):
+    what folding them into the quantized blocks is measured against."""
+    for qtype in QUANTIZED:
+        name = qtype.lower()
+        path = os.path.join(d, "model-%s.gguf" % name)
+        subprocess.run([os.path.join(llama, "build", "bin", "llama-quantize"), f32_gguf, path, qtype], check=True,
+                       capture_output=True)
+        logits = []
+        for p in prompts:
+            out = subprocess.run([exe, path] + [str(t) for t in p], check=True, capture_output=True, text=True).stdout
+            logits.append(np.array([[float(v) for v in line.split()] for line in out.strip().split("\n")], dtype=np.float32))
+        w, types = gguf_weights(path)
+        exact = [np_forward(w, p, style="pairs") for p in prompts]
+        print("  %s: %s; llama.cpp vs the exact pass over its values: %.3g" % (
+            qtype, " ".join(sorted({"%s %s" % (n.split(".")[-2], t) for n, t in types.items()})), base.maxdiff(logits, exact)))
+        ref = os.path.join(d, "reference-%s.json" % name)
+        base.write_reference(ref, prompts, logits)
+        with open(ref) as f:
+            text = f.read().rstrip()
+        assert text.endswith("]}")
+        rows = ",\n".join("  [" + ",\n   ".join("[" + ", ".join(base.fmt(v) for v in row) + "]" for row in lg) + "]"
+                          for lg in exact)
+        with open(ref, "w") as f:
+            f.write(text[:-1] + ',\n "exact": [\n' + rows + "\n ]}\n")
+        with open(ref) as f:
+            assert len(json.load(f)["exact"]) == len(prompts)
 
 
 def main():
@@ -148,14 +204,44 @@ def main():
         exe = os.path.join(tmp, "llama_logits")
         subprocess.run(["cc", "-O1", os.path.join(os.path.dirname(os.path.abspath(__file__)), "llama_logits.c"),
                         "-I" + llama + "/include", "-I" + llama + "/ggml/include", "-L" + llama + "/build/bin", "-lllama",
-                        "-Wl,-rpath," + llama + "/build/bin", "-o", exe], check=True)
+                        "-lm", "-Wl,-rpath," + llama + "/build/bin", "-o", exe], check=True)
         prompts = base.make_prompts(2013)
         logits = []
         for p in prompts:
             out = subprocess.run([exe, gguf_path] + [str(t) for t in p], check=True, capture_output=True, text=True).stdout
             logits.append(np.array([[float(v) for v in line.split()] for line in out.strip().split("\n")], dtype=np.float32))
+        paths = []
+        for p in prompts:
+            out = subprocess.run([exe, gguf_path, "--greedy", str(GREEDY_NEW)] + [str(t) for t in p], check=True,
+                                 capture_output=True, text=True).stdout
+            rows = [line.split() for line in out.strip().split("\n")]
+            tokens, margin = [int(r[0]) for r in rows], min(float(r[1]) for r in rows)
+            print("  llama.cpp greedy after %s: %s (smallest top-1 margin %.3g)" % (p, tokens, margin))
+            assert len(tokens) == GREEDY_NEW and margin > 1e-3, "a near tie on this path: kiln's 1e-6 agreement could flip it"
+            full = np_forward(w, p + tokens[:-1])[len(p) - 1:]
+            assert [int(t) for t in np.argmax(full, axis=1)] == tokens, "the numpy pass's greedy path differs"
+            assert len(set(tokens)) > GREEDY_NEW // 4, "a degenerate path (%d distinct tokens)" % len(set(tokens))
+            paths.append({"prompt": p, "tokens": tokens})
+        quantized_references(llama, exe, d, gguf_path, prompts)
+        # The same weights with MiniCPM-2B's residual scale (the GGUF key alone changed).
+        strong = os.path.join(tmp, "strong.gguf")
+        write_gguf(strong, w, res=STRONG_RES)
+        strong_logits = []
+        for p in prompts:
+            out = subprocess.run([exe, strong] + [str(t) for t in p], check=True, capture_output=True, text=True).stdout
+            strong_logits.append(np.array([[float(v) for v in line.split()] for line in out.strip().split("\n")], dtype=np.float32))
+    base.check("llama.cpp vs the numpy pass, residual scale %.6g" % STRONG_RES,
+               base.maxdiff(strong_logits, [np_forward(w, p, res=STRONG_RES) for p in prompts]), 1e-6)
+    ref = os.path.join(d, "reference-residual-2b.json")
+    base.write_reference(ref, prompts, strong_logits)
+    with open(ref) as f:
+        text = f.read().rstrip()
+    with open(ref, "w") as f:
+        f.write(text[:-1] + ',\n "residual_scale": %s}\n' % base.fmt(np.float32(STRONG_RES)))
     base.check("llama.cpp vs the numpy pass", base.maxdiff(logits, [np_forward(w, p) for p in prompts]), 1e-6)
     base.write_reference(os.path.join(d, "reference.json"), prompts, logits)
+    with open(os.path.join(d, "greedy.json"), "w") as f:
+        f.write('{"paths": [\n  %s\n]}\n' % ",\n  ".join(json.dumps(g) for g in paths))
     print("done")
 
 
