@@ -1,6 +1,7 @@
 // GGUF reading and the dequantization of every block type against gguf-py's own dequantize().
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -13,13 +14,15 @@
 namespace kiln {
 namespace {
 
-GgufFile open_blocks() {
-  auto f = MappedFile::open(test::data_path("gguf-quant/blocks.gguf"));
+GgufFile open_test_gguf(const std::string& rel) {
+  auto f = MappedFile::open(test::data_path(rel));
   EXPECT_TRUE(f) << f.status().message();
   auto g = read_gguf(*f);
   EXPECT_TRUE(g) << g.status().message();
   return std::move(g).value();
 }
+
+GgufFile open_blocks() { return open_test_gguf("gguf-quant/blocks.gguf"); }
 
 const TensorSource* find(const GgufFile& g, const std::string& name) {
   for (const auto& t : g.tensors)
@@ -165,6 +168,66 @@ TEST(Gguf, Q4KBecomesW4AsymmetricGroups) {
   EXPECT_FALSE(q4_k_to_w4_asym(q->bytes.subspan(1), w4));
   std::vector<uint8_t> small(w4.size() - 1);
   EXPECT_FALSE(q4_k_to_w4_asym(q->bytes, small));
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// IQ4_NL (GGML type 20, issue 22 item 3): blocks written by llama-quantize, dequantized as
+// gguf-py does (tests/gen/make_gguf_iq4_nl.py). Each value is one int8 level times d, one f32
+// product: bit for bit.
+TEST(Gguf, Iq4NlMatchesGgufPy) {
+  const GgufFile g = open_test_gguf("gguf-quant/iq4_nl.gguf");
+  const TensorSource* q = find(g, "iq4_nl");
+  const TensorSource* ref = find(g, "iq4_nl.ref");
+  ASSERT_TRUE(q && ref);
+  EXPECT_EQ(q->dtype, DType::kIQ4_NL);
+  EXPECT_EQ(dtype_name(q->dtype), "IQ4_NL");
+  ASSERT_EQ(q->shape, (std::vector<int64_t>{96, 64}));
+  ASSERT_EQ(q->bytes.size(), 96u * 2 * 18);
+  std::vector<float> out(q->elements());
+  ASSERT_TRUE(dequantize(q->dtype, q->bytes, out));
+  EXPECT_EQ(std::memcmp(out.data(), ref->bytes.data(), out.size() * 4), 0);
+  // Block data one byte short of what the shape needs, or a tail that is not a whole block.
+  auto bad = dequantize(q->dtype, q->bytes.subspan(1), out);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.message().find("dequantize IQ4_NL: 3455 bytes for 6144 elements"), std::string::npos) << bad.message();
+  std::vector<float> odd(33);
+  EXPECT_FALSE(dequantize(q->dtype, q->bytes.subspan(0, 36), odd));
+}
+
+// A GGUF whose IQ4_NL data is cut short, or whose rows are no whole number of blocks: named
+// errors from the reader, before any block is read.
+TEST(Gguf, Iq4NlShortOrRaggedIsAnError) {
+  const GgufFile g = open_test_gguf("gguf-quant/iq4_nl.gguf");
+  const MappedFile& f = *g.file;
+  // The reference tensor follows the blocks: cut the file inside the blocks.
+  const TensorSource* q = find(g, "iq4_nl");
+  ASSERT_TRUE(q);
+  const size_t cut = static_cast<size_t>(q->bytes.data() - f.data()) + q->bytes.size() - 5;
+  std::vector<uint8_t> bytes(f.data(), f.data() + cut);
+  auto shortg = read_gguf(MappedFile::from_bytes(bytes, "short.gguf"));
+  ASSERT_FALSE(shortg);
+  EXPECT_NE(shortg.status().message().find("run past the end of the data"), std::string::npos)
+      << shortg.status().message();
+  // ne0 = 64 -> 48: rows of 48 are not whole 32-element blocks. The tensor info is its name
+  // (u64 length 6, "iq4_nl"), n_dims (u32 2), then ne0.
+  std::vector<uint8_t> all(f.data(), f.data() + f.size());
+  const uint8_t key[] = {6, 0, 0, 0, 0, 0, 0, 0, 'i', 'q', '4', '_', 'n', 'l', 2, 0, 0, 0};
+  auto it = std::search(all.begin(), all.end(), std::begin(key), std::end(key));
+  ASSERT_NE(it, all.end());
+  const size_t ne0 = static_cast<size_t>(it - all.begin()) + sizeof key;
+  uint64_t v;
+  std::memcpy(&v, all.data() + ne0, 8);
+  ASSERT_EQ(v, 64u);
+  v = 48;
+  std::memcpy(all.data() + ne0, &v, 8);
+  auto ragged = read_gguf(MappedFile::from_bytes(all, "ragged.gguf"));
+  ASSERT_FALSE(ragged);
+  EXPECT_NE(ragged.status().message().find("IQ4_NL blocks"), std::string::npos) << ragged.status().message();
 }
 
 }  // namespace

@@ -70,6 +70,20 @@ void dq_q8_0(const uint8_t* b, float* y) {
   for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(qs[j]) * d;
 }
 
+// IQ4_NL: f16 d, 16 bytes of nibbles in Q4_0's order; a nibble indexes GGML's fixed table of
+// 16 int8 levels (denser near zero, as trained weights are), times d: an 8-bit value with one
+// scale per block of 32.
+constexpr int8_t kIq4NlLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+void dq_iq4_nl(const uint8_t* b, float* y) {
+  const float d = half_at(b);
+  const uint8_t* qs = b + 2;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = static_cast<float>(kIq4NlLevels[qs[j] & 0x0f]) * d;
+    y[j + 16] = static_cast<float>(kIq4NlLevels[qs[j] >> 4]) * d;
+  }
+}
+
 // The 6-bit scale and min of sub-block j (0..7) packed into 12 bytes (Q4_K, Q5_K).
 void scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
   if (j < 4) {
@@ -175,6 +189,7 @@ Status dequantize(DType t, std::span<const uint8_t> src, std::span<float> dst) {
       case DType::kQ6_K: dq_q6_k(s, y); break;
       case DType::kQ5_0: dq_q5_0(s, y); break;
       case DType::kQ5_1: dq_q5_1(s, y); break;
+      case DType::kIQ4_NL: dq_iq4_nl(s, y); break;
     }
   }
   return Status::ok();
