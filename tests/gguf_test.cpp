@@ -176,6 +176,28 @@ TEST(Gguf, Q4KBecomesW4AsymmetricGroups) {
 namespace kiln {
 namespace {
 
+// The bytes of g's file with 2-D tensor `name`'s GGUF dims (ne0, ne1) changed from `was` to `now`
+// (its info: the name as u64 length and bytes, n_dims u32 2, then ne0 and ne1 as u64).
+std::vector<uint8_t> with_dims(const GgufFile& g, const std::string& name, uint64_t was0, uint64_t was1, uint64_t now0,
+                               uint64_t now1) {
+  std::vector<uint8_t> all(g.file->data(), g.file->data() + g.file->size());
+  std::vector<uint8_t> key(8 + name.size() + 4 + 16);
+  const uint64_t len = name.size();
+  const uint32_t dims = 2;
+  std::memcpy(key.data(), &len, 8);
+  std::memcpy(key.data() + 8, name.data(), name.size());
+  std::memcpy(key.data() + 8 + name.size(), &dims, 4);
+  std::memcpy(key.data() + 12 + name.size(), &was0, 8);
+  std::memcpy(key.data() + 20 + name.size(), &was1, 8);
+  auto it = std::search(all.begin(), all.end(), key.begin(), key.end());
+  EXPECT_NE(it, all.end()) << name;
+  if (it == all.end()) return all;
+  uint8_t* ne = all.data() + (it - all.begin()) + 12 + name.size();
+  std::memcpy(ne, &now0, 8);
+  std::memcpy(ne + 8, &now1, 8);
+  return all;
+}
+
 // IQ4_NL (GGML type 20, issue 22 item 3): blocks written by llama-quantize, dequantized as
 // gguf-py does (tests/gen/make_gguf_iq4_nl.py). Each value is one int8 level times d, one f32
 // product: bit for bit.
@@ -213,21 +235,24 @@ TEST(Gguf, Iq4NlShortOrRaggedIsAnError) {
   ASSERT_FALSE(shortg);
   EXPECT_NE(shortg.status().message().find("run past the end of the data"), std::string::npos)
       << shortg.status().message();
-  // ne0 = 64 -> 48: rows of 48 are not whole 32-element blocks. The tensor info is its name
-  // (u64 length 6, "iq4_nl"), n_dims (u32 2), then ne0.
-  std::vector<uint8_t> all(f.data(), f.data() + f.size());
-  const uint8_t key[] = {6, 0, 0, 0, 0, 0, 0, 0, 'i', 'q', '4', '_', 'n', 'l', 2, 0, 0, 0};
-  auto it = std::search(all.begin(), all.end(), std::begin(key), std::end(key));
-  ASSERT_NE(it, all.end());
-  const size_t ne0 = static_cast<size_t>(it - all.begin()) + sizeof key;
-  uint64_t v;
-  std::memcpy(&v, all.data() + ne0, 8);
-  ASSERT_EQ(v, 64u);
-  v = 48;
-  std::memcpy(all.data() + ne0, &v, 8);
-  auto ragged = read_gguf(MappedFile::from_bytes(all, "ragged.gguf"));
+  // 96 rows of 64 -> 128 rows of 48: as many elements, but rows that are not whole blocks of 32.
+  auto ragged = read_gguf(MappedFile::from_bytes(with_dims(g, "iq4_nl", 64, 96, 48, 128), "ragged.gguf"));
   ASSERT_FALSE(ragged);
-  EXPECT_NE(ragged.status().message().find("IQ4_NL blocks"), std::string::npos) << ragged.status().message();
+  EXPECT_NE(ragged.status().message().find("rows of 48 are not whole IQ4_NL blocks"), std::string::npos)
+      << ragged.status().message();
+}
+
+// A k-quant whose rows are not a multiple of its 256-element super-block (3 rows of 512 -> 12
+// rows of 128: the same bytes, each row half a block) is a named error, not a misread.
+TEST(Gguf, KQuantRowsNotMultipleOf256AreAnError) {
+  const GgufFile g = open_blocks();
+  for (const char* name : {"q4_k", "q5_k", "q6_k"}) {
+    auto bad = read_gguf(MappedFile::from_bytes(with_dims(g, name, 512, 3, 128, 12), "ragged.gguf"));
+    ASSERT_FALSE(bad) << name;
+    const std::string upper = name[1] == '4' ? "Q4_K" : name[1] == '5' ? "Q5_K" : "Q6_K";
+    EXPECT_NE(bad.status().message().find("rows of 128 are not whole " + upper + " blocks"), std::string::npos)
+        << bad.status().message();
+  }
 }
 
 }  // namespace
