@@ -198,36 +198,48 @@ std::vector<uint8_t> with_dims(const GgufFile& g, const std::string& name, uint6
   return all;
 }
 
-// IQ4_NL (GGML type 20, issue 22 item 3): blocks written by llama-quantize, dequantized as
-// gguf-py does (tests/gen/make_gguf_iq4_nl.py). Each value is one int8 level times d, one f32
-// product: bit for bit.
-TEST(Gguf, Iq4NlMatchesGgufPy) {
-  const GgufFile g = open_test_gguf("gguf-quant/iq4_nl.gguf");
-  const TensorSource* q = find(g, "iq4_nl");
-  const TensorSource* ref = find(g, "iq4_nl.ref");
+// IQ4_NL (GGML type 20) and IQ4_XS (23), issue 22 item 3: blocks written by llama-quantize,
+// dequantized as gguf-py does (tests/gen/make_gguf_iq4.py). Each value is one int8 level times
+// d (IQ4_XS: times d (s - 32) first), the same f32 products: bit for bit.
+struct Iq4Case {
+  const char* name;
+  DType type;
+  int64_t rows, cols;
+  const char* short_message;  // dequantize's message for the blocks less one byte
+  int64_t ragged_cols;        // a width that is not whole blocks and divides rows * cols
+};
+
+class Iq4 : public ::testing::TestWithParam<Iq4Case> {};
+
+TEST_P(Iq4, MatchesGgufPyAndRefusesShortData) {
+  const Iq4Case c = GetParam();
+  const GgufFile g = open_test_gguf(std::string("gguf-quant/") + c.name + ".gguf");
+  const TensorSource* q = find(g, c.name);
+  const TensorSource* ref = find(g, std::string(c.name) + ".ref");
   ASSERT_TRUE(q && ref);
-  EXPECT_EQ(q->dtype, DType::kIQ4_NL);
-  EXPECT_EQ(dtype_name(q->dtype), "IQ4_NL");
-  ASSERT_EQ(q->shape, (std::vector<int64_t>{96, 64}));
-  ASSERT_EQ(q->bytes.size(), 96u * 2 * 18);
+  EXPECT_EQ(q->dtype, c.type);
+  ASSERT_EQ(q->shape, (std::vector<int64_t>{c.rows, c.cols}));
+  ASSERT_EQ(q->bytes.size(), *dtype_bytes(c.type, static_cast<uint64_t>(c.rows * c.cols)));
   std::vector<float> out(q->elements());
   ASSERT_TRUE(dequantize(q->dtype, q->bytes, out));
   EXPECT_EQ(std::memcmp(out.data(), ref->bytes.data(), out.size() * 4), 0);
   // Block data one byte short of what the shape needs, or a tail that is not a whole block.
   auto bad = dequantize(q->dtype, q->bytes.subspan(1), out);
   ASSERT_FALSE(bad);
-  EXPECT_NE(bad.message().find("dequantize IQ4_NL: 3455 bytes for 6144 elements"), std::string::npos) << bad.message();
-  std::vector<float> odd(33);
-  EXPECT_FALSE(dequantize(q->dtype, q->bytes.subspan(0, 36), odd));
+  EXPECT_NE(bad.message().find(c.short_message), std::string::npos) << bad.message();
+  const int block = dtype_info(c.type).block_elems;
+  std::vector<float> odd(static_cast<size_t>(block + 1));
+  EXPECT_FALSE(dequantize(q->dtype, q->bytes.subspan(0, 2 * static_cast<size_t>(dtype_info(c.type).block_bytes)), odd));
 }
 
-// A GGUF whose IQ4_NL data is cut short, or whose rows are no whole number of blocks: named
-// errors from the reader, before any block is read.
-TEST(Gguf, Iq4NlShortOrRaggedIsAnError) {
-  const GgufFile g = open_test_gguf("gguf-quant/iq4_nl.gguf");
+// A GGUF whose IQ4 data is cut short, or whose rows are no whole number of blocks: named errors
+// from the reader, before any block is read.
+TEST_P(Iq4, ShortOrRaggedFileIsAnError) {
+  const Iq4Case c = GetParam();
+  const GgufFile g = open_test_gguf(std::string("gguf-quant/") + c.name + ".gguf");
   const MappedFile& f = *g.file;
   // The reference tensor follows the blocks: cut the file inside the blocks.
-  const TensorSource* q = find(g, "iq4_nl");
+  const TensorSource* q = find(g, c.name);
   ASSERT_TRUE(q);
   const size_t cut = static_cast<size_t>(q->bytes.data() - f.data()) + q->bytes.size() - 5;
   std::vector<uint8_t> bytes(f.data(), f.data() + cut);
@@ -235,12 +247,18 @@ TEST(Gguf, Iq4NlShortOrRaggedIsAnError) {
   ASSERT_FALSE(shortg);
   EXPECT_NE(shortg.status().message().find("run past the end of the data"), std::string::npos)
       << shortg.status().message();
-  // 96 rows of 64 -> 128 rows of 48: as many elements, but rows that are not whole blocks of 32.
-  auto ragged = read_gguf(MappedFile::from_bytes(with_dims(g, "iq4_nl", 64, 96, 48, 128), "ragged.gguf"));
+  // As many elements in rows that are not whole blocks (of 32; IQ4_XS 256).
+  const auto w = static_cast<uint64_t>(c.cols), h = static_cast<uint64_t>(c.rows), rw = static_cast<uint64_t>(c.ragged_cols);
+  auto ragged = read_gguf(MappedFile::from_bytes(with_dims(g, c.name, w, h, rw, w * h / rw), "ragged.gguf"));
   ASSERT_FALSE(ragged);
-  EXPECT_NE(ragged.status().message().find("rows of 48 are not whole IQ4_NL blocks"), std::string::npos)
-      << ragged.status().message();
+  const std::string want = "rows of " + std::to_string(rw) + " are not whole " + std::string(dtype_name(c.type));
+  EXPECT_NE(ragged.status().message().find(want), std::string::npos) << ragged.status().message();
 }
+
+INSTANTIATE_TEST_SUITE_P(Types, Iq4,
+                         ::testing::Values(Iq4Case{"iq4_nl", DType::kIQ4_NL, 96, 64, "dequantize IQ4_NL: 3455 bytes for 6144 elements", 48},
+                                           Iq4Case{"iq4_xs", DType::kIQ4_XS, 3, 2048, "dequantize IQ4_XS: 3263 bytes for 6144 elements", 384}),
+                         [](const ::testing::TestParamInfo<Iq4Case>& i) { return std::string(i.param.name); });
 
 // A k-quant whose rows are not a multiple of its 256-element super-block (3 rows of 512 -> 12
 // rows of 128: the same bytes, each row half a block) is a named error, not a misread.

@@ -22,6 +22,7 @@ enum class DType : uint8_t {
   kQ5_0,
   kQ5_1,
   kIQ4_NL,
+  kIQ4_XS,
 };
 
 struct DTypeInfo {
