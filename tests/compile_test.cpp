@@ -13,6 +13,7 @@
 #include "backends/registry.h"
 #include "compiler/kiln_writer.h"
 #include "engine/defaults.h"
+#include "quant/ggml_blocks.h"
 #include "quant/weight_params.h"
 #include <nlohmann/json.hpp>
 #include "artifact/kiln_image_reader.h"
@@ -517,6 +518,17 @@ TEST(ColdStart, OpenAndBindReadNoWeights) {
 namespace kiln {
 namespace {
 
+// A model compiled for the reference back end (the reference layout: the bytes as stored, no
+// repacking) in `quant`, or at the source's own precision.
+Result<ProgramImage> compile_for_ref(const Import& imp, std::optional<OverridesFile> quant = std::nullopt) {
+  RefBackend ref;
+  CompileOptions o;
+  o.quant = quant ? *quant : source_precision(imp.model);
+  o.guard_classifier = false;
+  o.backends = {&ref};
+  return compile_model(imp, o, nullptr);
+}
+
 // A quantized GGUF as it is (issue 22 item 3): Q4_0 and Q4_1 blocks are kiln's W4A16 g32
 // symmetric and asymmetric groups byte for byte, so a compile that keeps the file's own
 // precision (source_precision(), the default for run and for compile of a quantized GGUF)
@@ -528,12 +540,7 @@ TEST(Compile, QuantizedGgufKeepsItsBlocks) {
     auto imp = import_model(path);
     ASSERT_TRUE(imp) << imp.status().message();
     EXPECT_TRUE(has_quantized_weights(imp->model));
-    RefBackend ref;
-    CompileOptions o;
-    o.quant = source_precision(imp->model);
-    o.guard_classifier = false;
-    o.backends = {&ref};  // the reference layout: the bytes as stored, no repacking
-    auto img = compile_model(*imp, o, nullptr);
+    auto img = compile_for_ref(*imp);
     ASSERT_TRUE(img) << img.status().message();
     const Graph& g = img->program.graph;
     int same = 0;
@@ -571,6 +578,63 @@ TEST(Compile, RunKeepsAQuantizedGgufsPrecision) {
   ASSERT_EQ(from_gguf.exit_code, 0) << from_gguf.err;
   EXPECT_EQ(from_gguf.out, from_kiln.out);
   EXPECT_NE(from_gguf.err.find("compiled in memory (w4a16, its own precision)"), std::string::npos) << from_gguf.err;
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// An IQ4_NL GGUF (llama-quantize's, tests/gen/make_stories_quantized.sh): kept at the file's own
+// precision its IQ4_NL tensors become W8A16 (no kernel reads the blocks; rounded once, as Q8_0);
+// compiled at f32 every weight is exactly the blocks' dequantized values, and that program's
+// logits are the reference pass's over the same file.
+TEST(Compile, Iq4NlGgufKeepsItsPrecisionOrDequantizesExactly) {
+  const std::string path = test::data_path("gguf-quant/stories260K-IQ4_NL.gguf");
+  auto imp = import_model(path);
+  ASSERT_TRUE(imp) << imp.status().message();
+  EXPECT_TRUE(has_quantized_weights(imp->model));
+  auto img = compile_for_ref(*imp);
+  ASSERT_TRUE(img) << img.status().message();
+  int iq4 = 0;
+  for (const WeightDesc& w : img->program.graph.weights) {
+    auto src = imp->model.tensors.find(w.name);
+    if (src == imp->model.tensors.end() || src->second.dtype != DType::kIQ4_NL) continue;
+    EXPECT_EQ(w.scheme, Scheme::kW8A16) << w.name;
+    ++iq4;
+  }
+  EXPECT_EQ(iq4, 5 * 6 + 1);  // q, k, v, o, gate, up of 5 layers, and the embedding
+  OverridesFile f32;
+  f32.defaults.scheme = Scheme::kF32;
+  auto exact = compile_for_ref(*imp, f32);
+  ASSERT_TRUE(exact) << exact.status().message();
+  const Graph& g = exact->program.graph;
+  for (size_t i = 0; i < g.weights.size(); ++i) {
+    auto src = imp->model.tensors.find(g.weights[i].name);
+    if (src == imp->model.tensors.end() || src->second.dtype != DType::kIQ4_NL) continue;
+    std::vector<float> want(src->second.elements());
+    ASSERT_TRUE(dequantize(DType::kIQ4_NL, src->second.bytes, want));
+    ASSERT_EQ(exact->weights[i].size(), want.size() * 4) << g.weights[i].name;
+    EXPECT_EQ(std::memcmp(exact->weights[i].data(), want.data(), want.size() * 4), 0) << g.weights[i].name;
+  }
+  auto model = Model::create(std::move(*exact));
+  ASSERT_TRUE(model) << model.status().message();
+  auto s = Session::create(*model, 32);
+  ASSERT_TRUE(s) << s.status().message();
+  auto rimp = import_model(path);
+  ASSERT_TRUE(rimp);
+  auto rmodel = ReferenceModel::create(std::move(rimp->model));
+  ASSERT_TRUE(rmodel) << rmodel.status().message();
+  auto rs = ReferenceSession::create(*rmodel, 0);
+  ASSERT_TRUE(rs);
+  for (int t : {1, 403, 407, 261, 378, 429, 271, 280}) {
+    auto want = (*rs)->forward(t);
+    ASSERT_TRUE(want);
+    auto got = (*s)->decode(std::span<const int>(&t, 1));
+    ASSERT_TRUE(got) << got.status().message();
+    EXPECT_LT(test::relative_error(got->data(), want->data(), want->size()), 1e-6) << "token " << t;
+  }
 }
 
 }  // namespace

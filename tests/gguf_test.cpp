@@ -1,6 +1,7 @@
 // GGUF reading and the dequantization of every block type against gguf-py's own dequantize().
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -13,13 +14,15 @@
 namespace kiln {
 namespace {
 
-GgufFile open_blocks() {
-  auto f = MappedFile::open(test::data_path("gguf-quant/blocks.gguf"));
+GgufFile open_test_gguf(const std::string& rel) {
+  auto f = MappedFile::open(test::data_path(rel));
   EXPECT_TRUE(f) << f.status().message();
   auto g = read_gguf(*f);
   EXPECT_TRUE(g) << g.status().message();
   return std::move(g).value();
 }
+
+GgufFile open_blocks() { return open_test_gguf("gguf-quant/blocks.gguf"); }
 
 const TensorSource* find(const GgufFile& g, const std::string& name) {
   for (const auto& t : g.tensors)
@@ -165,6 +168,109 @@ TEST(Gguf, Q4KBecomesW4AsymmetricGroups) {
   EXPECT_FALSE(q4_k_to_w4_asym(q->bytes.subspan(1), w4));
   std::vector<uint8_t> small(w4.size() - 1);
   EXPECT_FALSE(q4_k_to_w4_asym(q->bytes, small));
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// The bytes of g's file with 2-D tensor `name`'s GGUF dims (ne0, ne1) changed from `was` to `now`
+// (its info: the name as u64 length and bytes, n_dims u32 2, then ne0 and ne1 as u64).
+std::vector<uint8_t> with_dims(const GgufFile& g, const std::string& name, uint64_t was0, uint64_t was1, uint64_t now0,
+                               uint64_t now1) {
+  std::vector<uint8_t> all(g.file->data(), g.file->data() + g.file->size());
+  std::vector<uint8_t> key(8 + name.size() + 4 + 16);
+  const uint64_t len = name.size();
+  const uint32_t dims = 2;
+  std::memcpy(key.data(), &len, 8);
+  std::memcpy(key.data() + 8, name.data(), name.size());
+  std::memcpy(key.data() + 8 + name.size(), &dims, 4);
+  std::memcpy(key.data() + 12 + name.size(), &was0, 8);
+  std::memcpy(key.data() + 20 + name.size(), &was1, 8);
+  auto it = std::search(all.begin(), all.end(), key.begin(), key.end());
+  EXPECT_NE(it, all.end()) << name;
+  if (it == all.end()) return all;
+  uint8_t* ne = all.data() + (it - all.begin()) + 12 + name.size();
+  std::memcpy(ne, &now0, 8);
+  std::memcpy(ne + 8, &now1, 8);
+  return all;
+}
+
+// IQ4_NL (GGML type 20) and IQ4_XS (23), issue 22 item 3: blocks written by llama-quantize,
+// dequantized as gguf-py does (tests/gen/make_gguf_iq4.py). Each value is one int8 level times
+// d (IQ4_XS: times d (s - 32) first), the same f32 products: bit for bit.
+struct Iq4Case {
+  const char* name;
+  DType type;
+  int64_t rows, cols;
+  const char* short_message;  // dequantize's message for the blocks less one byte
+  int64_t ragged_cols;        // a width that is not whole blocks and divides rows * cols
+};
+
+class Iq4 : public ::testing::TestWithParam<Iq4Case> {};
+
+TEST_P(Iq4, MatchesGgufPyAndRefusesShortData) {
+  const Iq4Case c = GetParam();
+  const GgufFile g = open_test_gguf(std::string("gguf-quant/") + c.name + ".gguf");
+  const TensorSource* q = find(g, c.name);
+  const TensorSource* ref = find(g, std::string(c.name) + ".ref");
+  ASSERT_TRUE(q && ref);
+  EXPECT_EQ(q->dtype, c.type);
+  ASSERT_EQ(q->shape, (std::vector<int64_t>{c.rows, c.cols}));
+  ASSERT_EQ(q->bytes.size(), *dtype_bytes(c.type, static_cast<uint64_t>(c.rows * c.cols)));
+  std::vector<float> out(q->elements());
+  ASSERT_TRUE(dequantize(q->dtype, q->bytes, out));
+  EXPECT_EQ(std::memcmp(out.data(), ref->bytes.data(), out.size() * 4), 0);
+  // Block data one byte short of what the shape needs, or a tail that is not a whole block.
+  auto bad = dequantize(q->dtype, q->bytes.subspan(1), out);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.message().find(c.short_message), std::string::npos) << bad.message();
+  const int block = dtype_info(c.type).block_elems;
+  std::vector<float> odd(static_cast<size_t>(block + 1));
+  EXPECT_FALSE(dequantize(q->dtype, q->bytes.subspan(0, 2 * static_cast<size_t>(dtype_info(c.type).block_bytes)), odd));
+}
+
+// A GGUF whose IQ4 data is cut short, or whose rows are no whole number of blocks: named errors
+// from the reader, before any block is read.
+TEST_P(Iq4, ShortOrRaggedFileIsAnError) {
+  const Iq4Case c = GetParam();
+  const GgufFile g = open_test_gguf(std::string("gguf-quant/") + c.name + ".gguf");
+  const MappedFile& f = *g.file;
+  // The reference tensor follows the blocks: cut the file inside the blocks.
+  const TensorSource* q = find(g, c.name);
+  ASSERT_TRUE(q);
+  const size_t cut = static_cast<size_t>(q->bytes.data() - f.data()) + q->bytes.size() - 5;
+  std::vector<uint8_t> bytes(f.data(), f.data() + cut);
+  auto shortg = read_gguf(MappedFile::from_bytes(bytes, "short.gguf"));
+  ASSERT_FALSE(shortg);
+  EXPECT_NE(shortg.status().message().find("run past the end of the data"), std::string::npos)
+      << shortg.status().message();
+  // As many elements in rows that are not whole blocks (of 32; IQ4_XS 256).
+  const auto w = static_cast<uint64_t>(c.cols), h = static_cast<uint64_t>(c.rows), rw = static_cast<uint64_t>(c.ragged_cols);
+  auto ragged = read_gguf(MappedFile::from_bytes(with_dims(g, c.name, w, h, rw, w * h / rw), "ragged.gguf"));
+  ASSERT_FALSE(ragged);
+  const std::string want = "rows of " + std::to_string(rw) + " are not whole " + std::string(dtype_name(c.type));
+  EXPECT_NE(ragged.status().message().find(want), std::string::npos) << ragged.status().message();
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, Iq4,
+                         ::testing::Values(Iq4Case{"iq4_nl", DType::kIQ4_NL, 96, 64, "dequantize IQ4_NL: 3455 bytes for 6144 elements", 48},
+                                           Iq4Case{"iq4_xs", DType::kIQ4_XS, 3, 2048, "dequantize IQ4_XS: 3263 bytes for 6144 elements", 384}),
+                         [](const ::testing::TestParamInfo<Iq4Case>& i) { return std::string(i.param.name); });
+
+// A k-quant whose rows are not a multiple of its 256-element super-block (3 rows of 512 -> 12
+// rows of 128: the same bytes, each row half a block) is a named error, not a misread.
+TEST(Gguf, KQuantRowsNotMultipleOf256AreAnError) {
+  const GgufFile g = open_blocks();
+  for (const char* name : {"q4_k", "q5_k", "q6_k"}) {
+    auto bad = read_gguf(MappedFile::from_bytes(with_dims(g, name, 512, 3, 128, 12), "ragged.gguf"));
+    ASSERT_FALSE(bad) << name;
+    const std::string upper = name[1] == '4' ? "Q4_K" : name[1] == '5' ? "Q5_K" : "Q6_K";
+    EXPECT_NE(bad.status().message().find("rows of 128 are not whole " + upper + " blocks"), std::string::npos)
+        << bad.status().message();
+  }
 }
 
 }  // namespace

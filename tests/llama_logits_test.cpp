@@ -74,6 +74,21 @@ TEST(LlamaLogits, Q4_0FileLosesWhatLlamaCppsRunLoses) {
   EXPECT_NEAR(same.ppl / same.base_ppl, 1.0, 0.01);
 }
 
+// The IQ4_NL file (its IQ4_NL tensors at W8A16, rounded once; llama.cpp reads the blocks and
+// rounds activations to 8 bits): against the F32 base it loses what llama.cpp's run of it loses
+// (mean KLD 0.053955, same top 89.418 %), and it is close to llama.cpp's own logits of the file.
+TEST(LlamaLogits, Iq4NlFileLosesWhatLlamaCppsRunLoses) {
+  const KlResult f32 = against("gguf-quant/stories260K-IQ4_NL.gguf", "llamacpp-kld/stories260K-f32-c128.kld");
+  EXPECT_NEAR(f32.mean_kld, 0.053955, 0.1 * 0.053955);
+  EXPECT_NEAR(f32.same_top, 0.89418, 0.03);
+  const KlResult same = against("gguf-quant/stories260K-IQ4_NL.gguf", "llamacpp-kld/stories260K-iq4_nl-c128.kld");
+  std::printf("[ iq4_nl ] vs f32: KLD %.6f same top %.4f; vs llama.cpp on the file: KLD %.6f same top %.4f\n",
+              f32.mean_kld, f32.same_top, same.mean_kld, same.same_top);
+  EXPECT_LT(same.mean_kld, 2e-3);
+  EXPECT_GT(same.same_top, 0.95);
+  EXPECT_NEAR(same.ppl / same.base_ppl, 1.0, 0.01);
+}
+
 Status read_bytes(std::vector<uint8_t> bytes) {
   return read_llama_logits(MappedFile::from_bytes(std::move(bytes), "x.kld")).status();
 }

@@ -17,6 +17,8 @@ DTypeInfo dtype_info(DType t) {
     case DType::kQ6_K: return {"Q6_K", 256, 210};
     case DType::kQ5_0: return {"Q5_0", 32, 22};
     case DType::kQ5_1: return {"Q5_1", 32, 24};
+    case DType::kIQ4_NL: return {"IQ4_NL", 32, 18};
+    case DType::kIQ4_XS: return {"IQ4_XS", 256, 136};
   }
   return {"?", 1, 1};
 }

@@ -21,6 +21,8 @@ enum class DType : uint8_t {
   kQ6_K,
   kQ5_0,
   kQ5_1,
+  kIQ4_NL,
+  kIQ4_XS,
 };
 
 struct DTypeInfo {

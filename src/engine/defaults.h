@@ -37,7 +37,7 @@ Result<OverridesFile> source_scheme(std::string_view scheme, int group_size = 32
 // source in when no scheme is asked for, and kiln compile a quantized GGUF): F32, F16 and BF16
 // as they are; GGML Q4_0 and Q4_1 as W4A16 g32 symmetric and asymmetric, the same bytes; Q4_K as
 // W4A16 g32 asymmetric (its sub-blocks' values unchanged, scales rounded once to FP16); other
-// GGML blocks (Q8_0, Q5_K, Q6_K) as W8A16, rounded once from their values (no kernel reads those
+// GGML blocks (Q8_0, Q5_0, Q5_K, Q6_K, IQ4_NL, IQ4_XS) as W8A16, rounded once from their values (no kernel reads those
 // blocks yet). Never a whole FP32 copy: the compiler converts one tensor at a time.
 OverridesFile source_precision(const ImportedModel& m);
 // True when a matmul weight of `m` is stored in a GGML block type (Q4_0, Q8_0, a k-quant, ...).

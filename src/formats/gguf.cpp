@@ -133,6 +133,8 @@ std::optional<DType> ggml_type(uint32_t t) {
     case 12: return DType::kQ4_K;
     case 13: return DType::kQ5_K;
     case 14: return DType::kQ6_K;
+    case 20: return DType::kIQ4_NL;
+    case 23: return DType::kIQ4_XS;
     case 30: return DType::kBF16;
     default: return std::nullopt;
   }
@@ -200,7 +202,7 @@ Result<GgufFile> read_gguf(std::shared_ptr<const MappedFile> file) {
     auto dt = ggml_type(type);
     if (!dt)
       return unsupported(path + ": " + where + " has GGML type " + std::to_string(type) +
-                         ", which kiln does not read (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)");
+                         ", which kiln does not read (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)");
     info.t.dtype = *dt;
     KILN_ASSIGN_OR_RETURN(info.offset, r.read<uint64_t>("tensor offset"));
     auto n = shape_elements(info.t.shape);

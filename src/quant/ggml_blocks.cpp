@@ -70,6 +70,39 @@ void dq_q8_0(const uint8_t* b, float* y) {
   for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(qs[j]) * d;
 }
 
+// IQ4_NL: f16 d, 16 bytes of nibbles in Q4_0's order; a nibble indexes GGML's fixed table of
+// 16 int8 levels (denser near zero, as trained weights are), times d: an 8-bit value with one
+// scale per block of 32.
+constexpr int8_t kIq4NlLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+void dq_iq4_nl(const uint8_t* b, float* y) {
+  const float d = half_at(b);
+  const uint8_t* qs = b + 2;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = static_cast<float>(kIq4NlLevels[qs[j] & 0x0f]) * d;
+    y[j + 16] = static_cast<float>(kIq4NlLevels[qs[j] >> 4]) * d;
+  }
+}
+
+// IQ4_XS: f16 d, u16 of 2-bit high halves and 4 bytes of 4-bit low halves of 8 sub-block scales,
+// 128 bytes of nibbles; sub-block j (32 elements) is IQ4_NL's nibbles with the scale d (s - 32),
+// s = low4 | high2 << 4.
+void dq_iq4_xs(const uint8_t* b, float* y) {
+  const float d = half_at(b);
+  uint16_t high;
+  std::memcpy(&high, b + 2, 2);
+  const uint8_t* low = b + 4;
+  const uint8_t* qs = b + 8;
+  for (int j = 0; j < 8; ++j, qs += 16, y += 32) {
+    const int s = ((low[j / 2] >> (4 * (j % 2))) & 0x0f) | (((high >> (2 * j)) & 3) << 4);
+    const float dl = d * static_cast<float>(s - 32);
+    for (int l = 0; l < 16; ++l) {
+      y[l] = dl * static_cast<float>(kIq4NlLevels[qs[l] & 0x0f]);
+      y[l + 16] = dl * static_cast<float>(kIq4NlLevels[qs[l] >> 4]);
+    }
+  }
+}
+
 // The 6-bit scale and min of sub-block j (0..7) packed into 12 bytes (Q4_K, Q5_K).
 void scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
   if (j < 4) {
@@ -175,6 +208,8 @@ Status dequantize(DType t, std::span<const uint8_t> src, std::span<float> dst) {
       case DType::kQ6_K: dq_q6_k(s, y); break;
       case DType::kQ5_0: dq_q5_0(s, y); break;
       case DType::kQ5_1: dq_q5_1(s, y); break;
+      case DType::kIQ4_NL: dq_iq4_nl(s, y); break;
+      case DType::kIQ4_XS: dq_iq4_xs(s, y); break;
     }
   }
   return Status::ok();
