@@ -332,7 +332,9 @@ TEST(CliUsage, SchemeAliasesCompileTheSameFile) {
   EXPECT_EQ(bytes_of("-q q4_0", "q4_0"), bytes_of("-q w4a16 --group 32", "w4a16"));
   EXPECT_EQ(bytes_of("-q Q4_1", "q4_1"), bytes_of("-q w4a16 --asym", "w4a16-asym"));
   EXPECT_EQ(bytes_of("-q fp16", "fp16"), bytes_of("-q f16", "f16"));
-  EXPECT_EQ(bytes_of("-q q8_0", "q8_0"), bytes_of("-q w8a16", "w8a16"));
+  EXPECT_EQ(bytes_of("-q q8_0", "q8_0"), bytes_of("-q w8a16 --group 32", "w8a16-g32"));
+  EXPECT_EQ(bytes_of("-q q8_0", "q8_0"), bytes_of("-q 'w8a16 g32'", "w8a16-g32-name"));
+  EXPECT_NE(bytes_of("-q w8a16", "w8a16"), bytes_of("-q w8a16 --group 32", "w8a16-g32"));  // per row by default
 
   auto int8 = test::run_kiln("compile " + model + " -q int8 -o " + test::shell_quote(test::temp_dir() + "/int8.kiln"));
   EXPECT_NE(int8.err.find("scheme 'int8' does not say the activations' width: w8a16 keeps 16-bit activations"),

@@ -377,6 +377,7 @@ std::vector<QuantParams> all_params() {
   for (Scheme s : {Scheme::kW4A16, Scheme::kW4A8})
     for (int g : {32, 64, 128})
       for (bool sym : {true, false}) ps.push_back(canonical({s, g, sym}));
+  for (int g : {32, 64, 128}) ps.push_back(canonical({Scheme::kW8A16, 0, true, g}));  // 8-bit groups
   return ps;
 }
 
@@ -385,9 +386,9 @@ TEST(CpuMatmul, EveryTableEverySchemeManyShapes) {
   int cases = 0;
   for (const cpu::KernelTable* t : tables_to_test())
     for (const QuantParams& p : all_params()) {
-      const int g = is_4bit(p.scheme) ? p.group_size : 1;
-      const std::vector<int64_t> cols = is_4bit(p.scheme) ? std::vector<int64_t>{g, 3 * g, 8 * g}
-                                                          : std::vector<int64_t>{1, 5, 64, 131, 256, 512};
+      const int g = scale_group(p);
+      const std::vector<int64_t> cols = g != 0 ? std::vector<int64_t>{g, 3 * g, 8 * g}
+                                               : std::vector<int64_t>{1, 5, 64, 131, 256, 512};
       for (int64_t r : {1, 7, 16, 33, 100})
         for (int64_t k : cols)
           for (int n : {1, 2, 5, 13, 17, 40}) {
@@ -408,6 +409,8 @@ TEST(CpuMatmul, ModelShapes) {
     for (Scheme s : {Scheme::kW4A16, Scheme::kW4A8, Scheme::kW8A16, Scheme::kW8A8, Scheme::kF16, Scheme::kBF16})
       for (int n : {1, 24, 80})
         if (n < 64 || t->make_bf16_tiles) check_matmul(*t, {canonical({s, 32, true}), 64, 2048, n}, rng);
+  for (const cpu::KernelTable* t : tables_to_test())  // w8a16 g32: GGUF Q8_0 / Q5_0 as they are
+    for (int n : {1, 24, 80}) check_matmul(*t, {canonical({Scheme::kW8A16, 0, true, 32}), 64, 2048, n}, rng);
 }
 
 // Decode reads its tiles side by side or one at a time (PackedMatrix::decode_one_stream, which
@@ -492,7 +495,7 @@ TEST(CpuMatmul, TokenOfAStepGetsItsOneTokenBits) {
       for (int64_t cols : {int64_t{256}, int64_t{5632}})
         for (int n = 2; n <= 14; ++n) {
           if (digits) {  // only where the table reads the rows (a matrix unit's tiles do not)
-            const cpu::ActivationFormat f = t->activation_format(p.scheme, n, cols);
+            const cpu::ActivationFormat f = t->activation_format(p, n, cols);
             if (f != cpu::ActivationFormat::kA16Rows && f != cpu::ActivationFormat::kDigits) continue;
           }
           if (cols > 256 && n % 6 != 2 && !digits) continue;

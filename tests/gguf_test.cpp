@@ -170,6 +170,34 @@ TEST(Gguf, Q4KBecomesW4AsymmetricGroups) {
   EXPECT_FALSE(q4_k_to_w4_asym(q->bytes, small));
 }
 
+// Q8_0 is w8a16 g32 byte for byte, and Q5_0 becomes it exactly (its scale as it is, its 5-bit
+// values less 16 as int8): dequantized, both equal gguf-py's dequantization bit for bit.
+TEST(Gguf, Q8AndQ5AreW8Groups) {
+  GgufFile g = open_blocks();
+  QuantParams p;
+  p.scheme = Scheme::kW8A16;
+  p.w8_group = 32;
+  for (const char* type : {"q8_0", "q5_0"}) {
+    SCOPED_TRACE(type);
+    const TensorSource* q = find(g, type);
+    const TensorSource* ref = find(g, std::string(type) + ".ref");
+    ASSERT_TRUE(q && ref);
+    const auto n = static_cast<int64_t>(ref->bytes.size() / 4);
+    ASSERT_EQ(n % 32, 0);
+    std::vector<uint8_t> w8(q->bytes.begin(), q->bytes.end());
+    if (q->dtype == DType::kQ5_0) {
+      w8.resize(static_cast<size_t>(n / 32 * 34));
+      ASSERT_TRUE(q5_0_to_w8_g32(q->bytes, w8));
+      EXPECT_FALSE(q5_0_to_w8_g32(q->bytes.subspan(1), w8));  // whole blocks only
+      std::vector<uint8_t> small(w8.size() - 1);
+      EXPECT_FALSE(q5_0_to_w8_g32(q->bytes, small));
+    }
+    std::vector<float> got(static_cast<size_t>(n));
+    ASSERT_TRUE(dequantize_matrix(p, w8, 1, n, got.data()));
+    EXPECT_EQ(std::memcmp(got.data(), ref->bytes.data(), ref->bytes.size()), 0);
+  }
+}
+
 }  // namespace
 }  // namespace kiln
 

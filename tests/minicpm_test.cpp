@@ -212,10 +212,57 @@ TEST(MiniCPM, QuantizedGgufLogitsAgainstLlamaCpp) {
     EXPECT_LT(fold, 1e-5);      // the fold is exact: what is left is f32 arithmetic
     EXPECT_LT(f32_exact, 1e-5);
     // llama.cpp is as far from the file's exact values as kiln's FP32 pass is from llama.cpp (its
-    // 8-bit activations: 3.4 to 3.7 % here); kiln's own-precision program stores Q8_0 and Q5_0
-    // as W8A16 rows and Q4_K's scales in FP16, measured 2.0 to 4.1 % from the exact values.
+    // 8-bit activations: 3.4 to 3.7 % here); kiln's own-precision program here keeps the
+    // classifier guard (the tied embedding in f16) and Q4_K's scales in FP16, measured 0.02 to
+    // 0.1 % from the exact values (without the guard, Q8_0 and Q5_0: Q8AndQ5GgufAreLossless).
     EXPECT_LT(vs_llama, 1.1 * llama_own);
     EXPECT_LT(program_exact, 0.05);
+  }
+}
+
+// Q8_0 and Q5_0 blocks are w8a16 g32 exactly (an int8 value and an f16 scale per 32): compiled in
+// the file's own precision, as `kiln compile x.gguf` without -q does (no classifier guard), every
+// projection is the file's values and the logits are the exact pass's up to f32 arithmetic, at
+// every step size; the compiled weights take the file's block bytes (Q8_0 as it is, Q5_0's 22
+// bytes per block widened to 34).
+TEST(MiniCPM, Q8AndQ5GgufAreLossless) {
+  for (const char* type : {"q8_0", "q5_0"}) {
+    SCOPED_TRACE(type);
+    json exact = quantized_reference(type);
+    exact["logits"] = exact["exact"];
+    auto imp = import_model(quantized(type));
+    ASSERT_TRUE(imp) << imp.status().message();
+    CompileOptions o = options();
+    o.quant = source_precision(imp->model);
+    o.guard_classifier = false;
+    EXPECT_EQ(describe(o.quant.defaults), "w8a16 g32");
+    auto img = compile_model(*imp, o, nullptr);
+    ASSERT_TRUE(img) << img.status().message();
+    int matrices = 0;
+    for (size_t i = 0; i < img->program.graph.weights.size(); ++i) {
+      const WeightDesc& w = img->program.graph.weights[i];
+      const TensorSource& t = imp->model.tensors.at(w.name);
+      if (w.shape.size() != 2) {
+        EXPECT_EQ(img->weights[i].size(), t.bytes.size()) << w.name;
+        continue;
+      }
+      ++matrices;
+      EXPECT_EQ(w.scheme, Scheme::kW8A16) << w.name;
+      EXPECT_EQ(w.group_size, 32) << w.name;
+      // The file's blocks (Q5_0's widened to 34 bytes), the last 16-row tile padded (token_embd's 300 rows).
+      const uint64_t blocks = t.dtype == DType::kQ5_0 ? t.bytes.size() / 22 : t.bytes.size() / 34;
+      const uint64_t rows = static_cast<uint64_t>(w.shape[0]), padded = (rows + 15) / 16 * 16;
+      EXPECT_EQ(img->weights[i].size(), blocks * 34 / rows * padded) << w.name;
+    }
+    EXPECT_EQ(matrices, 15);
+    auto m = Model::create(std::move(img).value());
+    ASSERT_TRUE(m) << m.status().message();
+    for (size_t chunk : {1, 4, 16}) {
+      const double err = test::worst_against(exact, [&](const std::vector<int>& t) { return test::program_logits(*m, t, chunk); });
+      std::printf("minicpm %s as w8a16 g32, %zu tokens a step: max relative logit error vs the exact pass %.3g\n", type,
+                  chunk, err);
+      EXPECT_LT(err, 1e-5);
+    }
   }
 }
 

@@ -226,6 +226,46 @@ TEST(OverridesParse, FromFlags) {
   EXPECT_TRUE(overrides_from_flags("f16", 48));  // no group size to check
 }
 
+// w8a16 takes a group only where it is named: "w8a16 g32" (flags, "default", a rule's "scheme")
+// or a w8a16 rule's own "group_size"; a file's group_size stays the 4-bit rules'.
+TEST(OverridesParse, W8GroupsOnlyWhereNamed) {
+  auto f = overrides_from_flags("w8a16 g32");
+  ASSERT_TRUE(f) << f.status().message();
+  EXPECT_EQ(f->defaults, (QuantParams{Scheme::kW8A16, 0, true, 32}));
+  f = overrides_from_flags("Q8_0");
+  ASSERT_TRUE(f) << f.status().message();
+  EXPECT_EQ(f->defaults, (QuantParams{Scheme::kW8A16, 0, true, 32}));
+  EXPECT_EQ(overrides_from_flags("w8a16g128")->defaults, (QuantParams{Scheme::kW8A16, 0, true, 128}));
+  auto bad = overrides_from_flags("w8a16 g48");
+  ASSERT_FALSE(bad);
+  EXPECT_HAS(bad.status().message(), "group size 48");
+
+  f = parse_overrides(R"({"default": "w8a16 g64", "group_size": 128, "rules": [
+      {"op": "ffn_up", "scheme": "w8a16", "group_size": 32},
+      {"op": "ffn_gate", "scheme": "w8a16"},
+      {"op": "attn_q", "scheme": "w4a16"}]})",
+                      kPath);
+  ASSERT_TRUE(f) << f.status().message();
+  EXPECT_EQ(f->defaults, (QuantParams{Scheme::kW8A16, 128, true, 64}));
+  EXPECT_EQ(f->rules[0].params, (QuantParams{Scheme::kW8A16, 0, true, 32}));
+  EXPECT_EQ(f->rules[1].params, (QuantParams{Scheme::kW8A16, 0, true, 0}));  // per row
+  EXPECT_EQ(f->rules[2].params, (QuantParams{Scheme::kW4A16, 128, true}));
+  f->auto_fallback = true;
+  Assigned a = assign(*f);
+  ASSERT_TRUE(a.status) << a.status.message();
+  EXPECT_EQ(a.scheme("blk.1.ffn_up.weight"), "w8a16 g32");
+  EXPECT_EQ(a.scheme("blk.1.ffn_gate.weight"), "w8a16");
+  EXPECT_EQ(a.scheme("blk.1.attn_k.weight"), "w8a16 g64");
+  // ffn_down's 96 columns are not a multiple of 64: one scale per row, with a note.
+  EXPECT_EQ(a.scheme("blk.1.ffn_down.weight"), "w8a16");
+  ASSERT_FALSE(a.notes.empty());
+  EXPECT_HAS(a.notes.back(), "w8a16 g64") << a.notes.front();
+
+  auto w8a8 = parse_overrides(R"({"rules": [{"op": "ffn_up", "scheme": "w8a8", "group_size": 32}]})", kPath);
+  ASSERT_FALSE(w8a8);
+  EXPECT_HAS(w8a8.status().message(), "'group_size' applies to 4-bit schemes");
+}
+
 // ---- every rule key ----
 
 TEST(OverridesRules, MatchOnCanonicalNameAndOnAlias) {
@@ -452,8 +492,9 @@ TEST(OverridesErrors, BadValues) {
   EXPECT_HAS(parse_error(R"({"rules": [{"layers": [0, 1e9], "scheme": "f16"}]})"), "'layers'");
   EXPECT_HAS(parse_error(R"({"rules": [{"layers": "0-3", "scheme": "f16"}]})"), "'layers'");
   EXPECT_HAS(parse_error(R"({"rules": [{"layers": [0, 99999999999], "scheme": "f16"}]})"), "not a layer number");
-  EXPECT_HAS(parse_error(R"({"rules": [{"op": "ffn", "scheme": "w8a16", "group_size": 64}]})"),
-             "'group_size' applies to 4-bit schemes (w4a16, w4a8) only, not w8a16");
+  EXPECT_HAS(parse_error(R"({"rules": [{"op": "ffn", "scheme": "w8a8", "group_size": 64}]})"),
+             "'group_size' applies to 4-bit schemes (w4a16, w4a8) and w8a16 groups only, not w8a8");
+  EXPECT_HAS(parse_error(R"({"rules": [{"op": "ffn", "scheme": "w8a16", "group_size": 48}]})"), "48");
   EXPECT_HAS(parse_error(R"({"rules": [{"op": "ffn", "scheme": "f16", "symmetric": false}]})"),
              "'symmetric' applies to 4-bit schemes");
   EXPECT_HAS(parse_error(R"({"rules": [{"op": "ffn", "scheme": "w4a16", "group_size": 16}]})"),

@@ -46,6 +46,7 @@ std::vector<QuantParams> all_params() {
     for (int g : {32, 64, 128})
       for (bool sym : {true, false}) out.push_back({s, g, sym});
   }
+  for (int g : {32, 64, 128}) out.push_back({Scheme::kW8A16, 0, true, g});  // w8a16 with 8-bit groups
   return out;
 }
 
@@ -132,6 +133,16 @@ TEST(QuantScheme, Properties) {
   EXPECT_EQ(canonical({Scheme::kW8A16, 64, false}), (QuantParams{Scheme::kW8A16, 0, true}));
   EXPECT_EQ(canonical({Scheme::kW4A8, 64, false}), (QuantParams{Scheme::kW4A8, 64, false}));
   EXPECT_EQ(round_to_nearest().name(), "rtn");
+  // 8-bit groups: w8a16 only, kept by canonical, named as the 4-bit schemes are.
+  EXPECT_EQ(def.w8_group, 0);
+  EXPECT_EQ(describe({Scheme::kW8A16, 0, true, 32}), "w8a16 g32");
+  EXPECT_EQ(canonical({Scheme::kW8A16, 64, false, 32}), (QuantParams{Scheme::kW8A16, 0, true, 32}));
+  EXPECT_EQ(canonical({Scheme::kW8A8, 64, false, 32}), (QuantParams{Scheme::kW8A8, 0, true, 0}));
+  EXPECT_EQ(scale_group({Scheme::kW8A16, 0, true, 128}), 128);
+  EXPECT_EQ(scale_group({Scheme::kW8A16}), 0);
+  EXPECT_EQ(scale_group({Scheme::kW4A8, 64, true}), 64);
+  EXPECT_FALSE(validate_params({Scheme::kW8A8, 0, true, 32}));   // groups are a w8a16 layout
+  EXPECT_FALSE(validate_params({Scheme::kW8A16, 0, true, 48}));  // not a group size
 }
 
 TEST(QuantScheme, Sizes) {
@@ -155,6 +166,30 @@ TEST(QuantScheme, Sizes) {
   EXPECT_FALSE(quantized_size({Scheme::kF32}, int64_t{1} << 62, int64_t{1} << 20));  // overflows 64 bits
   // Group size is ignored by the schemes that have none.
   EXPECT_EQ(quantized_size({Scheme::kW8A16, 48, false}, 1, 10), 14u);
+  // w8a16 g32: GGML Q8_0's 34 bytes per block of 32; g128: 130 per 128.
+  EXPECT_EQ(quantized_size({Scheme::kW8A16, 0, true, 32}, 3, 64), 3u * 2 * 34);
+  EXPECT_EQ(quantized_row_size({Scheme::kW8A16, 0, true, 128}, 256), 2u * 130);
+  EXPECT_FALSE(quantized_size({Scheme::kW8A16, 0, true, 32}, 3, 48));  // cols not a multiple of the group
+}
+
+// w8a16 g32 round to nearest: an f16 scale = absmax / 127 rounded up per group of 32, then
+// q = round(w / scale), in Q8_0's block order; and the reference product reads it.
+TEST(QuantScheme, W8GroupsAreQ8Blocks) {
+  const QuantParams p{Scheme::kW8A16, 0, true, 32};
+  std::vector<float> w(64);
+  for (int i = 0; i < 32; ++i) w[static_cast<size_t>(i)] = static_cast<float>(i - 16) * 0.5f;  // absmax 8
+  for (int i = 32; i < 64; ++i) w[static_cast<size_t>(i)] = i == 40 ? -1.0f : 0.0f;         // absmax 1
+  auto q = quantize_or_die(p, w, 1, 64);
+  ASSERT_EQ(q.size(), 68u);
+  EXPECT_EQ(f16_at(q.data()), f16_to_f32(f16_round_up(8.0f / 127.0f)));
+  EXPECT_EQ(f16_at(q.data() + 34), f16_to_f32(f16_round_up(1.0f / 127.0f)));
+  EXPECT_EQ(static_cast<int8_t>(q[2]), -127);       // -8 / scale, scale rounded up: -126.98 -> -127
+  EXPECT_EQ(static_cast<int8_t>(q[34 + 2 + 8]), -127);  // w[40]
+  EXPECT_EQ(static_cast<int8_t>(q[34 + 2 + 9]), 0);
+  auto d = dequantize_or_die(p, q, 1, 64);
+  for (int i = 0; i < 64; ++i)
+    EXPECT_EQ(d[static_cast<size_t>(i)], static_cast<float>(static_cast<int8_t>(q[static_cast<size_t>(i / 32 * 34 + 2 + i % 32)])) *
+                                             f16_at(q.data() + i / 32 * 34));
 }
 
 TEST(QuantScheme, ShapeErrorsSayWhy) {
@@ -211,7 +246,7 @@ std::vector<Shape> shapes_for(int g) {
 
 TEST(QuantRoundTrip, ErrorBoundsPerScheme) {
   for (const QuantParams& p : all_params()) {
-    const int g = is_4bit(p.scheme) ? p.group_size : 32;
+    const int g = scale_group(p) != 0 ? scale_group(p) : 32;
     double worst_ratio = 0.0;  // largest |err| / bound seen, for the log
     double err2 = 0.0, w2 = 0.0;  // squared error and squared weights on the LLM-like data
     for (Dist dist : {Dist::kLlm, Dist::kUniform, Dist::kOffset}) {
@@ -231,7 +266,9 @@ TEST(QuantRoundTrip, ErrorBoundsPerScheme) {
               case Scheme::kF16: bound = std::max(std::ldexp(std::fabs(static_cast<double>(x)), -11), std::ldexp(1.0, -25)); break;
               case Scheme::kBF16: bound = std::ldexp(std::fabs(x), -8); break;
               case Scheme::kW8A16:
-              case Scheme::kW8A8: bound = f32_at(qr) / 2; break;
+              case Scheme::kW8A8:
+                bound = p.w8_group != 0 ? f16_at(qr + c / p.w8_group * (2 + p.w8_group)) / 2 : f32_at(qr) / 2;
+                break;
               default: {
                 const int64_t grp = c / p.group_size;
                 const uint8_t* gb = qr + grp * ((p.symmetric ? 2 : 4) + p.group_size / 2);
@@ -511,10 +548,10 @@ void matmul_f64(const std::vector<float>& w, const std::vector<float>& x, int64_
 
 TEST(QuantRefMatmul, EverySchemeAgainstDequantizedProduct) {
   for (const QuantParams& p : all_params()) {
-    const int g = is_4bit(p.scheme) ? p.group_size : 32;
+    const int g = scale_group(p) != 0 ? scale_group(p) : 32;
     double worst_rel = 0, worst_act_ratio = 0;
     std::vector<Shape> shapes = shapes_for(g);
-    if (!is_4bit(p.scheme)) shapes.push_back({3, 5});  // odd widths where no group constrains
+    if (scale_group(p) == 0) shapes.push_back({3, 5});  // odd widths where no group constrains
     for (const Shape& sh : shapes) {
       for (int64_t n : {1, 4}) {
         auto w = random_matrix(sh.rows, sh.cols, Dist::kLlm, static_cast<uint32_t>(sh.cols * 7 + n));

@@ -17,6 +17,7 @@ namespace {
 struct CompileCmd {
   std::string model, out, scheme, overrides, target = "native", tokenizer;  // scheme "": see CompileRequest
   int group = 32;
+  bool group_given = false;
   bool asymmetric = false;
   bool no_fuse = false;
   bool strict = false;
@@ -58,6 +59,8 @@ int compile(const CompileCmd& c) {
   rq.model = c.model;
   rq.output = c.out;
   rq.scheme = c.scheme;
+  // -q w8a16 alone stays one scale per row; an explicit --group asks for 8-bit groups.
+  if (c.group_given && (c.scheme == "w8a16" || c.scheme == "W8A16")) rq.scheme += " g" + std::to_string(c.group);
   rq.group = c.group;
   rq.symmetric = !c.asymmetric;
   rq.strict = c.strict;
@@ -112,8 +115,9 @@ void add_compile_command(CLI::App& app, int& exit_code) {
   cmd->add_option("model", c->model, "llama2.c .bin, .gguf file or Hugging Face folder")->required();
   cmd->add_option("-o,--output", c->out, "the .kiln file to write")->required();
   cmd->add_option("-q,--quant", c->scheme, "default scheme (w4a16; a quantized GGUF keeps its own): f32, f16, bf16, w8a16, w4a16, w8a8, w4a8, or an alias: q4_0 (w4a16 g32), "
-                  "q4_1 (w4a16 g32 asym), q8_0 (w8a16), fp16, fp32, bfloat16");
-  cmd->add_option("--group", c->group, "group size of the 4-bit schemes: 32, 64 or 128");
+                  "q4_1 (w4a16 g32 asym), q8_0 (w8a16 g32), fp16, fp32, bfloat16");
+  cmd->add_option("--group", c->group, "group size of the 4-bit schemes, or of w8a16 when given: 32, 64 or 128")
+      ->each([p = c.get()](const std::string&) { p->group_given = true; });
   cmd->add_flag("--asym", c->asymmetric, "asymmetric 4-bit groups (scale and minimum)");
   cmd->add_flag("--strict", c->strict,
                 "fail on a 4-bit tensor whose width the group does not divide (default: store it as 8-bit, with a note)");

@@ -56,6 +56,7 @@ bool stored_as(DType d, const QuantParams& p) {
     case DType::kQ4_1:
       return (p.scheme == Scheme::kW4A16 || p.scheme == Scheme::kW4A8) && p.group_size == 32 &&
              p.symmetric == (d == DType::kQ4_0);
+    case DType::kQ8_0: return p.scheme == Scheme::kW8A16 && p.w8_group == 32;  // GGML Q8_0 is W8 g32
     default: return false;
   }
 }
@@ -179,6 +180,12 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
       // and minimum rounded once to FP16.
       auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(rows * (cols / 32) * 20));
       KILN_RETURN_IF_ERROR(q4_k_to_w4_asym(src.bytes, *buf).with_context(src.file + ": tensor '" + src.name + "'"));
+      img.weights[i] = *buf;
+      buffers[i] = std::move(buf);
+    } else if (src.dtype == DType::kQ5_0 && p.scheme == Scheme::kW8A16 && p.w8_group == 32) {
+      // Each Q5_0 block is a W8 group of 32: its scale as it is, its 5-bit values widened to int8.
+      auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(rows * (cols / 32) * 34));
+      KILN_RETURN_IF_ERROR(q5_0_to_w8_g32(src.bytes, *buf).with_context(src.file + ": tensor '" + src.name + "'"));
       img.weights[i] = *buf;
       buffers[i] = std::move(buf);
     } else if (stored_as(src.dtype, p)) {

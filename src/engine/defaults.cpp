@@ -26,6 +26,11 @@ QuantParams natural_params(DType d) {
       p.group_size = 32;
       p.symmetric = d == DType::kQ4_0;
       break;
+    case DType::kQ8_0:
+    case DType::kQ5_0:  // an int8 value and an f16 scale per 32: exactly w8a16 g32
+      p.scheme = Scheme::kW8A16;
+      p.w8_group = 32;
+      break;
     default: p.scheme = Scheme::kW8A16; break;
   }
   return canonical(p);

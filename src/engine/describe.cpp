@@ -53,7 +53,7 @@ nlohmann::json describe(const KilnImage& k) {
   for (size_t i = 0; i < g.weights.size(); ++i) {
     const WeightDesc& w = g.weights[i];
     std::string scheme(scheme_name(w.scheme));
-    if (w.group_size) scheme += " g" + std::to_string(w.group_size) + (w.symmetric ? " sym" : " asym");
+    if (w.group_size) scheme += " g" + std::to_string(w.group_size) + (!is_4bit(w.scheme) ? "" : w.symmetric ? " sym" : " asym");
     tensors.push_back({{"name", w.name}, {"shape", w.shape}, {"scheme", scheme}, {"bytes", img.weights[i].size()}});
     scheme_bytes[std::string(scheme_name(w.scheme))] += img.weights[i].size();
   }

@@ -43,7 +43,7 @@ struct WeightDesc {
   std::string name;
   std::vector<int64_t> shape;     // outermost first; a matmul weight is {rows, cols}
   Scheme scheme = Scheme::kF32;
-  int group_size = 0;             // 4-bit schemes
+  int group_size = 0;             // 4-bit schemes; w8a16: its group (0: one scale per row)
   bool symmetric = true;
   std::string layout = "rowmajor";  // how the bytes are arranged for the kernels that read them
 };

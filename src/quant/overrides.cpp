@@ -67,13 +67,13 @@ Status check_keys(const Json& obj, const std::string_view* known, size_t n_known
   return Status::ok();
 }
 
-Result<Scheme> scheme_field(const Json& obj, const std::string& key, const std::string& where) {
+// A scheme name, or "w8a16 g32" (w8a16 with 8-bit groups): the scheme and its w8_group.
+Result<QuantParams> scheme_field(const Json& obj, const std::string& key, const std::string& where) {
   KILN_ASSIGN_OR_RETURN(std::string name, json_string(obj, key, "", where));
-  auto s = parse_scheme(name);
-  if (!s)
-    return corrupt(where + ": '" + key + "': unknown scheme " + json_quoted(name) + " (known: " +
-                   std::string(scheme_names_list()) + ")");
-  return *s;
+  if (auto s = parse_scheme(name)) return QuantParams{*s};
+  if (auto p = parse_grouped_w8(name); p && validate_params(*p)) return *p;
+  return corrupt(where + ": '" + key + "': unknown scheme " + json_quoted(name) + " (known: " +
+                 std::string(scheme_names_list()) + ", w8a16 g32/g64/g128)");
 }
 
 Result<int> group_field(const Json& obj, const std::string& where, int fallback) {
@@ -97,7 +97,9 @@ Result<Rule> parse_rule(const Json& jr, const std::string& where, const Override
   KILN_RETURN_IF_ERROR(check_keys(jr, kRuleKeys, std::size(kRuleKeys), where, join(kRuleKeys)));
   Rule r;
   if (!jr.contains("scheme") || jr["scheme"].is_null()) return corrupt(where + ": has no 'scheme'");
-  KILN_ASSIGN_OR_RETURN(r.params.scheme, scheme_field(jr, "scheme", where));
+  KILN_ASSIGN_OR_RETURN(const QuantParams named, scheme_field(jr, "scheme", where));
+  r.params.scheme = named.scheme;
+  r.params.w8_group = named.w8_group;
 
   if (jr.contains("match") && !jr["match"].is_null()) {
     KILN_ASSIGN_OR_RETURN(std::string m, json_string(jr, "match", "", where));
@@ -130,11 +132,14 @@ Result<Rule> parse_rule(const Json& jr, const std::string& where, const Override
     return corrupt(where + ": has no 'match', 'layers' or 'op'; to set the scheme of every tensor use 'default'");
 
   const bool four = is_4bit(r.params.scheme);
+  // w8a16 takes a group only when the rule names one: without it, one scale per row.
+  const bool w8_grouped = r.params.scheme == Scheme::kW8A16 && jr.contains("group_size") && !jr["group_size"].is_null();
   for (const char* key : {"group_size", "symmetric"})
-    if (!four && jr.contains(key) && !jr[key].is_null())
-      return corrupt(where + ": '" + key + "' applies to 4-bit schemes (w4a16, w4a8) only, not " +
+    if (!four && !(w8_grouped && std::string_view(key) == "group_size") && jr.contains(key) && !jr[key].is_null())
+      return corrupt(where + ": '" + key + "' applies to 4-bit schemes (w4a16, w4a8) and w8a16 groups only, not " +
                      std::string(scheme_name(r.params.scheme)));
   KILN_ASSIGN_OR_RETURN(r.params.group_size, group_field(jr, where, file.defaults.group_size));
+  if (w8_grouped) r.params.w8_group = r.params.group_size;
   KILN_ASSIGN_OR_RETURN(r.params.symmetric, json_bool(jr, "symmetric", file.defaults.symmetric, where));
   r.params = canonical(r.params);
   r.text = rule_text(r);
@@ -198,7 +203,9 @@ Result<OverridesFile> parse_overrides(std::string_view json, const std::string& 
   f.defaults = base.defaults;
   f.auto_fallback = base.auto_fallback;
   if (j.contains("default") && !j["default"].is_null()) {
-    KILN_ASSIGN_OR_RETURN(f.defaults.scheme, scheme_field(j, "default", path));
+    KILN_ASSIGN_OR_RETURN(const QuantParams named, scheme_field(j, "default", path));
+    f.defaults.scheme = named.scheme;
+    f.defaults.w8_group = named.w8_group;
   }
   // The file's group size and symmetry are kept even when its default is not 4-bit: rules that
   // pick a 4-bit scheme inherit them.
@@ -290,16 +297,17 @@ Result<std::vector<QuantParams>> assign_schemes(const OverridesFile& file, const
       return invalid_argument(prefix + w.name + ": negative shape [" + std::to_string(w.rows) + ", " +
                               std::to_string(w.cols) + "]");
     QuantParams& p = out[k];
-    if (!is_4bit(p.scheme) || w.cols % p.group_size == 0) continue;
+    const int g = scale_group(p);
+    if (g == 0 || w.cols % g == 0) continue;
     const std::string by = chosen_by[k] < 0 ? std::string("the default")
                                             : rule_label(file, static_cast<size_t>(chosen_by[k]));
     const std::string what = w.name + ": " + describe(p) + " (from " + by + ") needs the input dimension " +
-                             std::to_string(w.cols) + " to be a multiple of " + std::to_string(p.group_size);
+                             std::to_string(w.cols) + " to be a multiple of " + std::to_string(g);
     if (!file.auto_fallback)
       return invalid_argument(prefix + what + "; choose another group size or scheme for it, or allow auto_fallback");
     const Scheme wide = widen_to_w8(p.scheme);
     if (notes != nullptr) notes->push_back(prefix + what + "; using " + std::string(scheme_name(wide)));
-    p = canonical({wide});
+    p = canonical({wide});  // w8a16 g32 -> w8a16: one scale per row
   }
   return out;
 }

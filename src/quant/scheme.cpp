@@ -87,6 +87,21 @@ Status quantize_row_w8(const float* w, int64_t cols, uint8_t* out, int64_t r) {
   return Status::ok();
 }
 
+Status quantize_group_w8(const float* w, int g, uint8_t* out, int64_t r, int64_t c0) {
+  KILN_RETURN_IF_ERROR(check_finite(w, g, r, c0));
+  float absmax = 0.0f;
+  for (int j = 0; j < g; ++j) absmax = std::max(absmax, std::fabs(w[j]));
+  if (absmax / 127.0f > kF16Max)
+    return invalid_argument(where_row(r) + ", group at column " + std::to_string(c0) + ": weights too large for an FP16 scale");
+  const uint16_t hs = f16_round_up(absmax / 127.0f);
+  store_u16(out, hs);
+  const float scale = f16_to_f32(hs);
+  auto* q = reinterpret_cast<int8_t*>(out + 2);
+  for (int j = 0; j < g; ++j)
+    q[j] = static_cast<int8_t>(scale == 0.0f ? 0.0f : std::clamp(std::round(w[j] / scale), -127.0f, 127.0f));
+  return Status::ok();
+}
+
 Status quantize_group_w4(const float* w, int g, bool symmetric, uint8_t* out, int64_t r, int64_t c0) {
   KILN_RETURN_IF_ERROR(check_finite(w, g, r, c0));
   const int half = g / 2;
@@ -149,6 +164,10 @@ class RoundToNearest final : public WeightQuantizer {
       uint8_t* o = out.data() + static_cast<uint64_t>(r) * row_bytes;
       if (is_float_scheme(p.scheme)) {
         KILN_RETURN_IF_ERROR(quantize_row_float(p.scheme, wr, cols, o, r));
+      } else if (p.w8_group != 0) {
+        const int g = p.w8_group;
+        for (int64_t c = 0; c < cols; c += g)
+          KILN_RETURN_IF_ERROR(quantize_group_w8(wr + c, g, o + static_cast<uint64_t>(c / g) * (2 + g), r, c));
       } else if (!is_4bit(p.scheme)) {
         KILN_RETURN_IF_ERROR(quantize_row_w8(wr, cols, o, r));
       } else {
@@ -181,6 +200,10 @@ int weight_bits(Scheme s) {
 
 bool is_float_scheme(Scheme s) { return s == Scheme::kF32 || s == Scheme::kF16 || s == Scheme::kBF16; }
 bool is_4bit(Scheme s) { return s == Scheme::kW4A16 || s == Scheme::kW4A8; }
+int scale_group(const QuantParams& p) {
+  if (is_4bit(p.scheme)) return p.group_size;
+  return p.scheme == Scheme::kW8A16 ? p.w8_group : 0;
+}
 bool quantizes_activations(Scheme s) { return s == Scheme::kW8A8 || s == Scheme::kW4A8; }
 
 Scheme widen_to_w8(Scheme s) {
@@ -194,12 +217,14 @@ QuantParams canonical(QuantParams p) {
     p.group_size = 0;
     p.symmetric = true;
   }
+  if (p.scheme != Scheme::kW8A16) p.w8_group = 0;
   return p;
 }
 
 std::string describe(const QuantParams& p) {
   std::string s(scheme_name(p.scheme));
   if (is_4bit(p.scheme)) s += " g" + std::to_string(p.group_size) + (p.symmetric ? " sym" : " asym");
+  if (p.scheme == Scheme::kW8A16 && p.w8_group != 0) s += " g" + std::to_string(p.w8_group);
   return s;
 }
 
@@ -209,6 +234,10 @@ Status validate_params(const QuantParams& p) {
   if (is_4bit(p.scheme) && p.group_size != 32 && p.group_size != 64 && p.group_size != 128)
     return invalid_argument(std::string(scheme_name(p.scheme)) + ": group size " + std::to_string(p.group_size) +
                             " is not one of 32, 64, 128");
+  if (p.w8_group != 0 && p.scheme != Scheme::kW8A16)
+    return invalid_argument(std::string(scheme_name(p.scheme)) + ": 8-bit groups are a w8a16 layout only");
+  if (p.w8_group != 0 && p.w8_group != 32 && p.w8_group != 64 && p.w8_group != 128)
+    return invalid_argument("w8a16: group size " + std::to_string(p.w8_group) + " is not one of 32, 64, 128");
   return Status::ok();
 }
 
@@ -221,6 +250,11 @@ std::optional<uint64_t> quantized_row_size(const QuantParams& p, int64_t cols) {
     case Scheme::kBF16: return 2 * c;
     case Scheme::kW8A16:
     case Scheme::kW8A8:
+      if (p.w8_group != 0) {
+        const auto g = static_cast<uint64_t>(p.w8_group);
+        if (c % g != 0 || c / g > std::numeric_limits<uint64_t>::max() / (2 + g)) return std::nullopt;
+        return (c / g) * (2 + g);
+      }
       if (c > std::numeric_limits<uint64_t>::max() - 4) return std::nullopt;
       return 4 + c;
     case Scheme::kW4A16:
@@ -246,9 +280,9 @@ Status check_shape(const QuantParams& p, int64_t rows, int64_t cols) {
   KILN_RETURN_IF_ERROR(validate_params(p));
   if (rows < 0 || cols < 0)
     return invalid_argument("negative matrix shape [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
-  if (is_4bit(p.scheme) && cols % p.group_size != 0)
+  if (const int g = scale_group(p); g != 0 && cols % g != 0)
     return invalid_argument(describe(p) + " needs the input dimension (" + std::to_string(cols) +
-                            ") to be a multiple of the group size " + std::to_string(p.group_size));
+                            ") to be a multiple of the group size " + std::to_string(g));
   if (!quantized_size(p, rows, cols))
     return invalid_argument("matrix [" + std::to_string(rows) + ", " + std::to_string(cols) + "] is too large");
   return Status::ok();
@@ -280,6 +314,14 @@ Status dequantize_row(const QuantParams& p, std::span<const uint8_t> q, int64_t 
       break;
     case Scheme::kW8A16:
     case Scheme::kW8A8: {
+      if (const int g = p.w8_group; g != 0) {
+        for (int64_t c0 = 0; c0 < cols; c0 += g, b += 2 + g) {
+          const float scale = f16_to_f32(load_u16(b));
+          const auto* qs = reinterpret_cast<const int8_t*>(b + 2);
+          for (int j = 0; j < g; ++j) out[c0 + j] = static_cast<float>(qs[j]) * scale;
+        }
+        break;
+      }
       const float scale = load_f32(b);
       const auto* qs = reinterpret_cast<const int8_t*>(b + 4);
       for (int64_t c = 0; c < cols; ++c) out[c] = static_cast<float>(qs[c]) * scale;

@@ -16,6 +16,12 @@
 //     q = round(w / scale) in [-127, 127]; readers accept -128 too. The scale is f32, not FP16:
 //     there is one per row, so its size does not matter, and f32 keeps it exact.
 //
+//   W8 with groups (w8a16 only, QuantParams::w8_group = g, 32, 64 or 128; cols a multiple of g):
+//     each row is cols / g groups, each [f16 scale][g x int8 q]      group = 2 + g bytes
+//     w[c] = q[c] * scale of its group. With g = 32 this is byte for byte GGML's Q8_0 block (and
+//     Q5_0's values, widened to int8, with its scale). Round-to-nearest writes scale = absmax / 127
+//     rounded *up* to FP16 and q = round(w / scale) in [-127, 127].
+//
 //   W4 (w4a16 and w4a8 share it), groups of g = group_size (32, 64 or 128) input elements;
 //   cols must be a multiple of g. Each row is cols / g groups, each group:
 //     symmetric:  [f16 scale][g/2 bytes of nibbles]                 group = 2 + g/2 bytes
@@ -61,20 +67,25 @@ Scheme widen_to_w8(Scheme s);
 struct QuantParams {
   Scheme scheme = Scheme::kW4A16;
   int group_size = 32;    // 4-bit schemes only: 32, 64 or 128 input elements per scale
-  bool symmetric = true;  // 4-bit schemes only; W8 is always symmetric per output channel
+  bool symmetric = true;  // 4-bit schemes only; W8 is always symmetric
+  int w8_group = 0;       // w8a16 only: 0 = one f32 scale per row, else 32, 64 or 128 (f16 scales)
   friend bool operator==(const QuantParams&, const QuantParams&) = default;
 };
 
 // The same parameters with the fields the scheme ignores cleared (group_size 0, symmetric true
-// for every scheme but the 4-bit ones), so that equal layouts compare equal.
+// for every scheme but the 4-bit ones, w8_group 0 for all but w8a16), so that equal layouts
+// compare equal.
 QuantParams canonical(QuantParams p);
-// "w4a16 g32 sym", "w4a16 g128 asym", "w8a16", "f16".
+// The group of `p`'s scales: group_size for 4-bit, w8_group for w8a16 (0: per row), else 0.
+int scale_group(const QuantParams& p);
+// "w4a16 g32 sym", "w4a16 g128 asym", "w8a16", "w8a16 g32", "f16".
 std::string describe(const QuantParams& p);
 
-// OK when the parameters are usable at all (a 4-bit group size of 32, 64 or 128).
+// OK when the parameters are usable at all (a 4-bit group size of 32, 64 or 128; a w8_group of
+// 0, 32, 64 or 128, and only on w8a16).
 Status validate_params(const QuantParams& p);
 // OK when `p` can store a [rows][cols] matrix: valid parameters, non-negative dimensions, cols a
-// multiple of the group size for 4-bit schemes, and a size that fits in 64 bits.
+// multiple of the group size for 4-bit schemes and grouped w8a16, and a size that fits in 64 bits.
 Status check_shape(const QuantParams& p, int64_t rows, int64_t cols);
 
 // Bytes of one row / of the whole matrix; nullopt exactly when check_shape fails.

@@ -1,6 +1,7 @@
 #include "quant/scheme_flag.h"
 
 #include <cctype>
+#include <optional>
 #include <string>
 
 namespace kiln {
@@ -18,7 +19,6 @@ constexpr Alias kAliases[] = {
     {"fp32", Scheme::kF32, 0, -1},      {"float32", Scheme::kF32, 0, -1}, {"float", Scheme::kF32, 0, -1},
     {"fp16", Scheme::kF16, 0, -1},      {"half", Scheme::kF16, 0, -1},    {"float16", Scheme::kF16, 0, -1},
     {"bfloat16", Scheme::kBF16, 0, -1}, {"q4_0", Scheme::kW4A16, 32, 1},  {"q4_1", Scheme::kW4A16, 32, 0},
-    {"q8_0", Scheme::kW8A16, 0, -1},
 };
 
 std::string lower(std::string_view s) {
@@ -29,9 +29,28 @@ std::string lower(std::string_view s) {
 
 }  // namespace
 
+std::optional<QuantParams> parse_grouped_w8(std::string_view name) {
+  const std::string n = lower(name);
+  for (std::string_view prefix : {"w8a16 g", "w8a16g"}) {
+    if (n.rfind(prefix, 0) != 0) continue;
+    const std::string digits = n.substr(prefix.size());
+    if (digits.empty() || digits.size() > 3 || digits.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+    QuantParams p{Scheme::kW8A16};
+    p.w8_group = std::stoi(digits);
+    return canonical(p);
+  }
+  return std::nullopt;
+}
+
 Result<QuantParams> parse_scheme_flag(std::string_view name, int group_size, bool symmetric) {
   const std::string n = lower(name);
   if (auto s = parse_scheme(n)) return QuantParams{*s, group_size, symmetric};
+  // q8_0 is GGML's block of 32 int8 with an f16 scale: w8a16 g32 byte for byte.
+  if (n == "q8_0") return parse_scheme_flag("w8a16 g32", group_size, symmetric);
+  if (auto p = parse_grouped_w8(n)) {
+    KILN_RETURN_IF_ERROR(validate_params(*p));
+    return *p;
+  }
   for (const Alias& a : kAliases) {
     if (a.name != n) continue;
     // The default --group is 32, so only a --group given against the alias lands here.

@@ -7,6 +7,8 @@ Result<QuantParams> weight_params(const WeightDesc& w) {
   p.scheme = w.scheme;
   p.group_size = w.group_size;
   p.symmetric = w.symmetric;
+  // A .kiln keeps a w8a16 tensor's group in group_size (0, per row, in every older file).
+  if (w.scheme == Scheme::kW8A16) p.w8_group = w.group_size;
   if (!is_4bit(w.scheme)) p = canonical(p);
   KILN_RETURN_IF_ERROR(validate_params(p).with_context("weight '" + w.name + "'"));
   const int64_t rows = w.shape.size() == 2 ? w.shape[0] : 1;
@@ -18,7 +20,7 @@ Result<QuantParams> weight_params(const WeightDesc& w) {
 void set_weight_params(WeightDesc& w, const QuantParams& p) {
   const QuantParams c = canonical(p);
   w.scheme = c.scheme;
-  w.group_size = c.group_size;
+  w.group_size = scale_group(c);
   w.symmetric = c.symmetric;
 }
 

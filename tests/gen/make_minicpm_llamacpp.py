@@ -18,7 +18,7 @@ Writes tests/data/hf-tiny/minicpm/:
                     of make_hf_tiny.py; checked here against a float64 numpy pass of the HF weights (within 1e-6)
     reference-residual-2b.json  llama.cpp's logits of model.gguf with minicpm.residual_scale set to MiniCPM-2B's
                     1.4 / sqrt(40) ("residual_scale", as float32), checked against the numpy pass
-    model-<type>.gguf, reference-<type>.json  llama-quantize's Q8_0, Q4_0 and Q4_K_M of model.gguf, llama.cpp's logits of
+    model-<type>.gguf, reference-<type>.json  llama-quantize's Q8_0, Q4_0, Q4_K_M and Q5_0 of model.gguf, llama.cpp's logits of
                     each and a float64 numpy pass over its dequantized values ("exact")
     greedy.json     llama.cpp's greedy continuations of model.gguf (tests/gen/llama_logits.c --greedy: the prompt in one pass, then
                     a token a step): {"paths": [{"prompt", "tokens"}]}, 40 tokens after each of those prompts, each path's
@@ -45,7 +45,7 @@ SCALE_EMB, SCALE_DEPTH, DIM_BASE, THETA, EPS = 12.0, 1.4, 16, 10000.0, 1e-5
 LAYER_STD = 0.2
 GREEDY_NEW = 40
 STRONG_RES = 1.4 / math.sqrt(40)  # MiniCPM-2B's residual scale (40 layers): far from the tiny model's 0.99
-QUANTIZED = ("Q8_0", "Q4_0", "Q4_K_M")  # llama-quantize's types; a Q4_K_M of these widths holds Q5_0 and Q8_0
+QUANTIZED = ("Q8_0", "Q4_0", "Q4_K_M", "Q5_0")  # llama-quantize's types; a Q4_K_M of these widths holds Q5_0 and Q8_0
 
 
 def weights(seed):
@@ -148,11 +148,11 @@ def gguf_weights(path):
     return out, types
 
 
-def quantized_references(llama, exe, d, f32_gguf, prompts):
+def quantized_references(llama, exe, d, f32_gguf, prompts, types=QUANTIZED):
     """model-<type>.gguf made by llama-quantize from model.gguf, and reference-<type>.json: llama.cpp's logits of it
     ("logits") and a float64 numpy pass over its dequantized values with MiniCPM's scales applied exactly ("exact"):
     what folding them into the quantized blocks is measured against."""
-    for qtype in QUANTIZED:
+    for qtype in types:
         name = qtype.lower()
         path = os.path.join(d, "model-%s.gguf" % name)
         subprocess.run([os.path.join(llama, "build", "bin", "llama-quantize"), f32_gguf, path, qtype], check=True,

@@ -169,7 +169,7 @@ Activations prepare_activations(const KernelTable& t, ActivationFormat format, c
 
 Activations prepare_activations(const KernelTable& t, const QuantParams& p, int64_t cols, const float* x, int n,
                                 const ActivationScratch& layout, uint8_t* scratch, ThreadPool* pool) {
-  return prepare_activations(t, t.activation_format(p.scheme, n, cols), p, cols, x, n, layout, scratch, pool);
+  return prepare_activations(t, t.activation_format(p, n, cols), p, cols, x, n, layout, scratch, pool);
 }
 
 }  // namespace kiln::cpu

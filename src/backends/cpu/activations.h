@@ -31,7 +31,7 @@ struct ActivationScratch {
 // inline. The padding tokens of the last panel are written (zeros), never left over from before.
 Activations prepare_activations(const KernelTable& t, const QuantParams& p, int64_t cols, const float* x, int n,
                                 const ActivationScratch& layout, uint8_t* scratch, ThreadPool* pool);
-// The same in a format chosen before (t.activation_format(p.scheme, n, cols)).
+// The same in a format chosen before (t.activation_format(p, n, cols)).
 Activations prepare_activations(const KernelTable& t, ActivationFormat format, const QuantParams& p, int64_t cols,
                                 const float* x, int n, const ActivationScratch& layout, uint8_t* scratch, ThreadPool* pool);
 

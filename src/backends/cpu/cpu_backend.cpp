@@ -201,7 +201,7 @@ class CpuKernel final : public Kernel {
       m.m.decode_one_stream = decode_one_stream_;
       m.fn = k_.matmul[static_cast<int>(m.m.params.scheme)];
       for (int n = 0; n <= max_tokens_; ++n)
-        m.formats.push_back(k_.activation_format(m.m.params.scheme, std::max(n, 1), m.m.cols));
+        m.formats.push_back(k_.activation_format(m.m.params, std::max(n, 1), m.m.cols));
       if (biased) {
         const BoundWeight& bb = weights[first + n_mat + i];
         if (bb.desc->scheme != Scheme::kF32 || bb.desc->layout != kRowMajorLayout || bb.desc->shape.size() != 1 ||

@@ -213,6 +213,12 @@ struct KernelTable {
     if (quantizes_activations(s)) return reads_q_panels(s, n) ? ActivationFormat::kQPanels : ActivationFormat::kQRows;
     return ActivationFormat::kRows;
   }
+  // The same for a weight's parameters: 8-bit groups have no matrix-unit kernel, so their
+  // prefill reads x panels (w8a16_prefill) where the scheme's would read bf16 tiles.
+  ActivationFormat activation_format(const QuantParams& p, int n, int64_t cols) const {
+    if (p.w8_group != 0 && reads_bf16_tiles(p.scheme, n, cols)) return ActivationFormat::kXPanels;
+    return activation_format(p.scheme, n, cols);
+  }
   void (*make_digits)(const float* x, int64_t cols, int8_t* digits, float* scales, int32_t* sums,
                       int32_t* plane_sums) = nullptr;
   void (*rmsnorm)(float* y, const float* x, const float* w, int64_t n, float eps) = nullptr;

@@ -51,7 +51,12 @@ std::optional<uint64_t> tile_bytes(const QuantParams& p, std::string_view layout
     case Scheme::kF16:
     case Scheme::kBF16: return 32 * k;
     case Scheme::kW8A16:
-    case Scheme::kW8A8: return 128 + 64 * static_cast<uint64_t>(k4_of(cols));
+    case Scheme::kW8A8:
+      if (p.w8_group != 0) {
+        if (cols % p.w8_group != 0) return std::nullopt;
+        return kW8GroupBlockBytes * (k / 32);
+      }
+      return 128 + 64 * static_cast<uint64_t>(k4_of(cols));
     case Scheme::kW4A16:
     case Scheme::kW4A8:
       if (cols % p.group_size != 0) return std::nullopt;
@@ -95,6 +100,15 @@ Status pack_matrix(const QuantParams& p, std::string_view layout, std::span<cons
           break;
         case Scheme::kW8A16:
         case Scheme::kW8A8: {
+          if (const int g = p.w8_group; g != 0) {
+            for (int64_t k = 0; k < cols; ++k) {
+              uint8_t* blk = tile + (k / 32) * kW8GroupBlockBytes;
+              const uint8_t* grp = row + (k / g) * (2 + g);
+              if (k % 32 == 0) std::memcpy(blk + lane * 2, grp, 2);
+              blk[32 + (k % 32 / 4) * 64 + lane * 4 + k % 4] = grp[2 + k % g];
+            }
+            break;
+          }
           std::memcpy(tile + lane * 4, row, 4);
           int32_t sum = 0;
           for (int64_t k = 0; k < cols; ++k) {
@@ -152,6 +166,15 @@ Status unpack_matrix(const QuantParams& p, std::string_view layout, std::span<co
         break;
       case Scheme::kW8A16:
       case Scheme::kW8A8:
+        if (const int g = p.w8_group; g != 0) {
+          for (int64_t k = 0; k < cols; ++k) {
+            const uint8_t* blk = tile + (k / 32) * kW8GroupBlockBytes;
+            uint8_t* grp = row + (k / g) * (2 + g);
+            if (k % g == 0) std::memcpy(grp, blk + lane * 2, 2);
+            grp[2 + k % g] = blk[32 + (k % 32 / 4) * 64 + lane * 4 + k % 4];
+          }
+          break;
+        }
         std::memcpy(row, tile + lane * 4, 4);
         for (int64_t k = 0; k < cols; ++k) row[4 + k] = tile[128 + (k / 4) * 64 + lane * 4 + k % 4];
         break;
@@ -199,6 +222,14 @@ void unpack_row(const QuantParams& p, std::string_view layout, const uint8_t* pa
       return;
     case Scheme::kW8A16:
     case Scheme::kW8A8: {
+      if (p.w8_group != 0) {
+        for (int64_t k = 0; k < cols; ++k) {
+          const uint8_t* blk = tile + (k / 32) * kW8GroupBlockBytes;
+          out[k] = static_cast<float>(static_cast<int8_t>(blk[32 + (k % 32 / 4) * 64 + lane * 4 + k % 4])) *
+                   f16_to_f32(load<uint16_t>(blk + lane * 2));
+        }
+        return;
+      }
       const float d = load<float>(tile + lane * 4);
       for (int64_t k = 0; k < cols; ++k)
         out[k] = static_cast<float>(static_cast<int8_t>(tile[128 + (k / 4) * 64 + lane * 4 + k % 4])) * d;

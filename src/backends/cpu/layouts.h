@@ -22,6 +22,10 @@
 //                 [16] f32 scales, [16] i32 row sums (sum of the row's q), then ceil(K/4)
 //                 chunks of 64 bytes: 16 u32, the u32 of row r holding q[r][4c .. 4c + 3] (past
 //                 K: zero). Integer dot products (VNNI, SDOT) read 4 elements per lane.
+//                 With 8-bit groups (w8a16 g32/g64/g128), K / 32 blocks of 544 bytes instead:
+//                 [16] f16 scales (the group's, repeated in each of its blocks of 32), then the
+//                 block's 8 chunks of 64 bytes as above. For g32 a tile holds exactly the bytes
+//                 of 16 x K/32 GGML Q8_0 blocks.
 //
 // Four consecutive elements per lane is what vpdpbusd/vpmaddubsw/sdot multiply at once: the
 // 4-bit layout's low nibbles are elements k0..k0+3 and its high nibbles k0+4..k0+7.
@@ -41,6 +45,8 @@ namespace kiln::cpu {
 inline constexpr int kTileRows = 16;
 inline constexpr std::string_view kLayoutR16 = "r16";
 inline constexpr std::string_view kLayoutR16K4 = "r16k4";
+// One block of 32 inputs of a w8a16 g tile: 16 f16 scales, then 8 chunks of 64 bytes.
+inline constexpr int64_t kW8GroupBlockBytes = 32 + 8 * 64;
 
 // The layout the matmul kernels read for a scheme.
 std::string_view matmul_layout(Scheme s);

@@ -133,22 +133,32 @@ void matmul_dense(const PackedMatrix& w, const Activations& a, const Epilogue& e
   });
 }
 
-template <class S>
-void matmul_w8a16(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te, uint8_t* /*work*/) {
+template <class S, bool kGrouped>
+void matmul_w8a16_of(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
   if (a.format == ActivationFormat::kDigits) {
     if (a.n == 1) {
-      over_decode_tiles<S::kDigitRT>(w, tb, te, [&](auto rt, int64_t t) { w8a16_digits<S, rt.value, 1>(w, a, e, t, 0); });
+      over_decode_tiles<S::kDigitRT>(w, tb, te, [&](auto rt, int64_t t) { w8a16_digits<S, rt.value, 1, kGrouped>(w, a, e, t, 0); });
       return;
     }
     // A few tokens (rows_max_tokens): one tile by four tokens' three sums each fills the registers.
     if constexpr (requires { S::kRowsMaxNT; }) {
-      over_tile_runs<1, 4>(w, tb, te, a.n, [&](auto rt, auto nt, int64_t t, int t0) { w8a16_digits<S, rt.value, nt.value>(w, a, e, t, t0); });
+      over_tile_runs<1, 4>(w, tb, te, a.n, [&](auto rt, auto nt, int64_t t, int t0) {
+        w8a16_digits<S, rt.value, nt.value, kGrouped>(w, a, e, t, t0);
+      });
       return;
     }
   }
   over_tile_runs<S::kPrefillRT, S::kPrefillNT>(w, tb, te, a.n, [&](auto rt, auto nt, int64_t t, int t0) {
-    w8a16_prefill<S, rt.value, nt.value>(w, a, e, t, t0);
+    w8a16_prefill<S, rt.value, nt.value, kGrouped>(w, a, e, t, t0);
   });
+}
+
+template <class S>
+void matmul_w8a16(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te, uint8_t* /*work*/) {
+  if (w.params.w8_group != 0)
+    matmul_w8a16_of<S, true>(w, a, e, tb, te);
+  else
+    matmul_w8a16_of<S, false>(w, a, e, tb, te);
 }
 
 template <class S>

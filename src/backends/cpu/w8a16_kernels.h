@@ -11,8 +11,9 @@ namespace {
 
 // Many tokens (or a width that is not a multiple of 32): each column widened to f32 exactly
 // (byte j of each row's u32), multiplied into NT accumulators per tile of RT, times the row scale
-// at the end.
-template <class S, int RT, int NT>
+// at the end. With 8-bit groups (kGrouped: blocks of 32 columns behind their 16 f16 scales) each
+// widened column is first multiplied by its block's scale instead.
+template <class S, int RT, int NT, bool kGrouped>
 inline void w8a16_prefill(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile, int t0) {
   using F = typename S::F;
   using I = typename S::I;
@@ -26,17 +27,28 @@ inline void w8a16_prefill(const PackedMatrix& w, const Activations& a, const Epi
   const float* xp = a.x_panels + (t0 / P) * w.cols * P;
   const uint8_t* end = packed_end(w);
   const int64_t k4 = (w.cols + 3) / 4;
+  [[maybe_unused]] F d[RT][V];  // kGrouped: the scales of the current block
   for (int64_t c = 0; c < k4; ++c) {
+    const int64_t blk = (c / 8) * kW8GroupBlockBytes;  // kGrouped: block c / 8 of the tile
+    const int64_t at = kGrouped ? blk + 32 + (c % 8) * 64 : 128 + c * 64;
     // The first block of tokens reads the run from memory (a batched decode step's logits): ask ahead.
     if (t0 == 0 && c % 8 == 0)
-      for (int r = 0; r < RT; ++r) prefetch_ahead(w, base + r * w.tile_bytes, 128 + c * 64, 512, RT * w.tile_bytes, end);
+      for (int r = 0; r < RT; ++r)
+        prefetch_ahead(w, base + r * w.tile_bytes, kGrouped ? blk : at, kGrouped ? kW8GroupBlockBytes : 512, RT * w.tile_bytes, end);
+    if constexpr (kGrouped)
+      if (c % 8 == 0)
+        for (int r = 0; r < RT; ++r)
+          for (int v = 0; v < V; ++v) d[r][v] = S::from_f16(base + r * w.tile_bytes + blk + v * S::N * 2);
     for (int v = 0; v < V; ++v) {
       I q[RT];
-      for (int r = 0; r < RT; ++r) q[r] = S::loadi(base + r * w.tile_bytes + 128 + c * 64 + v * S::N * 4);
+      for (int r = 0; r < RT; ++r) q[r] = S::loadi(base + r * w.tile_bytes + at + v * S::N * 4);
       static_for<4>([&](auto j) {
         if (4 * c + j.value >= w.cols) return;
         F col[RT];
-        for (int r = 0; r < RT; ++r) col[r] = S::cvt(S::template sext_byte<j.value>(q[r]));
+        for (int r = 0; r < RT; ++r) {
+          col[r] = S::cvt(S::template sext_byte<j.value>(q[r]));
+          if constexpr (kGrouped) col[r] = S::mul(col[r], d[r][v]);
+        }
         for (int t = 0; t < NT; ++t) {
           const F xv = S::set1(xp[(4 * c + j.value) * P + t]);
           for (int r = 0; r < RT; ++r) y[r][t][v] = S::fma(col[r], xv, y[r][t][v]);
@@ -46,8 +58,9 @@ inline void w8a16_prefill(const PackedMatrix& w, const Activations& a, const Epi
   }
   for (int r = 0; r < RT; ++r)
     for (int t = 0; t < NT; ++t) {
-      for (int v = 0; v < V; ++v)
-        y[r][t][v] = S::mul(y[r][t][v], S::load(reinterpret_cast<const float*>(base + r * w.tile_bytes) + v * S::N));
+      if constexpr (!kGrouped)
+        for (int v = 0; v < V; ++v)
+          y[r][t][v] = S::mul(y[r][t][v], S::load(reinterpret_cast<const float*>(base + r * w.tile_bytes) + v * S::N));
       store_tile<S>(w, e, tile + r, t0 + t, y[r][t]);
     }
 }
@@ -55,8 +68,9 @@ inline void w8a16_prefill(const PackedMatrix& w, const Activations& a, const Epi
 // Decode (one token, or a few from t0: a batched step; width a multiple of 32): each token's
 // activation digits, as w4_decode: per block of 32 the exact integer D = sum q X,
 // y = sw * sum_blocks scale_block * D. A token's sums and their scaling are the same at every NT,
-// so a batched step gives each token the bits of its step alone.
-template <class S, int RT, int NT>
+// so a batched step gives each token the bits of its step alone. With 8-bit groups (kGrouped)
+// the weight scale is the block's: y = sum_blocks sw_block * (scale_block * D), in block order.
+template <class S, int RT, int NT, bool kGrouped>
 inline void w8a16_digits(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile, int t0) {
   using F = typename S::F;
   using I = typename S::I;
@@ -74,8 +88,12 @@ inline void w8a16_digits(const PackedMatrix& w, const Activations& a, const Epil
   const uint8_t* end = packed_end(w);
   for (int64_t kb = 0; kb < nb; ++kb) {
     // The first block of tokens reads the tiles from memory; later ones find them in L2.
+    // Where block kb's chunks start in a tile (and, grouped, its 16 f16 scales just before).
+    const int64_t blk = kGrouped ? kb * kW8GroupBlockBytes : 0;
+    const int64_t quads = kGrouped ? blk + 32 : 128 + kb * 512;
     if (NT == 1 || t0 == 0)
-      for (int r = 0; r < RT; ++r) prefetch_ahead(w, base + r * w.tile_bytes, 128 + kb * 512, 512, RT * w.tile_bytes, end);
+      for (int r = 0; r < RT; ++r)
+        prefetch_ahead(w, base + r * w.tile_bytes, kGrouped ? blk : quads, kGrouped ? kW8GroupBlockBytes : 512, RT * w.tile_bytes, end);
     I i1[RT][NT][V], i2[RT][NT][V], i3[RT][NT][V];
     for (int r = 0; r < RT; ++r)
       for (int t = 0; t < NT; ++t)
@@ -84,7 +102,7 @@ inline void w8a16_digits(const PackedMatrix& w, const Activations& a, const Epil
       const int64_t k0 = kb * 32 + c.value * 4;
       for (int r = 0; r < RT; ++r)
         for (int v = 0; v < V; ++v) {
-          const I q = S::w8_prep(S::loadi(base + r * w.tile_bytes + 128 + (kb * 8 + c.value) * 64 + v * S::N * 4));
+          const I q = S::w8_prep(S::loadi(base + r * w.tile_bytes + quads + c.value * 64 + v * S::N * 4));
           for (int t = 0; t < NT; ++t) {
             i1[r][t][v] = S::dot_w8(i1[r][t][v], q, load_i32(plane(t, 0) + k0));
             i2[r][t][v] = S::dot_w8(i2[r][t][v], q, load_i32(plane(t, 1) + k0));
@@ -100,15 +118,23 @@ inline void w8a16_digits(const PackedMatrix& w, const Activations& a, const Epil
                     b3 = S::kW8DigitBias * psum(t, 2, kb);
       const F s1 = S::set1(sc * 16384.0f), s2 = S::set1(sc * 128.0f), s3 = S::set1(sc);
       for (int r = 0; r < RT; ++r)
-        for (int v = 0; v < V; ++v)
-          y[r][t][v] = S::fma(S::cvt(S::subi(i1[r][t][v], b1)), s1,
-                               S::fma(S::cvt(S::subi(i2[r][t][v], b2)), s2, S::fma(S::cvt(S::subi(i3[r][t][v], b3)), s3, y[r][t][v])));
+        for (int v = 0; v < V; ++v) {
+          if constexpr (kGrouped) {
+            const F block = S::fma(S::cvt(S::subi(i1[r][t][v], b1)), s1,
+                                   S::fma(S::cvt(S::subi(i2[r][t][v], b2)), s2, S::mul(S::cvt(S::subi(i3[r][t][v], b3)), s3)));
+            y[r][t][v] = S::fma(block, S::from_f16(base + r * w.tile_bytes + blk + v * S::N * 2), y[r][t][v]);
+          } else {
+            y[r][t][v] = S::fma(S::cvt(S::subi(i1[r][t][v], b1)), s1,
+                                 S::fma(S::cvt(S::subi(i2[r][t][v], b2)), s2, S::fma(S::cvt(S::subi(i3[r][t][v], b3)), s3, y[r][t][v])));
+          }
+        }
     }
   }
   for (int r = 0; r < RT; ++r)
     for (int t = 0; t < NT; ++t) {
-      for (int v = 0; v < V; ++v)
-        y[r][t][v] = S::mul(y[r][t][v], S::load(reinterpret_cast<const float*>(base + r * w.tile_bytes) + v * S::N));
+      if constexpr (!kGrouped)
+        for (int v = 0; v < V; ++v)
+          y[r][t][v] = S::mul(y[r][t][v], S::load(reinterpret_cast<const float*>(base + r * w.tile_bytes) + v * S::N));
       store_tile<S>(w, e, tile + r, t0 + t, y[r][t]);
     }
 }
