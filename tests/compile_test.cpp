@@ -587,9 +587,9 @@ namespace kiln {
 namespace {
 
 // An IQ4_NL GGUF (llama-quantize's, tests/gen/make_stories_quantized.sh): kept at the file's own
-// precision its IQ4_NL tensors become W8A16 (no kernel reads the blocks; rounded once, as Q8_0);
-// compiled at f32 every weight is exactly the blocks' dequantized values, and that program's
-// logits are the reference pass's over the same file.
+// precision its IQ4_NL tensors become W8A16 g32, each block's levels as int8 under its own scale,
+// so they dequantize to exactly the blocks' values; compiled at f32 every weight is those values
+// too, and that program's logits are the reference pass's over the same file.
 TEST(Compile, Iq4NlGgufKeepsItsPrecisionOrDequantizesExactly) {
   const std::string path = test::data_path("gguf-quant/stories260K-IQ4_NL.gguf");
   auto imp = import_model(path);
@@ -602,6 +602,14 @@ TEST(Compile, Iq4NlGgufKeepsItsPrecisionOrDequantizesExactly) {
     auto src = imp->model.tensors.find(w.name);
     if (src == imp->model.tensors.end() || src->second.dtype != DType::kIQ4_NL) continue;
     EXPECT_EQ(w.scheme, Scheme::kW8A16) << w.name;
+    auto p = weight_params(w);
+    ASSERT_TRUE(p) << w.name;
+    EXPECT_EQ(p->w8_group, 32) << w.name;
+    const size_t i = static_cast<size_t>(&w - img->program.graph.weights.data());
+    std::vector<float> want(src->second.elements()), got(want.size());
+    ASSERT_TRUE(dequantize(DType::kIQ4_NL, src->second.bytes, want));
+    ASSERT_TRUE(dequantize_matrix(*p, img->weights[i], w.shape.size() == 2 ? w.shape[0] : 1, w.shape.back(), got.data()));
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0) << w.name;
     ++iq4;
   }
   EXPECT_EQ(iq4, 5 * 6 + 1);  // q, k, v, o, gate, up of 5 layers, and the embedding

@@ -187,10 +187,10 @@ TEST(Gguf, Q8AndQ5AreW8Groups) {
     std::vector<uint8_t> w8(q->bytes.begin(), q->bytes.end());
     if (q->dtype == DType::kQ5_0) {
       w8.resize(static_cast<size_t>(n / 32 * 34));
-      ASSERT_TRUE(q5_0_to_w8_g32(q->bytes, w8));
-      EXPECT_FALSE(q5_0_to_w8_g32(q->bytes.subspan(1), w8));  // whole blocks only
+      ASSERT_TRUE(blocks_to_w8_g32(q->dtype, q->bytes, w8));
+      EXPECT_FALSE(blocks_to_w8_g32(q->dtype, q->bytes.subspan(1), w8));  // whole blocks only
       std::vector<uint8_t> small(w8.size() - 1);
-      EXPECT_FALSE(q5_0_to_w8_g32(q->bytes, small));
+      EXPECT_FALSE(blocks_to_w8_g32(q->dtype, q->bytes, small));
     }
     std::vector<float> got(static_cast<size_t>(n));
     ASSERT_TRUE(dequantize_matrix(p, w8, 1, n, got.data()));

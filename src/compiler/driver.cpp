@@ -182,10 +182,10 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
       KILN_RETURN_IF_ERROR(q4_k_to_w4_asym(src.bytes, *buf).with_context(src.file + ": tensor '" + src.name + "'"));
       img.weights[i] = *buf;
       buffers[i] = std::move(buf);
-    } else if (src.dtype == DType::kQ5_0 && p.scheme == Scheme::kW8A16 && p.w8_group == 32) {
-      // Each Q5_0 block is a W8 group of 32: its scale as it is, its 5-bit values widened to int8.
+    } else if ((src.dtype == DType::kQ5_0 || src.dtype == DType::kIQ4_NL) && p.scheme == Scheme::kW8A16 && p.w8_group == 32) {
+      // Each Q5_0 or IQ4_NL block is a W8 group of 32: its scale as it is, its values as int8.
       auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(rows * (cols / 32) * 34));
-      KILN_RETURN_IF_ERROR(q5_0_to_w8_g32(src.bytes, *buf).with_context(src.file + ": tensor '" + src.name + "'"));
+      KILN_RETURN_IF_ERROR(blocks_to_w8_g32(src.dtype, src.bytes, *buf).with_context(src.file + ": tensor '" + src.name + "'"));
       img.weights[i] = *buf;
       buffers[i] = std::move(buf);
     } else if (stored_as(src.dtype, p)) {

@@ -27,7 +27,8 @@ QuantParams natural_params(DType d) {
       p.symmetric = d == DType::kQ4_0;
       break;
     case DType::kQ8_0:
-    case DType::kQ5_0:  // an int8 value and an f16 scale per 32: exactly w8a16 g32
+    case DType::kQ5_0:
+    case DType::kIQ4_NL:  // an int8 value (IQ4_NL: a level) and an f16 scale per 32: exactly w8a16 g32
       p.scheme = Scheme::kW8A16;
       p.w8_group = 32;
       break;

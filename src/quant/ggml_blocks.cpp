@@ -250,21 +250,31 @@ Status q4_k_to_w4_asym(std::span<const uint8_t> src, std::span<uint8_t> dst) {
   return Status::ok();
 }
 
-Status q5_0_to_w8_g32(std::span<const uint8_t> src, std::span<uint8_t> dst) {
-  constexpr size_t kBlock = 22, kGroup = 34;
-  if (src.size() % kBlock != 0 || dst.size() != src.size() / kBlock * kGroup)
-    return invalid_argument("Q5_0 to W8: " + std::to_string(src.size()) + " bytes are not whole blocks for " +
-                            std::to_string(dst.size()) + " bytes of groups");
-  for (size_t b = 0, o = 0; b < src.size(); b += kBlock, o += kGroup) {
+Status blocks_to_w8_g32(DType type, std::span<const uint8_t> src, std::span<uint8_t> dst) {
+  if (type != DType::kQ5_0 && type != DType::kIQ4_NL)
+    return invalid_argument(std::string(dtype_info(type).name) + " blocks are not W8 groups of 32");
+  const size_t block = type == DType::kQ5_0 ? 22 : 18, group = 34;
+  if (src.size() % block != 0 || dst.size() != src.size() / block * group)
+    return invalid_argument(std::string(dtype_info(type).name) + " to W8: " + std::to_string(src.size()) +
+                            " bytes are not whole blocks for " + std::to_string(dst.size()) + " bytes of groups");
+  for (size_t b = 0, o = 0; b < src.size(); b += block, o += group) {
     const uint8_t* blk = src.data() + b;
     uint8_t* g = dst.data() + o;
     std::memcpy(g, blk, 2);  // the f16 scale
-    uint32_t qh;
-    std::memcpy(&qh, blk + 2, 4);
-    const uint8_t* qs = blk + 6;
-    for (int j = 0; j < 16; ++j) {  // as dq_q5_0
-      g[2 + j] = static_cast<uint8_t>(((qs[j] & 0x0f) | (qh >> j & 1u) << 4) - 16);
-      g[2 + j + 16] = static_cast<uint8_t>(((qs[j] >> 4) | (qh >> (j + 16) & 1u) << 4) - 16);
+    if (type == DType::kQ5_0) {
+      uint32_t qh;
+      std::memcpy(&qh, blk + 2, 4);
+      const uint8_t* qs = blk + 6;
+      for (int j = 0; j < 16; ++j) {  // as dq_q5_0
+        g[2 + j] = static_cast<uint8_t>(((qs[j] & 0x0f) | (qh >> j & 1u) << 4) - 16);
+        g[2 + j + 16] = static_cast<uint8_t>(((qs[j] >> 4) | (qh >> (j + 16) & 1u) << 4) - 16);
+      }
+    } else {
+      const uint8_t* qs = blk + 2;
+      for (int j = 0; j < 16; ++j) {  // as dq_iq4_nl
+        g[2 + j] = static_cast<uint8_t>(kIq4NlLevels[qs[j] & 0x0f]);
+        g[2 + j + 16] = static_cast<uint8_t>(kIq4NlLevels[qs[j] >> 4]);
+      }
     }
   }
   return Status::ok();

@@ -20,9 +20,10 @@ Status dequantize(DType t, std::span<const uint8_t> src, std::span<float> dst);
 // scale or minimum beyond FP16's range is an error.
 Status q4_k_to_w4_asym(std::span<const uint8_t> src, std::span<uint8_t> dst);
 
-// Q5_0 blocks rewritten as kiln's W8 groups of 32 (w8a16 g32, quant/scheme.h): each block's
-// f16 scale as it is, then its 32 values (5-bit, less 16: -16..15) as int8. Exact. `src` holds
-// whole Q5_0 blocks (22 bytes); `dst` gets 34 bytes per block.
-Status q5_0_to_w8_g32(std::span<const uint8_t> src, std::span<uint8_t> dst);
+// Q5_0 or IQ4_NL blocks rewritten as kiln's W8 groups of 32 (w8a16 g32, quant/scheme.h): each
+// block's f16 scale as it is, then its 32 values as int8 (Q5_0: 5-bit, less 16: -16..15;
+// IQ4_NL: the level each nibble indexes). Exact. `src` holds whole blocks (22 or 18 bytes);
+// `dst` gets 34 bytes per block.
+Status blocks_to_w8_g32(DType type, std::span<const uint8_t> src, std::span<uint8_t> dst);
 
 }  // namespace kiln
