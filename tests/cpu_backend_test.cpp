@@ -517,7 +517,9 @@ TEST(CpuMatmul, TokenOfAStepGetsItsOneTokenBits) {
         }
     }
   // The x86 AVX-512 tables read up to 8 tokens' rows.
-  if ((host_cpu_features() & kCpuSetAvx512) == kCpuSetAvx512) EXPECT_GT(digit_cases, 0);
+  if ((host_cpu_features() & kCpuSetAvx512) == kCpuSetAvx512) {
+    EXPECT_GT(digit_cases, 0);
+  }
 }
 
 // The i8mm table's SMMLA prefill sums the same int8 products exactly and scales them in the same
