@@ -9,6 +9,20 @@ namespace {
 
 // ---- w8a16 (layout r16k4) ----
 
+// The RT x NT sums of a block, stored: per-row weights scaled by their row's scale first (8-bit
+// groups were scaled block by block already).
+template <class S, int RT, int NT, bool kGrouped, class F>
+inline void store_w8_tiles(const PackedMatrix& w, const Epilogue& e, int64_t tile, int t0, F (&y)[RT][NT][kTileRows / S::N]) {
+  const uint8_t* base = w.data + tile * w.tile_bytes;
+  for (int r = 0; r < RT; ++r)
+    for (int t = 0; t < NT; ++t) {
+      if constexpr (!kGrouped)
+        for (int v = 0; v < kTileRows / S::N; ++v)
+          y[r][t][v] = S::mul(y[r][t][v], S::load(reinterpret_cast<const float*>(base + r * w.tile_bytes) + v * S::N));
+      store_tile<S>(w, e, tile + r, t0 + t, y[r][t]);
+    }
+}
+
 // Many tokens (or a width that is not a multiple of 32): each column widened to f32 exactly
 // (byte j of each row's u32), multiplied into NT accumulators per tile of RT, times the row scale
 // at the end. With 8-bit groups (kGrouped: blocks of 32 columns behind their 16 f16 scales) each
@@ -56,13 +70,7 @@ inline void w8a16_prefill(const PackedMatrix& w, const Activations& a, const Epi
       });
     }
   }
-  for (int r = 0; r < RT; ++r)
-    for (int t = 0; t < NT; ++t) {
-      if constexpr (!kGrouped)
-        for (int v = 0; v < V; ++v)
-          y[r][t][v] = S::mul(y[r][t][v], S::load(reinterpret_cast<const float*>(base + r * w.tile_bytes) + v * S::N));
-      store_tile<S>(w, e, tile + r, t0 + t, y[r][t]);
-    }
+  store_w8_tiles<S, RT, NT, kGrouped>(w, e, tile, t0, y);
 }
 
 // Decode (one token, or a few from t0: a batched step; width a multiple of 32): each token's
@@ -87,10 +95,10 @@ inline void w8a16_digits(const PackedMatrix& w, const Activations& a, const Epil
   const uint8_t* base = w.data + tile * w.tile_bytes;
   const uint8_t* end = packed_end(w);
   for (int64_t kb = 0; kb < nb; ++kb) {
-    // The first block of tokens reads the tiles from memory; later ones find them in L2.
     // Where block kb's chunks start in a tile (and, grouped, its 16 f16 scales just before).
     const int64_t blk = kGrouped ? kb * kW8GroupBlockBytes : 0;
     const int64_t quads = kGrouped ? blk + 32 : 128 + kb * 512;
+    // The first block of tokens reads the tiles from memory; later ones find them in L2.
     if (NT == 1 || t0 == 0)
       for (int r = 0; r < RT; ++r)
         prefetch_ahead(w, base + r * w.tile_bytes, kGrouped ? blk : quads, kGrouped ? kW8GroupBlockBytes : 512, RT * w.tile_bytes, end);
@@ -130,13 +138,7 @@ inline void w8a16_digits(const PackedMatrix& w, const Activations& a, const Epil
         }
     }
   }
-  for (int r = 0; r < RT; ++r)
-    for (int t = 0; t < NT; ++t) {
-      if constexpr (!kGrouped)
-        for (int v = 0; v < V; ++v)
-          y[r][t][v] = S::mul(y[r][t][v], S::load(reinterpret_cast<const float*>(base + r * w.tile_bytes) + v * S::N));
-      store_tile<S>(w, e, tile + r, t0 + t, y[r][t]);
-    }
+  store_w8_tiles<S, RT, NT, kGrouped>(w, e, tile, t0, y);
 }
 
 }  // namespace
