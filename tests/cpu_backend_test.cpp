@@ -195,7 +195,8 @@ double expected_products(const cpu::KernelTable& t, Scheme s, int tokens, int64_
   if (t.reads_bf16_tiles(s, tokens, 32)) return static_cast<double>(rounds) * 4 * 16 * 16 * 32 / (s == Scheme::kF16 ? 4 : 2);
   double per_op = 0;
   switch (s) {
-    case Scheme::kW4A16: per_op = 2.0 * n; break;  // int16 pairs (avx512 words) or two int8 digits
+    case Scheme::kW4A16:
+    case Scheme::kW6A16: per_op = 2.0 * n; break;  // int16 pairs (avx512 words) or two int8 digits
     case Scheme::kW8A8:
     case Scheme::kW4A8: per_op = table == "i8mm" && tokens > 1 ? 32 : 4.0 * n; break;
     case Scheme::kW8A16: per_op = tokens <= std::max(1, t.rows_max_tokens) ? 4.0 * n / 3 : n; break;
@@ -325,7 +326,7 @@ void check_matmul(const cpu::KernelTable& t, const MatmulCase& c, std::mt19937& 
   std::vector<float> wd(static_cast<size_t>(c.rows * c.cols));
   ASSERT_TRUE(dequantize_matrix(c.p, ref, c.rows, c.cols, wd.data()));
   std::vector<float> xs = x;
-  if (c.p.scheme == Scheme::kW4A16)
+  if (a16_activations(c.p.scheme))
     for (int i = 0; i < c.n; ++i) {
       std::vector<int16_t> q(static_cast<size_t>(c.cols));
       std::vector<float> s(static_cast<size_t>((c.cols + 31) / 32));
@@ -378,6 +379,8 @@ std::vector<QuantParams> all_params() {
     for (int g : {32, 64, 128})
       for (bool sym : {true, false}) ps.push_back(canonical({s, g, sym}));
   for (int g : {32, 64, 128}) ps.push_back(canonical({Scheme::kW8A16, 0, true, g}));  // 8-bit groups
+  ps.push_back(canonical({Scheme::kW4A16, 256, false}));  // GGML's k-quant super-blocks: Q4_K
+  ps.push_back(canonical({Scheme::kW6A16}));              // and Q6_K
   return ps;
 }
 
@@ -411,6 +414,9 @@ TEST(CpuMatmul, ModelShapes) {
         if (n < 64 || t->make_bf16_tiles) check_matmul(*t, {canonical({s, 32, true}), 64, 2048, n}, rng);
   for (const cpu::KernelTable* t : tables_to_test())  // w8a16 g32: GGUF Q8_0 / Q5_0 as they are
     for (int n : {1, 24, 80}) check_matmul(*t, {canonical({Scheme::kW8A16, 0, true, 32}), 64, 2048, n}, rng);
+  for (const cpu::KernelTable* t : tables_to_test())  // Q4_K and Q6_K as they are
+    for (const QuantParams& p : {canonical({Scheme::kW4A16, 256, false}), canonical({Scheme::kW6A16})})
+      for (int n : {1, 8, 24}) check_matmul(*t, {p, 64, 2048, n}, rng);
 }
 
 // Decode reads its tiles side by side or one at a time (PackedMatrix::decode_one_stream, which
@@ -490,7 +496,7 @@ TEST(CpuMatmul, TokenOfAStepGetsItsOneTokenBits) {
   int digit_cases = 0;
   for (const cpu::KernelTable* t : tables_to_test())
     for (const QuantParams& p : all_params()) {
-      const bool digits = p.scheme == Scheme::kW4A16 || p.scheme == Scheme::kW8A16;
+      const bool digits = a16_activations(p.scheme) || p.scheme == Scheme::kW8A16;
       if (!quantizes_activations(p.scheme) && !digits) continue;
       for (int64_t cols : {int64_t{256}, int64_t{5632}})
         for (int n = 2; n <= 14; ++n) {

@@ -57,6 +57,8 @@ bool stored_as(DType d, const QuantParams& p) {
       return (p.scheme == Scheme::kW4A16 || p.scheme == Scheme::kW4A8) && p.group_size == 32 &&
              p.symmetric == (d == DType::kQ4_0);
     case DType::kQ8_0: return p.scheme == Scheme::kW8A16 && p.w8_group == 32;  // GGML Q8_0 is W8 g32
+    case DType::kQ4_K: return p.scheme == Scheme::kW4A16 && is_k_quant(p);  // w4a16 g256 asym is Q4_K
+    case DType::kQ6_K: return p.scheme == Scheme::kW6A16;
     default: return false;
   }
 }
@@ -72,7 +74,8 @@ const Backend* backend_named(std::span<const Backend* const> backends, const std
 // there is none, each further layout gets a copy of the weight, "NAME@LAYOUT", read by the nodes
 // that asked for it. Then every weight is repacked by a back end that reads it.
 Status assign_layouts(Graph& g, std::span<const Backend* const> backends, ProgramImage& img,
-                      std::vector<std::shared_ptr<std::vector<uint8_t>>>& buffers, CompileReport& r) {
+                      std::vector<std::shared_ptr<std::vector<uint8_t>>>& buffers, CompileReport& r,
+                      std::span<const std::shared_ptr<const MappedFile>> sources) {
   struct Reader {
     size_t node, slot;
     const Backend* backend;
@@ -138,8 +141,13 @@ Status assign_layouts(Graph& g, std::span<const Backend* const> backends, Progra
     const auto before = static_cast<int64_t>(img.weights[wi].size()), after = static_cast<int64_t>(out->size());
     r.compiled_bytes += after - (wi < n_weights ? before : 0);
     r.scheme_bytes[std::string(scheme_name(w.scheme))] += after - (wi < n_weights ? before : 0);
+    const std::span<const uint8_t> ref = img.weights[wi];
     img.weights[wi] = *out;
     buffers[wi] = std::move(out);  // the reference bytes go unless a copy still needs them
+    // Packed from the source's map (blocks kept as they are): its pages can go, one tensor at a
+    // time, so that the compile never holds the model twice.
+    if (std::none_of(img.weights.begin(), img.weights.end(), [&](std::span<const uint8_t> w) { return w.data() == ref.data(); }))
+      for (const auto& f : sources) f->release_pages(ref);
   }
   return Status::ok();
 }
@@ -188,9 +196,12 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
       KILN_RETURN_IF_ERROR(blocks_to_w8_g32(src.dtype, src.bytes, *buf).with_context(src.file + ": tensor '" + src.name + "'"));
       img.weights[i] = *buf;
       buffers[i] = std::move(buf);
-    } else if (stored_as(src.dtype, p)) {
+    } else if (stored_as(src.dtype, p) && reinterpret_cast<uintptr_t>(src.bytes.data()) % 4 == 0) {
       // The source's blocks are this scheme's layout byte for byte (GGML Q4_0/Q4_1 are W4 g32
-      // sym/asym; F16, BF16): copied, never rounded a second time.
+      // sym/asym, Q4_K w4a16 g256 asym, Q6_K w6a16, Q8_0 w8a16 g32; F16, BF16): read in place from
+      // the map, never rounded a second time nor copied (packing reads them from there).
+      img.weights[i] = src.bytes;
+    } else if (stored_as(src.dtype, p)) {  // an odd offset (safetensors): a copy, aligned
       auto buf = std::make_shared<std::vector<uint8_t>>(src.bytes.begin(), src.bytes.end());
       img.weights[i] = *buf;
       buffers[i] = std::move(buf);
@@ -213,7 +224,7 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
     backends.assign(reg.begin(), reg.end());
   }
   KILN_ASSIGN_OR_RETURN(r.partition, partition(g, backends, sizes));
-  KILN_RETURN_IF_ERROR(assign_layouts(g, backends, img, buffers, r));
+  KILN_RETURN_IF_ERROR(assign_layouts(g, backends, img, buffers, r, m.files));
   for (auto& b : buffers)
     if (b) img.owners.push_back(std::move(b));
   // The source stays mapped only where a weight is used in place from it (f32 as stored): a

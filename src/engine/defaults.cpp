@@ -21,11 +21,16 @@ QuantParams natural_params(DType d) {
     case DType::kBF16: p.scheme = Scheme::kBF16; break;
     case DType::kQ4_0:
     case DType::kQ4_1:
-    case DType::kQ4_K:  // each sub-block of 32 an asymmetric group (quant/ggml_blocks.h)
       p.scheme = Scheme::kW4A16;
       p.group_size = 32;
       p.symmetric = d == DType::kQ4_0;
       break;
+    case DType::kQ4_K:  // its own super-blocks, as they are (quant/scheme.h)
+      p.scheme = Scheme::kW4A16;
+      p.group_size = 256;
+      p.symmetric = false;
+      break;
+    case DType::kQ6_K: p.scheme = Scheme::kW6A16; break;
     case DType::kQ8_0:
     case DType::kQ5_0:
     case DType::kIQ4_NL:  // an int8 value (IQ4_NL: a level) and an f16 scale per 32: exactly w8a16 g32

@@ -280,4 +280,48 @@ Status blocks_to_w8_g32(DType type, std::span<const uint8_t> src, std::span<uint
   return Status::ok();
 }
 
+void q4_k_scale_min(const uint8_t* block, int j, uint8_t* scale, uint8_t* min) { scale_min_k4(j, block + 4, scale, min); }
+
+void q4_k_set_scale_min(uint8_t* block, int j, unsigned scale, unsigned min) {
+  uint8_t* q = block + 4;  // the inverse of scale_min_k4
+  if (j < 4) {
+    q[j] = static_cast<uint8_t>((q[j] & 0xc0) | scale);
+    q[j + 4] = static_cast<uint8_t>((q[j + 4] & 0xc0) | min);
+  } else {
+    q[j + 4] = static_cast<uint8_t>((scale & 0x0f) | (min & 0x0f) << 4);
+    q[j - 4] = static_cast<uint8_t>((q[j - 4] & 0x3f) | (scale >> 4) << 6);
+    q[j] = static_cast<uint8_t>((q[j] & 0x3f) | (min >> 4) << 6);
+  }
+}
+
+// Q4_K's nibbles: 32 bytes per 64 elements, the first 32 in the low nibbles, the next 32 in the
+// high ones (dq_q4_k).
+unsigned q4_k_nibble(const uint8_t* block, int e) {
+  const uint8_t b = block[16 + (e / 64) * 32 + e % 32];
+  return e % 64 < 32 ? b & 0x0fu : b >> 4;
+}
+
+void q4_k_set_nibble(uint8_t* block, int e, unsigned u) {
+  uint8_t& b = block[16 + (e / 64) * 32 + e % 32];
+  b = e % 64 < 32 ? static_cast<uint8_t>((b & 0xf0) | u) : static_cast<uint8_t>((b & 0x0f) | u << 4);
+}
+
+// Q6_K's values: per half of 128 elements, 64 bytes of low nibbles and 32 of high bit pairs;
+// element l + 32 i of the half (l < 32, i < 4) is nibble i / 2 of byte l + 32 (i % 2) and pair i
+// of byte l (dq_q6_k).
+unsigned q6_k_value(const uint8_t* block, int e) {
+  const int h = e / 128, l = e % 32, i = e % 128 / 32;
+  const uint8_t lo = block[h * 64 + l + 32 * (i % 2)], hi = block[128 + h * 32 + l];
+  return ((lo >> (4 * (i / 2))) & 0x0fu) | ((hi >> (2 * i)) & 3u) << 4;
+}
+
+void q6_k_set_value(uint8_t* block, int e, unsigned q) {
+  const int h = e / 128, l = e % 32, i = e % 128 / 32;
+  uint8_t& lo = block[h * 64 + l + 32 * (i % 2)];
+  uint8_t& hi = block[128 + h * 32 + l];
+  const int ls = 4 * (i / 2), hs = 2 * i;
+  lo = static_cast<uint8_t>((lo & ~(0x0f << ls)) | (q & 0x0fu) << ls);
+  hi = static_cast<uint8_t>((hi & ~(3 << hs)) | (q >> 4) << hs);
+}
+
 }  // namespace kiln

@@ -26,4 +26,19 @@ Status q4_k_to_w4_asym(std::span<const uint8_t> src, std::span<uint8_t> dst);
 // `dst` gets 34 bytes per block.
 Status blocks_to_w8_g32(DType type, std::span<const uint8_t> src, std::span<uint8_t> dst);
 
+// The k-quant blocks kiln keeps as they are (w4a16 g256 asymmetric is GGML's Q4_K block, w6a16
+// its Q6_K block: quant/scheme.h), element by element; `e` is 0..255 within one block. The
+// setters overwrite only that element's bits.
+inline constexpr int kQ4KBlockBytes = 144, kQ6KBlockBytes = 210;
+// Q4_K: sub-block j (0..7, elements 32 j ..) has a 6-bit scale and min packed into 12 bytes at
+// block + 4; its elements are d * scale * u - dmin * min.
+void q4_k_scale_min(const uint8_t* block, int j, uint8_t* scale, uint8_t* min);
+void q4_k_set_scale_min(uint8_t* block, int j, unsigned scale, unsigned min);  // each < 64
+unsigned q4_k_nibble(const uint8_t* block, int e);
+void q4_k_set_nibble(uint8_t* block, int e, unsigned u);  // u < 16
+// Q6_K: the 6-bit q (0..63) of element e; the element is d * scale[e / 16] * (q - 32), with the
+// int8 scales at block + 192 and the f16 d at block + 208.
+unsigned q6_k_value(const uint8_t* block, int e);
+void q6_k_set_value(uint8_t* block, int e, unsigned q);  // q < 64
+
 }  // namespace kiln

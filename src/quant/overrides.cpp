@@ -78,8 +78,8 @@ Result<QuantParams> scheme_field(const Json& obj, const std::string& key, const 
 
 Result<int> group_field(const Json& obj, const std::string& where, int fallback) {
   KILN_ASSIGN_OR_RETURN(int64_t g, json_int(obj, "group_size", fallback, where));
-  if (g != 32 && g != 64 && g != 128)
-    return corrupt(where + ": 'group_size' " + std::to_string(g) + " is not one of 32, 64, 128");
+  if (g != 32 && g != 64 && g != 128 && g != 256)
+    return corrupt(where + ": 'group_size' " + std::to_string(g) + " is not one of 32, 64, 128 (256: w4a16 asymmetric, GGML's Q4_K)");
   return static_cast<int>(g);
 }
 

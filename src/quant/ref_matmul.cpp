@@ -116,9 +116,9 @@ void quantize_activation_a16(const float* x, int64_t n, int16_t* X, float* scale
 }
 
 size_t ref_matmul_scratch_bytes(const QuantParams& p, int64_t cols, int64_t n) {
-  // W4A16: a weight row, the rounded activations X * s of every token, and one token's block
+  // W4A16, W6A16: a weight row, the rounded activations X * s of every token, and one token's block
   // scales and 16-bit values.
-  if (p.scheme == Scheme::kW4A16)
+  if (a16_activations(p.scheme))
     return static_cast<size_t>(cols) * sizeof(float) * static_cast<size_t>(n + 1) +
            static_cast<size_t>((cols + 31) / 32) * sizeof(float) + static_cast<size_t>(cols) * sizeof(int16_t);
   if (!quantizes_activations(p.scheme)) return static_cast<size_t>(cols) * sizeof(float);
@@ -149,7 +149,7 @@ Status ref_matmul(const QuantParams& p, std::span<const uint8_t> w, int64_t rows
   if (scratch_in.size() < skip + ref_matmul_scratch_bytes(p, cols, n))
     return invalid_argument("ref_matmul: scratch too small");
   uint8_t* scratch = scratch_in.data() + skip;
-  if (p.scheme == Scheme::kW4A16) {
+  if (a16_activations(p.scheme)) {
     auto* row = reinterpret_cast<float*>(scratch);
     float* xr = row + cols;  // [n][cols]: X * s
     auto* scales = xr + n * cols;

@@ -6,7 +6,7 @@
 // f32, f16, bf16, w8a16: W is dequantized to f32 (dequantize_row) and multiplied with the f32
 // activations in f32, summing c in order.
 //
-// w4a16 (16-bit activations, computed at run time): each activation row is first rounded with
+// w4a16, w6a16 (16-bit activations, computed at run time): each activation row is first rounded with
 // quantize_activation_a16 to 16-bit fixed point per block of 32, x ~ X * s_block, and W (dequantized
 // to f32) is multiplied with those values X * s in f32, summing c in order. Per element the
 // rounding is at most s / 2 = max |x| of the block / 65024: finer than fp16 activations (2^-11

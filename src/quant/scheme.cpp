@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/dtype.h"
+#include "quant/ggml_blocks.h"
 
 namespace kiln {
 
@@ -148,6 +149,70 @@ Status quantize_group_w4(const float* w, int g, bool symmetric, uint8_t* out, in
   return Status::ok();
 }
 
+// One Q4_K block (w4a16 g256 asym) from 256 weights, as quant/scheme.h says.
+Status quantize_block_q4_k(const float* w, uint8_t* out, int64_t r, int64_t c0) {
+  KILN_RETURN_IF_ERROR(check_finite(w, 256, r, c0));
+  std::memset(out, 0, kQ4KBlockBytes);
+  float range[8], neg_min[8], top[8], max_range = 0.0f, max_neg = 0.0f;
+  for (int j = 0; j < 8; ++j) {
+    float lo = 0.0f, hi = w[32 * j];
+    for (int i = 0; i < 32; ++i) {
+      lo = std::min(lo, w[32 * j + i]);
+      hi = std::max(hi, w[32 * j + i]);
+    }
+    range[j] = (hi - lo) / 15.0f;
+    neg_min[j] = -lo;
+    top[j] = hi;
+    max_range = std::max(max_range, range[j]);
+    max_neg = std::max(max_neg, neg_min[j]);
+  }
+  if (max_range / 63.0f > kF16Max || max_neg / 63.0f > kF16Max)
+    return invalid_argument(where_row(r) + ", block at column " + std::to_string(c0) + ": weights too large for FP16 scales");
+  const uint16_t hd = f16_round_up(max_range / 63.0f), hm = f16_round_up(max_neg / 63.0f);
+  store_u16(out, hd);
+  store_u16(out + 2, hm);
+  const float d = f16_to_f32(hd), dmin = f16_to_f32(hm);
+  for (int j = 0; j < 8; ++j) {
+    const float m = dmin == 0.0f ? 0.0f : std::min(63.0f, std::ceil(neg_min[j] / dmin));
+    const float sc = d == 0.0f ? 0.0f : std::clamp(std::ceil((top[j] + dmin * m) / (15.0f * d)), 0.0f, 63.0f);
+    q4_k_set_scale_min(out, j, static_cast<unsigned>(sc), static_cast<unsigned>(m));
+    const float step = d * sc, off = dmin * m;
+    for (int i = 0; i < 32; ++i) {
+      const float u = step == 0.0f ? 0.0f : std::clamp(std::round((w[32 * j + i] + off) / step), 0.0f, 15.0f);
+      q4_k_set_nibble(out, 32 * j + i, static_cast<unsigned>(u));
+    }
+  }
+  return Status::ok();
+}
+
+// One Q6_K block (w6a16) from 256 weights, as quant/scheme.h says.
+Status quantize_block_q6_k(const float* w, uint8_t* out, int64_t r, int64_t c0) {
+  KILN_RETURN_IF_ERROR(check_finite(w, 256, r, c0));
+  std::memset(out, 0, kQ6KBlockBytes);
+  float s[16], most = 0.0f;
+  for (int i = 0; i < 16; ++i) {
+    float absmax = 0.0f;
+    for (int k = 0; k < 16; ++k) absmax = std::max(absmax, std::fabs(w[16 * i + k]));
+    s[i] = absmax / 31.0f;
+    most = std::max(most, s[i]);
+  }
+  if (most / 127.0f > kF16Max)
+    return invalid_argument(where_row(r) + ", block at column " + std::to_string(c0) + ": weights too large for an FP16 scale");
+  const uint16_t hd = f16_round_up(most / 127.0f);
+  store_u16(out + 208, hd);
+  const float d = f16_to_f32(hd);
+  for (int i = 0; i < 16; ++i) {
+    const float sc = d == 0.0f ? 0.0f : std::min(127.0f, std::ceil(s[i] / d));
+    out[192 + i] = static_cast<uint8_t>(static_cast<int8_t>(sc));
+    const float step = d * sc;
+    for (int k = 0; k < 16; ++k) {
+      const float q = step == 0.0f ? 0.0f : std::clamp(std::round(w[16 * i + k] / step), -31.0f, 31.0f);
+      q6_k_set_value(out, 16 * i + k, static_cast<unsigned>(static_cast<int>(q) + 32));
+    }
+  }
+  return Status::ok();
+}
+
 class RoundToNearest final : public WeightQuantizer {
  public:
   Status quantize(const QuantParams& p, const float* w, int64_t rows, int64_t cols,
@@ -164,6 +229,12 @@ class RoundToNearest final : public WeightQuantizer {
       uint8_t* o = out.data() + static_cast<uint64_t>(r) * row_bytes;
       if (is_float_scheme(p.scheme)) {
         KILN_RETURN_IF_ERROR(quantize_row_float(p.scheme, wr, cols, o, r));
+      } else if (is_k_quant(p)) {
+        const bool q4 = p.scheme == Scheme::kW4A16;
+        const int bytes = q4 ? kQ4KBlockBytes : kQ6KBlockBytes;
+        for (int64_t c = 0; c < cols; c += 256)
+          KILN_RETURN_IF_ERROR(q4 ? quantize_block_q4_k(wr + c, o + (c / 256) * bytes, r, c)
+                                  : quantize_block_q6_k(wr + c, o + (c / 256) * bytes, r, c));
       } else if (p.w8_group != 0) {
         const int g = p.w8_group;
         for (int64_t c = 0; c < cols; c += g)
@@ -192,6 +263,7 @@ int weight_bits(Scheme s) {
     case Scheme::kBF16: return 16;
     case Scheme::kW8A16:
     case Scheme::kW8A8: return 8;
+    case Scheme::kW6A16: return 6;
     case Scheme::kW4A16:
     case Scheme::kW4A8: return 4;
   }
@@ -200,14 +272,19 @@ int weight_bits(Scheme s) {
 
 bool is_float_scheme(Scheme s) { return s == Scheme::kF32 || s == Scheme::kF16 || s == Scheme::kBF16; }
 bool is_4bit(Scheme s) { return s == Scheme::kW4A16 || s == Scheme::kW4A8; }
+bool a16_activations(Scheme s) { return s == Scheme::kW4A16 || s == Scheme::kW6A16; }
 int scale_group(const QuantParams& p) {
   if (is_4bit(p.scheme)) return p.group_size;
+  if (p.scheme == Scheme::kW6A16) return 256;
   return p.scheme == Scheme::kW8A16 ? p.w8_group : 0;
+}
+bool is_k_quant(const QuantParams& p) {
+  return p.scheme == Scheme::kW6A16 || (p.scheme == Scheme::kW4A16 && p.group_size == 256 && !p.symmetric);
 }
 bool quantizes_activations(Scheme s) { return s == Scheme::kW8A8 || s == Scheme::kW4A8; }
 
 Scheme widen_to_w8(Scheme s) {
-  if (s == Scheme::kW4A16) return Scheme::kW8A16;
+  if (s == Scheme::kW4A16 || s == Scheme::kW6A16) return Scheme::kW8A16;
   if (s == Scheme::kW4A8) return Scheme::kW8A8;
   return s;
 }
@@ -231,9 +308,12 @@ std::string describe(const QuantParams& p) {
 Status validate_params(const QuantParams& p) {
   if (scheme_name(p.scheme) == "?")
     return invalid_argument("unknown scheme " + std::to_string(static_cast<int>(p.scheme)));
-  if (is_4bit(p.scheme) && p.group_size != 32 && p.group_size != 64 && p.group_size != 128)
+  if (is_4bit(p.scheme) && p.group_size == 256 && (p.scheme != Scheme::kW4A16 || p.symmetric))
+    return invalid_argument(std::string(scheme_name(p.scheme)) + (p.symmetric ? " sym" : " asym") +
+                            ": group size 256 (GGML's Q4_K super-block) is a w4a16 asymmetric layout only");
+  if (is_4bit(p.scheme) && p.group_size != 32 && p.group_size != 64 && p.group_size != 128 && p.group_size != 256)
     return invalid_argument(std::string(scheme_name(p.scheme)) + ": group size " + std::to_string(p.group_size) +
-                            " is not one of 32, 64, 128");
+                            " is not one of 32, 64, 128 (or 256 for w4a16 asymmetric: GGML's Q4_K)");
   if (p.w8_group != 0 && p.scheme != Scheme::kW8A16)
     return invalid_argument(std::string(scheme_name(p.scheme)) + ": 8-bit groups are a w8a16 layout only");
   if (p.w8_group != 0 && p.w8_group != 32 && p.w8_group != 64 && p.w8_group != 128)
@@ -257,10 +337,14 @@ std::optional<uint64_t> quantized_row_size(const QuantParams& p, int64_t cols) {
       }
       if (c > std::numeric_limits<uint64_t>::max() - 4) return std::nullopt;
       return 4 + c;
+    case Scheme::kW6A16:
+      if (c % 256 != 0) return std::nullopt;
+      return (c / 256) * kQ6KBlockBytes;  // less than c: fits
     case Scheme::kW4A16:
     case Scheme::kW4A8: {
       const auto g = static_cast<uint64_t>(p.group_size);
       if (c % g != 0) return std::nullopt;
+      if (g == 256) return (c / g) * kQ4KBlockBytes;
       return (c / g) * ((p.symmetric ? 2 : 4) + g / 2);  // at most c / 2 + c / 8: fits
     }
   }
@@ -302,6 +386,9 @@ Status dequantize_row(const QuantParams& p, std::span<const uint8_t> q, int64_t 
     return invalid_argument("dequantize " + describe(p) + ": row is " + std::to_string(q.size()) + " bytes, expected " +
                             std::to_string(want));
   const uint8_t* b = q.data();
+  if (is_k_quant(p))  // GGML's own blocks: its reference dequantization, bit for bit
+    return dequantize(p.scheme == Scheme::kW6A16 ? DType::kQ6_K : DType::kQ4_K, q,
+                      std::span<float>(out, static_cast<size_t>(cols)));
   switch (p.scheme) {
     case Scheme::kF32:
       for (int64_t c = 0; c < cols; ++c) out[c] = load_f32(b + 4 * c);
@@ -327,6 +414,7 @@ Status dequantize_row(const QuantParams& p, std::span<const uint8_t> q, int64_t 
       for (int64_t c = 0; c < cols; ++c) out[c] = static_cast<float>(qs[c]) * scale;
       break;
     }
+    case Scheme::kW6A16: break;  // above
     case Scheme::kW4A16:
     case Scheme::kW4A8: {
       const int g = p.group_size, half = g / 2;

@@ -38,6 +38,24 @@
 //     The directed roundings keep every w inside the representable range, so the round-trip
 //     error of each element is at most scale / 2 (the FP16 scale actually stored).
 //
+//   W4 super-blocks (w4a16 with group_size 256, asymmetric only): GGML's Q4_K block byte for
+//   byte, 144 bytes per 256 elements (cols a multiple of 256):
+//     [f16 d][f16 dmin][12 bytes: a 6-bit scale sc_j and min m_j for each sub-block j of 32]
+//     [128 bytes of nibbles: per 64 elements 32 bytes, elements 0-31 low, 32-63 high]
+//     w = (d * sc_j) * u - (dmin * m_j)  (quant/ggml_blocks.h has the packing). A GGUF's Q4_K
+//     tensors are kept so, never rounded again. Round-to-nearest writes, per sub-block, the
+//     range [min(0, min w), max w] / 15, then d = the largest of them / 63 and dmin = the largest
+//     -min(0, min w) / 63, both rounded *up* to FP16, m_j = ceil(-min / dmin),
+//     sc_j = ceil((max w + dmin m_j) / (15 d)) (at most 63), u = round((w + dmin m_j) / (d sc_j))
+//     in [0, 15].
+//
+//   W6 (w6a16: 6-bit weights, activations as w4a16's): GGML's Q6_K block byte for byte, 210
+//   bytes per 256 elements (cols a multiple of 256):
+//     [128 bytes of low nibbles][64 bytes of high bit pairs][16 int8 scales sc_i][f16 d]
+//     w = d * sc_i * (q - 32) for element e of sub-block i = e / 16, q in [0, 63]. Round-to-
+//     nearest writes per sub-block s_i = absmax / 31, d = the largest s_i / 127 rounded *up* to
+//     FP16, sc_i = ceil(s_i / d) (at most 127), q - 32 = round(w / (d sc_i)) in [-31, 31].
+//
 // "Round" is round half away from zero (std::round) everywhere. For the integer schemes a
 // non-finite weight is an error; f32/f16/bf16 store what they are given, except that a finite
 // value too large for FP16 is an error rather than an infinity.
@@ -60,13 +78,15 @@ namespace kiln {
 int weight_bits(Scheme s);
 bool is_float_scheme(Scheme s);            // f32, f16, bf16
 bool is_4bit(Scheme s);                    // w4a16, w4a8
+// w4a16 and w6a16: activations rounded to 16 bits per block of 32 at run time (quant/ref_matmul.h).
+bool a16_activations(Scheme s);
 bool quantizes_activations(Scheme s);      // w8a8, w4a8: int8 activations per token at run time
-// The 8-bit scheme with the same activation width: w4a16 -> w8a16, w4a8 -> w8a8; others unchanged.
+// The 8-bit scheme with the same activation width: w4a16, w6a16 -> w8a16, w4a8 -> w8a8; others unchanged.
 Scheme widen_to_w8(Scheme s);
 
 struct QuantParams {
   Scheme scheme = Scheme::kW4A16;
-  int group_size = 32;    // 4-bit schemes only: 32, 64 or 128 input elements per scale
+  int group_size = 32;    // 4-bit schemes only: 32, 64 or 128 input elements per scale; w4a16 asym: 256 (Q4_K)
   bool symmetric = true;  // 4-bit schemes only; W8 is always symmetric
   int w8_group = 0;       // w8a16 only: 0 = one f32 scale per row, else 32, 64 or 128 (f16 scales)
   friend bool operator==(const QuantParams&, const QuantParams&) = default;
@@ -76,13 +96,16 @@ struct QuantParams {
 // for every scheme but the 4-bit ones, w8_group 0 for all but w8a16), so that equal layouts
 // compare equal.
 QuantParams canonical(QuantParams p);
-// The group of `p`'s scales: group_size for 4-bit, w8_group for w8a16 (0: per row), else 0.
+// The group of `p`'s scales: group_size for 4-bit, w8_group for w8a16 (0: per row), 256 for
+// w6a16's super-blocks, else 0.
 int scale_group(const QuantParams& p);
-// "w4a16 g32 sym", "w4a16 g128 asym", "w8a16", "w8a16 g32", "f16".
+// GGML's k-quant super-blocks of 256, kept as they are: w4a16 g256 (Q4_K) and w6a16 (Q6_K).
+bool is_k_quant(const QuantParams& p);
+// "w4a16 g32 sym", "w4a16 g128 asym", "w4a16 g256 asym" (Q4_K), "w8a16", "w8a16 g32", "w6a16", "f16".
 std::string describe(const QuantParams& p);
 
-// OK when the parameters are usable at all (a 4-bit group size of 32, 64 or 128; a w8_group of
-// 0, 32, 64 or 128, and only on w8a16).
+// OK when the parameters are usable at all (a 4-bit group size of 32, 64 or 128, or 256 for
+// w4a16 asymmetric; a w8_group of 0, 32, 64 or 128, and only on w8a16).
 Status validate_params(const QuantParams& p);
 // OK when `p` can store a [rows][cols] matrix: valid parameters, non-negative dimensions, cols a
 // multiple of the group size for 4-bit schemes and grouped w8a16, and a size that fits in 64 bits.

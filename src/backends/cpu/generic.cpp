@@ -142,6 +142,21 @@ struct Generic {
     for (int i = 0; i < N; ++i) r.v[i] = static_cast<float>(static_cast<int32_t>(a.v[i]));
     return r;
   }
+  static I andv(const I& a, const I& b) {
+    I r;
+    for (int i = 0; i < N; ++i) r.v[i] = a.v[i] & b.v[i];
+    return r;
+  }
+  static I orv(const I& a, const I& b) {
+    I r;
+    for (int i = 0; i < N; ++i) r.v[i] = a.v[i] | b.v[i];
+    return r;
+  }
+  static I from_u8(const uint8_t* p) {
+    I r;
+    for (int i = 0; i < N; ++i) r.v[i] = p[i];
+    return r;
+  }
   static I lo_nibbles(const I& a) {
     I r;
     for (int i = 0; i < N; ++i) r.v[i] = a.v[i] & 0x0f0f0f0fu;

@@ -38,7 +38,7 @@ enum class ActivationFormat : uint8_t {
   kXPanels,       // x_panels: float prefill, and W8A16's one token where the digits do not fit
   kBf16Tiles,     // bf16_tiles: prefill on matrix units (float schemes, W8A16)
   kDigits,        // digits, digit_scale, digit_sums, digit_plane_sums: W8A16's one token
-  kA16Rows,       // a16, a16_scale, a16_sums: W4A16's one token, or a few (rows_max_tokens)
+  kA16Rows,       // a16, a16_scale, a16_sums: W4A16's one token, or a few (rows_max_tokens); W6A16 and Q4_K: any
   kA16Panels,     // the a16 rows, and a16_panels with their scales and sums: W4A16 prefill
   kA16Words,      // the a16 rows, and a16_words with the panel scales and sums (16-bit products)
   kA16Bf16Tiles,  // the a16 rows, and bf16_tiles of their rounded values: W4A16 on matrix units
@@ -137,7 +137,7 @@ struct AttentionArgs {
 struct KernelTable {
   const char* name = "";
   uint64_t features = 0;  // the CPU features these kernels use
-  MatmulFn matmul[7] = {};  // by Scheme
+  MatmulFn matmul[kSchemeCount] = {};  // by Scheme
   // Per row t < n: int8 values, scale and (group > 0) per-group sums, as quant/ref_matmul.h.
   void (*quantize_rows)(const float* x, int64_t x_stride, int n, int64_t cols, int group, int8_t* q, int64_t q_stride,
                         float* scales, int32_t* group_sums) = nullptr;
@@ -161,8 +161,9 @@ struct KernelTable {
     return n <= std::max(1, rows_max_tokens) && s == Scheme::kW8A16 && cols % 32 == 0;
   }
   // W4A16 (its widths are multiples of the group, itself of 32): a16 for one token, the a16
-  // panels (or, on matrix units, the bf16 tiles of s X) for more.
-  static bool reads_a16(Scheme s) { return s == Scheme::kW4A16; }
+  // panels (or, on matrix units, the bf16 tiles of s X) for more. W6A16 and the k-quant
+  // super-blocks of W4A16 (is_k_quant) read the a16 rows of any number of tokens.
+  static bool reads_a16(Scheme s) { return a16_activations(s); }
   // The float kernels' many-token path reads them, and so does w8a16's one-token path where the
   // digits do not fit.
   bool reads_x_panels(Scheme s, int n, int64_t cols) const {
@@ -202,6 +203,7 @@ struct KernelTable {
   }
   // The format this table's kernel for scheme s reads for n rows of cols elements.
   ActivationFormat activation_format(Scheme s, int n, int64_t cols) const {
+    if (s == Scheme::kW6A16) return ActivationFormat::kA16Rows;
     if (reads_a16(s)) {
       if (reads_bf16_tiles(s, n, cols)) return ActivationFormat::kA16Bf16Tiles;
       if (n <= rows_max_tokens) return ActivationFormat::kA16Rows;
@@ -217,6 +219,7 @@ struct KernelTable {
   // prefill reads x panels (w8a16_prefill) where the scheme's would read bf16 tiles.
   ActivationFormat activation_format(const QuantParams& p, int n, int64_t cols) const {
     if (p.w8_group != 0 && reads_bf16_tiles(p.scheme, n, cols)) return ActivationFormat::kXPanels;
+    if (is_k_quant(p)) return ActivationFormat::kA16Rows;
     return activation_format(p.scheme, n, cols);
   }
   void (*make_digits)(const float* x, int64_t cols, int8_t* digits, float* scales, int32_t* sums,
@@ -256,9 +259,11 @@ inline int64_t w4_words_tile_bytes(const QuantParams& p, int64_t cols) {
 
 // The scratch one call of table t's matmul of p's scheme, cols wide, needs to itself for up to
 // n tokens (MatmulFn's `work`): W4A16 prefill on 16-bit products widens runs of up to four
-// tiles there once, then multiplies every block of tokens by them. 0 for every other kernel.
+// tiles there once, then multiplies every block of tokens by them; W6A16 keeps the tokens'
+// digit sums per 16 elements there (w6a16_half_sums). 0 for every other kernel.
 inline int64_t matmul_work_bytes(const KernelTable& t, const QuantParams& p, int64_t cols, int n) {
-  return p.scheme == Scheme::kW4A16 && n > 1 && t.reads_a16_words(n) ? 4 * w4_words_tile_bytes(p, cols) : 0;
+  if (p.scheme == Scheme::kW6A16) return int64_t{n} * (cols / 16) * 2 * 4;
+  return p.scheme == Scheme::kW4A16 && !is_k_quant(p) && n > 1 && t.reads_a16_words(n) ? 4 * w4_words_tile_bytes(p, cols) : 0;
 }
 
 // Fills a table with the kernels of one instruction set (defined in that set's file).

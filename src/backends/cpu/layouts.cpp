@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/dtype.h"
+#include "quant/ggml_blocks.h"
 
 namespace kiln::cpu {
 
@@ -37,6 +38,61 @@ struct W4Ref {
   }
 };
 
+// A k-quant tile's super-block `tb` (kQ4KTileBlockBytes or kQ6KTileBlockBytes bytes) from the
+// lane's GGML block `ref`, and back (layouts.h).
+void kquant_to_tile(const QuantParams& p, const uint8_t* ref, int lane, uint8_t* tb) {
+  if (p.scheme == Scheme::kW6A16) {
+    std::memcpy(tb + lane * 2, ref + 208, 2);
+    for (int i = 0; i < 16; ++i) tb[kQ6KScales + i * 16 + lane] = ref[192 + i];
+    for (int c = 0; c < 32; ++c) {
+      uint32_t v = 0;
+      for (int m = 0; m < 4; ++m)
+        v |= ((q6_k_value(ref, 8 * c + m) & 15u) | (q6_k_value(ref, 8 * c + 4 + m) & 15u) << 4) << (8 * m);
+      store<uint32_t>(tb + kQ6KChunks + c * 64 + lane * 4, v);
+    }
+    for (int i = 0; i < 16; ++i) {
+      uint32_t v = 0;
+      for (int m = 0; m < 4; ++m)
+        for (int j = 0; j < 4; ++j) v |= (q6_k_value(ref, 16 * i + 4 * j + m) >> 4) << (8 * m + 2 * j);
+      store<uint32_t>(tb + kQ6KHighs + i * 64 + lane * 4, v);
+    }
+    return;
+  }
+  std::memcpy(tb + lane * 2, ref, 2);
+  std::memcpy(tb + 32 + lane * 2, ref + 2, 2);
+  for (int pl = 0; pl < 12; ++pl) tb[kQ4KPlanes + pl * 16 + lane] = ref[4 + pl];
+  for (int c = 0; c < 32; ++c) {
+    uint32_t v = 0;
+    for (int m = 0; m < 4; ++m) v |= (q4_k_nibble(ref, 8 * c + m) | q4_k_nibble(ref, 8 * c + 4 + m) << 4) << (8 * m);
+    store<uint32_t>(tb + kQ4KChunks + c * 64 + lane * 4, v);
+  }
+}
+
+void kquant_from_tile(const QuantParams& p, const uint8_t* tb, int lane, uint8_t* ref) {
+  auto chunk_value = [&](int64_t chunks, int e) {  // element e's 4 bits in the chunks
+    const uint32_t v = load<uint32_t>(tb + chunks + (e / 8) * 64 + lane * 4);
+    const int m = e % 8;
+    return (v >> (m < 4 ? 8 * m : 8 * (m - 4) + 4)) & 15u;
+  };
+  if (p.scheme == Scheme::kW6A16) {
+    std::memcpy(ref + 208, tb + lane * 2, 2);
+    for (int i = 0; i < 16; ++i) ref[192 + i] = tb[kQ6KScales + i * 16 + lane];
+    for (int e = 0; e < 256; ++e) {
+      const uint32_t h = load<uint32_t>(tb + kQ6KHighs + (e / 16) * 64 + lane * 4);
+      const int j = e % 16 / 4, m = e % 4;
+      q6_k_set_value(ref, e, chunk_value(kQ6KChunks, e) | ((h >> (8 * m + 2 * j)) & 3u) << 4);
+    }
+    return;
+  }
+  std::memcpy(ref, tb + lane * 2, 2);
+  std::memcpy(ref + 2, tb + 32 + lane * 2, 2);
+  for (int pl = 0; pl < 12; ++pl) ref[4 + pl] = tb[kQ4KPlanes + pl * 16 + lane];
+  for (int e = 0; e < 256; ++e) q4_k_set_nibble(ref, e, chunk_value(kQ4KChunks, e));
+}
+
+int64_t kquant_tile_block(const QuantParams& p) { return p.scheme == Scheme::kW6A16 ? kQ6KTileBlockBytes : kQ4KTileBlockBytes; }
+int64_t kquant_ref_block(const QuantParams& p) { return p.scheme == Scheme::kW6A16 ? kQ6KBlockBytes : kQ4KBlockBytes; }
+
 }  // namespace
 
 std::string_view matmul_layout(Scheme s) {
@@ -46,6 +102,10 @@ std::string_view matmul_layout(Scheme s) {
 std::optional<uint64_t> tile_bytes(const QuantParams& p, std::string_view layout, int64_t cols) {
   if (cols <= 0 || layout != matmul_layout(p.scheme) || !validate_params(p)) return std::nullopt;
   const auto k = static_cast<uint64_t>(cols);
+  if (is_k_quant(p)) {
+    if (cols % 256 != 0) return std::nullopt;
+    return static_cast<uint64_t>(kquant_tile_block(p)) * (k / 256);
+  }
   switch (p.scheme) {
     case Scheme::kF32: return 64 * k;
     case Scheme::kF16:
@@ -57,6 +117,7 @@ std::optional<uint64_t> tile_bytes(const QuantParams& p, std::string_view layout
         return kW8GroupBlockBytes * (k / 32);
       }
       return 128 + 64 * static_cast<uint64_t>(k4_of(cols));
+    case Scheme::kW6A16: return std::nullopt;  // a k-quant: above
     case Scheme::kW4A16:
     case Scheme::kW4A8:
       if (cols % p.group_size != 0) return std::nullopt;
@@ -90,6 +151,11 @@ Status pack_matrix(const QuantParams& p, std::string_view layout, std::span<cons
       const int64_t r = t * kTileRows + lane;
       if (r >= rows) break;  // padding rows stay zero
       const uint8_t* row = ref.data() + static_cast<size_t>(r) * *row_bytes;
+      if (is_k_quant(p)) {
+        for (int64_t sb = 0; sb < cols / 256; ++sb)
+          kquant_to_tile(p, row + sb * kquant_ref_block(p), lane, tile + sb * kquant_tile_block(p));
+        continue;
+      }
       switch (p.scheme) {
         case Scheme::kF32:
           for (int64_t k = 0; k < cols; ++k) std::memcpy(tile + (k * kTileRows + lane) * 4, row + k * 4, 4);
@@ -119,6 +185,7 @@ Status pack_matrix(const QuantParams& p, std::string_view layout, std::span<cons
           store<int32_t>(tile + 64 + lane * 4, sum);
           break;
         }
+        case Scheme::kW6A16: break;  // a k-quant: above
         case Scheme::kW4A16:
         case Scheme::kW4A8: {
           const W4Ref w{row, p.group_size, p.symmetric};
@@ -156,6 +223,11 @@ Status unpack_matrix(const QuantParams& p, std::string_view layout, std::span<co
     const uint8_t* tile = packed.data() + static_cast<size_t>(r / kTileRows) * tb;
     const int lane = static_cast<int>(r % kTileRows);
     uint8_t* row = ref.data() + static_cast<size_t>(r) * *row_bytes;
+    if (is_k_quant(p)) {
+      for (int64_t sb = 0; sb < cols / 256; ++sb)
+        kquant_from_tile(p, tile + sb * kquant_tile_block(p), lane, row + sb * kquant_ref_block(p));
+      continue;
+    }
     switch (p.scheme) {
       case Scheme::kF32:
         for (int64_t k = 0; k < cols; ++k) std::memcpy(row + k * 4, tile + (k * kTileRows + lane) * 4, 4);
@@ -178,6 +250,7 @@ Status unpack_matrix(const QuantParams& p, std::string_view layout, std::span<co
         std::memcpy(row, tile + lane * 4, 4);
         for (int64_t k = 0; k < cols; ++k) row[4 + k] = tile[128 + (k / 4) * 64 + lane * 4 + k % 4];
         break;
+      case Scheme::kW6A16: break;  // a k-quant: above
       case Scheme::kW4A16:
       case Scheme::kW4A8: {
         const int g = p.group_size, half = g / 2;
@@ -210,6 +283,16 @@ void unpack_row(const QuantParams& p, std::string_view layout, const uint8_t* pa
   const uint64_t tb = *tile_bytes(p, layout, cols);
   const uint8_t* tile = packed + static_cast<size_t>(r / kTileRows) * tb;
   const int lane = static_cast<int>(r % kTileRows);
+  if (is_k_quant(p)) {  // the lane's GGML blocks, dequantized by the reference (bit for bit)
+    uint8_t blk[kQ6KBlockBytes];
+    const DType d = p.scheme == Scheme::kW6A16 ? DType::kQ6_K : DType::kQ4_K;
+    for (int64_t sb = 0; sb < cols / 256; ++sb) {
+      kquant_from_tile(p, tile + sb * kquant_tile_block(p), lane, blk);
+      (void)dequantize(d, std::span<const uint8_t>(blk, static_cast<size_t>(kquant_ref_block(p))),
+                       std::span<float>(out + sb * 256, 256));
+    }
+    return;
+  }
   switch (p.scheme) {
     case Scheme::kF32:
       for (int64_t k = 0; k < cols; ++k) out[k] = load<float>(tile + (k * kTileRows + lane) * 4);
@@ -235,6 +318,7 @@ void unpack_row(const QuantParams& p, std::string_view layout, const uint8_t* pa
         out[k] = static_cast<float>(static_cast<int8_t>(tile[128 + (k / 4) * 64 + lane * 4 + k % 4])) * d;
       return;
     }
+    case Scheme::kW6A16: return;  // a k-quant: above
     case Scheme::kW4A16:
     case Scheme::kW4A8: {
       const uint64_t gb = w4_group_bytes(p);

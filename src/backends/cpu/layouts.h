@@ -18,6 +18,18 @@
 //                 the u32 of row r is  u[r][k0 + m] | u[r][k0 + 4 + m] << 4.
 //                 The nibbles u are the reference ones (sym: w = (u - 8) d; asym: w = u d + m),
 //                 so a group takes exactly the bytes of 16 GGML Q4_0/Q4_1 blocks.
+//          w4a16 g256 asymmetric (GGML's Q4_K; K a multiple of 256), per super-block of 256,
+//                 2304 bytes (16 x 144: the blocks' own bytes, moved):
+//                 [16] f16 d, [16] f16 dmin, 12 planes of [16] bytes (plane p: byte p of each
+//                 row's 12 packed 6-bit scales and mins), then 32 chunks of 64 bytes as above
+//                 (the 8 sub-blocks of 32 elements, four chunks each).
+//          w6a16 (GGML's Q6_K; K a multiple of 256), per super-block of 256, 3360 bytes
+//                 (16 x 210): [16] f16 d, 16 planes of [16] int8 scales (plane i: sub-block i of
+//                 16 elements), 32 chunks of 64 bytes holding the low 4 bits of the values as
+//                 the 4-bit chunks above, then 16 words of 64 bytes: per sub-block i of 16
+//                 elements k0 = 16 i.. and row, a u32 whose byte m holds the high 2 bits of
+//                 elements k0 + m, k0 + 4 + m, k0 + 8 + m, k0 + 12 + m at bits 0, 2, 4, 6 (so
+//                 that shifts and one mask put them beside each chunk's nibbles).
 //   "r16k4" w8a16, w8a8
 //                 [16] f32 scales, [16] i32 row sums (sum of the row's q), then ceil(K/4)
 //                 chunks of 64 bytes: 16 u32, the u32 of row r holding q[r][4c .. 4c + 3] (past
@@ -47,6 +59,9 @@ inline constexpr std::string_view kLayoutR16 = "r16";
 inline constexpr std::string_view kLayoutR16K4 = "r16k4";
 // One block of 32 inputs of a w8a16 g tile: 16 f16 scales, then 8 chunks of 64 bytes.
 inline constexpr int64_t kW8GroupBlockBytes = 32 + 8 * 64;
+// One super-block of 256 inputs of a k-quant tile, and where its parts start.
+inline constexpr int64_t kQ4KTileBlockBytes = 16 * 144, kQ4KPlanes = 64, kQ4KChunks = 256;
+inline constexpr int64_t kQ6KTileBlockBytes = 16 * 210, kQ6KScales = 32, kQ6KChunks = 288, kQ6KHighs = 2336;
 
 // The layout the matmul kernels read for a scheme.
 std::string_view matmul_layout(Scheme s);

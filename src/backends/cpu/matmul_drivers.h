@@ -5,6 +5,7 @@
 #include "backends/cpu/kernel_helpers.h"
 #include "backends/cpu/a8_kernels.h"
 #include "backends/cpu/dense_kernels.h"
+#include "backends/cpu/kquant_kernels.h"
 #include "backends/cpu/w4a16_kernels.h"
 #include "backends/cpu/w8a16_kernels.h"
 
@@ -90,9 +91,41 @@ void matmul_w4a16_words(const PackedMatrix& w, const Activations& a, const Epilo
   });
 }
 
+// GGML's k-quant super-blocks (is_k_quant) read the a16 rows of every token: one token over
+// runs of tiles, more in the prefill blocks (the rows of a block of tokens stay in L1).
+template <class S>
+void matmul_q4k(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
+  if (a.n == 1) {
+    over_decode_tiles<S::kA16DecodeRT>(w, tb, te, [&](auto rt, int64_t t) { q4k_block<S, rt.value, 1>(w, a, e, t, 0); });
+    return;
+  }
+  over_tile_runs<S::kA16RT, S::kA16NT>(w, tb, te, a.n, [&](auto rt, auto nt, int64_t t, int t0) {
+    q4k_block<S, rt.value, nt.value>(w, a, e, t, t0);
+  });
+}
+
+template <class S>
+void matmul_w6a16(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te, uint8_t* work) {
+  auto* half_sums = reinterpret_cast<int32_t*>(work);  // matmul_work_bytes: [n][cols / 16][2]
+  q6k_half_sums(a, w.cols, half_sums);
+  // Decode: at most four tiles side by side, as the six-bit values take four more registers each.
+  constexpr int kRT = S::kA16DecodeRT < 4 ? S::kA16DecodeRT : 4;
+  if (a.n == 1) {
+    over_decode_tiles<kRT>(w, tb, te, [&](auto rt, int64_t t) { q6k_block<S, rt.value, 1>(w, a, e, t, 0, half_sums); });
+    return;
+  }
+  over_tile_runs<S::kA16RT, S::kA16NT>(w, tb, te, a.n, [&](auto rt, auto nt, int64_t t, int t0) {
+    q6k_block<S, rt.value, nt.value>(w, a, e, t, t0, half_sums);
+  });
+}
+
 template <class S>
 void matmul_w4a16(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te, uint8_t* work) {
   (void)work;  // only the 16-bit products' prefill uses it
+  if (is_k_quant(w.params)) {
+    matmul_q4k<S>(w, a, e, tb, te);
+    return;
+  }
   if (a.format == ActivationFormat::kA16Rows) {
     if (a.n == 1) {
       over_decode_tiles<S::kA16DecodeRT>(w, tb, te, [&](auto rt, int64_t t) { w4a16_block<S, rt.value, 1, false>(w, a, e, t, 0); });

@@ -1,7 +1,7 @@
 // The CPU kernels, written once over a SIMD traits type S and instantiated by one thin file per
 // instruction set (which defines S and calls fill_table<S>). Include only from those files.
 // The kernels live in one header per job (kernel_helpers.h, w4a16_kernels.h, dense_kernels.h,
-// w8a16_kernels.h, a8_kernels.h, matmul_drivers.h, activation_kernels.h, float_ops.h,
+// w8a16_kernels.h, kquant_kernels.h, a8_kernels.h, matmul_drivers.h, activation_kernels.h, float_ops.h,
 // attention_kernel.h, product_loop.h); this one fills a table with them.
 //
 // S provides, for N f32 lanes (16 / N vectors make one 16-row tile column):
@@ -13,6 +13,8 @@
 //   floor(F)           round toward -infinity
 //   from_f16/bf16/s8(p) N values at p as floats
 //   lo_nibbles(I), hi_nibbles(I)   v & 0x0f0f0f0f, (v >> 4) & 0x0f0f0f0f
+//   andv(I, I), orv(I, I)          bitwise and, or
+//   from_u8(p)         N bytes at p, each widened to a u32 lane
 //   dot_u4(acc, w, x4) acc[i] += sum_j u8(w[4i+j]) * s8(x4[j])      (w: nibbles 0..15)
 //   dot_s8(acc, w, x4) acc[i] += sum_j s8(w[4i+j]) * s8(x4[j]) + kW8Bias * sum_j s8(w[4i+j])
 //   zeroi set1i(int32) subi(I, int32) addv(I, I) subv(I, I) slli<s>(I) cvt(I)
@@ -47,6 +49,7 @@ void fill_table(KernelTable& t) {
   t.matmul[static_cast<int>(Scheme::kW4A16)] = &matmul_w4a16<S>;
   t.matmul[static_cast<int>(Scheme::kW8A8)] = &matmul_w8a8<S>;
   t.matmul[static_cast<int>(Scheme::kW4A8)] = &matmul_w4a8<S>;
+  t.matmul[static_cast<int>(Scheme::kW6A16)] = &matmul_w6a16<S>;
   t.quantize_rows = &quantize_rows<S>;
   static_assert(S::kPrefillNT <= 16, "the back end's scratch holds panels of at most 16 tokens");
   t.panel_tokens = S::kPrefillNT;

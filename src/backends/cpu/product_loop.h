@@ -74,6 +74,9 @@ double product_loop(Scheme s, int tokens, int64_t rounds) {
         }
       digits();
       return ops * 4 * S::N / 2;
+    case Scheme::kW6A16:  // q6k_block: two digit sums per 16-bit activation, as W4A16's
+      digits();
+      return ops * 4 * S::N / 2;
     case Scheme::kW4A8:
       digits();
       return ops * 4 * S::N;

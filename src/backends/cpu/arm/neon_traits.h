@@ -62,6 +62,13 @@ struct Neon {
   static I subv(I a, I b) { return vsubq_u32(a, b); }
   static I subi(I a, int32_t b) { return vsubq_u32(a, vdupq_n_u32(static_cast<uint32_t>(b))); }
   static F cvt(I a) { return vcvtq_f32_s32(vreinterpretq_s32_u32(a)); }
+  static I andv(I a, I b) { return vandq_u32(a, b); }
+  static I orv(I a, I b) { return vorrq_u32(a, b); }
+  static I from_u8(const uint8_t* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return vmovl_u16(vget_low_u16(vmovl_u8(vreinterpret_u8_u32(vdup_n_u32(v)))));
+  }
   static I lo_nibbles(I a) { return vandq_u32(a, vdupq_n_u32(0x0f0f0f0fu)); }
   static I hi_nibbles(I a) { return vandq_u32(vshrq_n_u32(a, 4), vdupq_n_u32(0x0f0f0f0fu)); }
   static F from_f16(const uint8_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(p)))); }

@@ -72,6 +72,9 @@ struct Avx2 {
   static I subv(I a, I b) { return _mm256_sub_epi32(a, b); }
   static I subi(I a, int32_t b) { return _mm256_sub_epi32(a, _mm256_set1_epi32(b)); }
   static F cvt(I a) { return _mm256_cvtepi32_ps(a); }
+  static I andv(I a, I b) { return _mm256_and_si256(a, b); }
+  static I orv(I a, I b) { return _mm256_or_si256(a, b); }
+  static I from_u8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
   static I lo_nibbles(I a) { return _mm256_and_si256(a, _mm256_set1_epi8(0x0f)); }
   static I hi_nibbles(I a) { return _mm256_and_si256(_mm256_srli_epi32(a, 4), _mm256_set1_epi8(0x0f)); }
   static F from_f16(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }

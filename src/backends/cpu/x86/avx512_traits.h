@@ -72,6 +72,9 @@ struct Avx512 {
   static I subv(I a, I b) { return _mm512_sub_epi32(a, b); }
   static I subi(I a, int32_t b) { return _mm512_sub_epi32(a, _mm512_set1_epi32(b)); }
   static F cvt(I a) { return _mm512_cvtepi32_ps(a); }
+  static I andv(I a, I b) { return _mm512_and_si512(a, b); }
+  static I orv(I a, I b) { return _mm512_or_si512(a, b); }
+  static I from_u8(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
   static I lo_nibbles(I a) { return _mm512_and_si512(a, _mm512_set1_epi8(0x0f)); }
   static I hi_nibbles(I a) { return _mm512_and_si512(_mm512_srli_epi32(a, 4), _mm512_set1_epi8(0x0f)); }
   static F from_f16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }

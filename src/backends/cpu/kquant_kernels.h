@@ -1,0 +1,209 @@
+// k-quant matmul blocks: GGML's Q4_K (w4a16 g256 asymmetric) and Q6_K (w6a16) super-blocks in
+// their tiles (layouts.h), times activations rounded to 16 bits (kernels.h's a16 rows), as
+// w4a16_block does: per sub-block the exact integer sum of the values times X (two int8 digit
+// sums from one load of the values), then scaled by the sub-block's own scale. The tiles hold the
+// blocks' own bytes, so a GGUF's k-quant tensors run at their own 4.5 and 6.56 bits a weight.
+#pragma once
+
+#include "backends/cpu/kernel_helpers.h"
+
+namespace kiln::cpu {
+namespace {
+
+// Sub-block j's 6-bit scale (kMin false) or min (true) for lanes v.. of the tile, from the 12
+// planes of the rows' packed bytes (quant/ggml_blocks.h: q4_k_scale_min, lane by lane).
+template <class S, int j, bool kMin>
+inline typename S::I q4k_scale_min(const uint8_t* planes, int v) {
+  auto plane = [&](int p) { return S::from_u8(planes + p * 16 + v * S::N); };
+  if constexpr (j < 4) {
+    return S::andv(plane(kMin ? j + 4 : j), S::set1i(63));
+  } else {
+    const auto low = kMin ? S::template srli<4>(plane(j + 4)) : S::andv(plane(j + 4), S::set1i(15));
+    return S::orv(low, S::template slli<4>(S::template srli<6>(plane(kMin ? j : j - 4))));
+  }
+}
+
+// Q4_K, NT tokens from t0 (their a16 rows) and RT tiles: per sub-block j of 32 elements (the
+// a16 block kb), D = sum u X exactly, then, as quant/ref_matmul.h up to f32 rounding,
+//   y += (d sc_j) (s_kb D)   and   y += (dmin m_j) (-(s_kb sum X)).
+// A token's operations do not depend on NT: a batched step gives each token its solo bits.
+template <class S, int RT, int NT>
+inline void q4k_block(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile, int t0) {
+  using F = typename S::F;
+  using I = typename S::I;
+  constexpr int V = kTileRows / S::N;
+  const int64_t nb = w.cols / 32;
+  auto x4 = [&](int t, int plane, int64_t k4) { return load_i32(a.a16 + ((t0 + t) * 2 + plane) * w.cols + 4 * k4); };
+  auto scale = [&](int t, int64_t kb) { return a.a16_scale[(t0 + t) * nb + kb]; };
+  auto xsum = [&](int t, int64_t kb) { return a.a16_sums[((t0 + t) * nb + kb) * 3]; };
+  F y[RT][NT][V];
+  for (int r = 0; r < RT; ++r)
+    for (int t = 0; t < NT; ++t)
+      for (int v = 0; v < V; ++v) y[r][t][v] = S::zero();
+  const uint8_t* base = w.data + tile * w.tile_bytes;
+  const uint8_t* end = packed_end(w);
+  for (int64_t sb = 0; sb < w.cols / 256; ++sb) {
+    const int64_t off = sb * kQ4KTileBlockBytes;
+    if (NT == 1 || t0 == 0)
+      for (int r = 0; r < RT; ++r) prefetch_ahead(w, base + r * w.tile_bytes, off, kQ4KTileBlockBytes, RT * w.tile_bytes, end);
+    static_for<8>([&](auto j) {
+      const int64_t kb = sb * 8 + j.value;
+      I ah[RT][NT][V], al[RT][NT][V];
+      for (int r = 0; r < RT; ++r)
+        for (int t = 0; t < NT; ++t)
+          for (int v = 0; v < V; ++v) ah[r][t][v] = al[r][t][v] = S::zeroi();
+      static_for<4>([&](auto c) {  // four chunks of eight elements
+        const int64_t k4 = kb * 8 + 2 * c.value, at = off + kQ4KChunks + (j.value * 4 + c.value) * 64;
+        for (int v = 0; v < V; ++v) {
+          if constexpr (NT == 1) {  // one token: each tile's nibbles used at once
+            const int32_t h0 = x4(0, 0, k4), h1 = x4(0, 0, k4 + 1), l0 = x4(0, 1, k4), l1 = x4(0, 1, k4 + 1);
+            for (int r = 0; r < RT; ++r) {
+              const I q = S::loadi(base + r * w.tile_bytes + at + v * S::N * 4);
+              const I lo = S::lo_nibbles(q), hi = S::hi_nibbles(q);
+              ah[r][0][v] = S::dot_u4(S::dot_u4(ah[r][0][v], lo, h0), hi, h1);
+              al[r][0][v] = S::dot_u4(S::dot_u4(al[r][0][v], lo, l0), hi, l1);
+            }
+            continue;
+          }
+          I lo[RT], hi[RT];
+          for (int r = 0; r < RT; ++r) {
+            const I q = S::loadi(base + r * w.tile_bytes + at + v * S::N * 4);
+            lo[r] = S::lo_nibbles(q);
+            hi[r] = S::hi_nibbles(q);
+          }
+          for (int t = 0; t < NT; ++t) {
+            const int32_t h0 = x4(t, 0, k4), h1 = x4(t, 0, k4 + 1), l0 = x4(t, 1, k4), l1 = x4(t, 1, k4 + 1);
+            for (int r = 0; r < RT; ++r) {
+              ah[r][t][v] = S::dot_u4(S::dot_u4(ah[r][t][v], lo[r], h0), hi[r], h1);
+              al[r][t][v] = S::dot_u4(S::dot_u4(al[r][t][v], lo[r], l0), hi[r], l1);
+            }
+          }
+        }
+      });
+      for (int r = 0; r < RT; ++r) {
+        const uint8_t* blk = base + r * w.tile_bytes + off;
+        for (int v = 0; v < V; ++v) {
+          const F ds = S::mul(S::cvt(q4k_scale_min<S, j.value, false>(blk + kQ4KPlanes, v)), S::from_f16(blk + v * S::N * 2));
+          const F dm = S::mul(S::cvt(q4k_scale_min<S, j.value, true>(blk + kQ4KPlanes, v)), S::from_f16(blk + 32 + v * S::N * 2));
+          for (int t = 0; t < NT; ++t) {
+            const float s = scale(t, kb);
+            const I dv = S::addv(S::template slli<8>(ah[r][t][v]), al[r][t][v]);
+            y[r][t][v] = S::fma(S::cvt(dv), S::mul(ds, S::set1(s)), y[r][t][v]);
+            y[r][t][v] = S::fma(dm, S::set1(-(s * static_cast<float>(xsum(t, kb)))), y[r][t][v]);
+          }
+        }
+      }
+    });
+  }
+  for (int r = 0; r < RT; ++r)
+    for (int t = 0; t < NT; ++t) store_tile<S>(w, e, tile + r, t0 + t, y[r][t]);
+}
+
+// What q6k_block's sums start from, for n tokens' a16 rows cols wide: per 16 elements
+// -32 sum hi and -32 sum lo (so that they end as sum (q - 32) X), [n][cols / 16][2].
+inline void q6k_half_sums(const Activations& a, int64_t cols, int32_t* out) {
+  for (int t = 0; t < a.n; ++t) {
+    const int8_t* hi = a.a16 + t * 2 * cols;
+    const int8_t* lo = hi + cols;
+    for (int64_t i = 0; i < cols / 16; ++i) {
+      int32_t sh = 0, sl = 0;
+      for (int k = 0; k < 16; ++k) {
+        sh += hi[16 * i + k];
+        sl += lo[16 * i + k];
+      }
+      out[(t * (cols / 16) + i) * 2] = -32 * sh;
+      out[(t * (cols / 16) + i) * 2 + 1] = -32 * sl;
+    }
+  }
+}
+
+// Q6_K, NT tokens from t0 and RT tiles: per sub-block i of 16 elements the exact D = sum (q - 32) X
+// (the sums start at `half_sums`, q6k_half_sums), then y += (d sc_i) (s_kb D), kb = i / 2 the a16
+// block, as quant/ref_matmul.h up to f32 rounding. The 6-bit values are each chunk's nibbles
+// with their high bit pairs shifted beside them (layouts.h).
+template <class S, int RT, int NT>
+inline void q6k_block(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile, int t0,
+                      const int32_t* half_sums) {
+  using F = typename S::F;
+  using I = typename S::I;
+  constexpr int V = kTileRows / S::N;
+  const int64_t nb = w.cols / 32, nh = w.cols / 16;
+  auto x4 = [&](int t, int plane, int64_t k4) { return load_i32(a.a16 + ((t0 + t) * 2 + plane) * w.cols + 4 * k4); };
+  F y[RT][NT][V];
+  for (int r = 0; r < RT; ++r)
+    for (int t = 0; t < NT; ++t)
+      for (int v = 0; v < V; ++v) y[r][t][v] = S::zero();
+  const uint8_t* base = w.data + tile * w.tile_bytes;
+  const uint8_t* end = packed_end(w);
+  const I m30 = S::set1i(0x30303030);
+  for (int64_t sb = 0; sb < w.cols / 256; ++sb) {
+    const int64_t off = sb * kQ6KTileBlockBytes;
+    if (NT == 1 || t0 == 0)
+      for (int r = 0; r < RT; ++r) prefetch_ahead(w, base + r * w.tile_bytes, off, kQ6KTileBlockBytes, RT * w.tile_bytes, end);
+    for (int hb = 0; hb < 16; ++hb) {
+      const int64_t i = sb * 16 + hb, k4 = 4 * i;
+      I ah[RT][NT][V], al[RT][NT][V];
+      for (int t = 0; t < NT; ++t) {
+        const int32_t* hs = half_sums + ((t0 + t) * nh + i) * 2;
+        for (int r = 0; r < RT; ++r)
+          for (int v = 0; v < V; ++v) {
+            ah[r][t][v] = S::set1i(hs[0]);
+            al[r][t][v] = S::set1i(hs[1]);
+          }
+      }
+      for (int v = 0; v < V; ++v) {
+        // The four u32 of four values each: elements 16 i + (0-3, 4-7, 8-11, 12-15).
+        auto values = [&](int r, I (&u)[4]) {
+          const uint8_t* blk = base + r * w.tile_bytes + off + v * S::N * 4;
+          const I h = S::loadi(blk + kQ6KHighs + hb * 64);
+          const I q0 = S::loadi(blk + kQ6KChunks + (2 * hb) * 64), q1 = S::loadi(blk + kQ6KChunks + (2 * hb + 1) * 64);
+          u[0] = S::orv(S::lo_nibbles(q0), S::andv(S::template slli<4>(h), m30));
+          u[1] = S::orv(S::hi_nibbles(q0), S::andv(S::template slli<2>(h), m30));
+          u[2] = S::orv(S::lo_nibbles(q1), S::andv(h, m30));
+          u[3] = S::orv(S::hi_nibbles(q1), S::andv(S::template srli<2>(h), m30));
+        };
+        if constexpr (NT == 1) {
+          int32_t xh[4], xl[4];
+          for (int k = 0; k < 4; ++k) {
+            xh[k] = x4(0, 0, k4 + k);
+            xl[k] = x4(0, 1, k4 + k);
+          }
+          for (int r = 0; r < RT; ++r) {
+            I u[4];
+            values(r, u);
+            for (int k = 0; k < 4; ++k) {
+              ah[r][0][v] = S::dot_u4(ah[r][0][v], u[k], xh[k]);
+              al[r][0][v] = S::dot_u4(al[r][0][v], u[k], xl[k]);
+            }
+          }
+          continue;
+        }
+        I u[RT][4];
+        for (int r = 0; r < RT; ++r) values(r, u[r]);
+        for (int t = 0; t < NT; ++t)
+          for (int k = 0; k < 4; ++k) {
+            const int32_t xh = x4(t, 0, k4 + k), xl = x4(t, 1, k4 + k);
+            for (int r = 0; r < RT; ++r) {
+              ah[r][t][v] = S::dot_u4(ah[r][t][v], u[r][k], xh);
+              al[r][t][v] = S::dot_u4(al[r][t][v], u[r][k], xl);
+            }
+          }
+      }
+      for (int r = 0; r < RT; ++r) {
+        const uint8_t* blk = base + r * w.tile_bytes + off;
+        for (int v = 0; v < V; ++v) {
+          const F ds = S::mul(S::from_s8(blk + kQ6KScales + hb * 16 + v * S::N), S::from_f16(blk + v * S::N * 2));
+          for (int t = 0; t < NT; ++t) {
+            const I dv = S::addv(S::template slli<8>(ah[r][t][v]), al[r][t][v]);
+            y[r][t][v] = S::fma(S::cvt(dv), S::mul(ds, S::set1(a.a16_scale[(t0 + t) * nb + i / 2])), y[r][t][v]);
+          }
+        }
+      }
+    }
+  }
+  for (int r = 0; r < RT; ++r)
+    for (int t = 0; t < NT; ++t) store_tile<S>(w, e, tile + r, t0 + t, y[r][t]);
+}
+
+}  // namespace
+}  // namespace kiln::cpu
