@@ -198,6 +198,24 @@ TEST(Gguf, Q8AndQ5AreW8Groups) {
   }
 }
 
+// Q4_K is w4a16 g256 asymmetric and Q6_K is w6a16, byte for byte: the file's blocks read as those
+// schemes dequantize to gguf-py's values bit for bit (kiln keeps them so, quant/scheme.h).
+TEST(Gguf, Q4KAndQ6KAreKiln) {
+  GgufFile g = open_blocks();
+  for (const auto& [type, p] : {std::pair{"q4_k", QuantParams{Scheme::kW4A16, 256, false}},
+                                std::pair{"q6_k", canonical({Scheme::kW6A16})}}) {
+    SCOPED_TRACE(type);
+    const TensorSource* q = find(g, type);
+    const TensorSource* ref = find(g, std::string(type) + ".ref");
+    ASSERT_TRUE(q && ref);
+    ASSERT_EQ(q->shape, (std::vector<int64_t>{3, 512}));
+    std::vector<float> got(3 * 512);
+    ASSERT_TRUE(dequantize_matrix(p, q->bytes, 3, 512, got.data()));
+    EXPECT_EQ(std::memcmp(got.data(), ref->bytes.data(), ref->bytes.size()), 0);
+    EXPECT_FALSE(dequantize_matrix(p, q->bytes.subspan(1), 3, 512, got.data()));  // a byte short
+  }
+}
+
 }  // namespace
 }  // namespace kiln
 

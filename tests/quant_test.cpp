@@ -33,7 +33,7 @@ namespace {
 constexpr double kU = 1.0 / (1 << 24);  // f32 unit roundoff
 
 const Scheme kAllSchemes[] = {Scheme::kF32,  Scheme::kF16,  Scheme::kBF16, Scheme::kW8A16,
-                              Scheme::kW4A16, Scheme::kW8A8, Scheme::kW4A8};
+                              Scheme::kW4A16, Scheme::kW8A8, Scheme::kW4A8, Scheme::kW6A16};
 
 // Every parameter set worth testing: each scheme, and for 4-bit each group and symmetry.
 std::vector<QuantParams> all_params() {
@@ -47,6 +47,7 @@ std::vector<QuantParams> all_params() {
       for (bool sym : {true, false}) out.push_back({s, g, sym});
   }
   for (int g : {32, 64, 128}) out.push_back({Scheme::kW8A16, 0, true, g});  // w8a16 with 8-bit groups
+  out.push_back({Scheme::kW4A16, 256, false});  // GGML's Q4_K super-blocks (w6a16, Q6_K's, is above)
   return out;
 }
 
@@ -269,7 +270,19 @@ TEST(QuantRoundTrip, ErrorBoundsPerScheme) {
               case Scheme::kW8A8:
                 bound = p.w8_group != 0 ? f16_at(qr + c / p.w8_group * (2 + p.w8_group)) / 2 : f32_at(qr) / 2;
                 break;
+              case Scheme::kW6A16: {  // half the sub-block's step d sc_i: nothing is clipped
+                const uint8_t* blk = qr + c / 256 * kQ6KBlockBytes;
+                bound = f16_at(blk + 208) * static_cast<int8_t>(blk[192 + c % 256 / 16]) / 2;
+                break;
+              }
               default: {
+                if (is_k_quant(p)) {  // Q4_K: half the step d sc_j, plus what a capped sc_j clips
+                  const uint8_t* blk = qr + c / 256 * kQ4KBlockBytes;
+                  uint8_t sc, m;
+                  q4_k_scale_min(blk, static_cast<int>(c % 256 / 32), &sc, &m);
+                  bound = f16_at(blk) * sc / 2 + (sc == 63 ? f16_at(blk + 2) : 0.0);
+                  break;
+                }
                 const int64_t grp = c / p.group_size;
                 const uint8_t* gb = qr + grp * ((p.symmetric ? 2 : 4) + p.group_size / 2);
                 bound = f16_at(gb) / 2;
@@ -401,11 +414,10 @@ TEST(QuantExact, FloatSchemesOnRepresentableValues) {
 }
 
 TEST(QuantExact, ZeroAndConstantRows) {
-  std::vector<float> zero(128, 0.0f);
+  std::vector<float> zero(256, 0.0f);  // every group divides it, the k-quants' 256 too
   for (const QuantParams& p : all_params()) {
-    if (is_4bit(p.scheme) && 128 % p.group_size != 0) continue;
-    auto q = quantize_or_die(p, zero, 1, 128);
-    EXPECT_EQ(dequantize_or_die(p, q, 1, 128), zero) << describe(p);
+    auto q = quantize_or_die(p, zero, 1, 256);
+    EXPECT_EQ(dequantize_or_die(p, q, 1, 256), zero) << describe(p);
   }
   // A constant row that FP16 cannot hold: asymmetric W4 still lands within half a (tiny) step.
   std::vector<float> c(32, 0.3f);
@@ -429,6 +441,74 @@ TEST(QuantExact, W4Group32IsGgmlQ4_0AndQ4_1) {
     Status st = dequantize(sym ? DType::kQ4_0 : DType::kQ4_1, q, ggml);
     ASSERT_TRUE(st) << st.message();
     EXPECT_EQ(ours, ggml) << (sym ? "Q4_0" : "Q4_1");
+  }
+}
+
+// GGML's k-quant super-blocks: w4a16 g256 asymmetric is Q4_K, w6a16 is Q6_K, byte for byte (the
+// reference dequantization is GGML's own, which the GGUF tests check against gguf-py), with the
+// element packing of quant/ggml_blocks.h; their names, sizes and refusals.
+TEST(QuantKQuant, LayoutsAreGgmlBlocks) {
+  const QuantParams q4k{Scheme::kW4A16, 256, false}, q6k = canonical({Scheme::kW6A16});
+  EXPECT_TRUE(is_k_quant(q4k));
+  EXPECT_TRUE(is_k_quant(q6k));
+  EXPECT_FALSE(is_k_quant({Scheme::kW4A16, 128, false}));
+  EXPECT_EQ(describe(q4k), "w4a16 g256 asym");
+  EXPECT_EQ(describe(q6k), "w6a16");
+  EXPECT_EQ(weight_bits(Scheme::kW6A16), 6);
+  EXPECT_TRUE(a16_activations(Scheme::kW6A16));
+  EXPECT_FALSE(a16_activations(Scheme::kW8A16));
+  EXPECT_EQ(widen_to_w8(Scheme::kW6A16), Scheme::kW8A16);
+  EXPECT_EQ(scale_group(q6k), 256);
+  EXPECT_EQ(canonical({Scheme::kW6A16, 64, false}), q6k);
+  EXPECT_EQ(quantized_size(q4k, 3, 512), 3u * 2 * 144);
+  EXPECT_EQ(quantized_size(q6k, 3, 512), 3u * 2 * 210);
+  Status st = validate_params({Scheme::kW4A16, 256, true});
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("Q4_K"), std::string::npos) << st.message();
+  EXPECT_FALSE(validate_params({Scheme::kW4A8, 256, false}));
+  st = check_shape(q6k, 2, 576);  // SmolLM2's width: llama.cpp falls back to other blocks there
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("576"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("256"), std::string::npos) << st.message();
+
+  // Element packing against a hand-made block: Q4_K sub-block 5 (scale and min split over three
+  // bytes), elements 37 (low nibble) and 100 (high); Q6_K element 200 (nibble and bit pair).
+  std::vector<uint8_t> b4(kQ4KBlockBytes, 0), b6(kQ6KBlockBytes, 0);
+  q4_k_set_scale_min(b4.data(), 5, 45, 50);
+  q4_k_set_scale_min(b4.data(), 1, 7, 9);
+  uint8_t sc, m;
+  q4_k_scale_min(b4.data(), 5, &sc, &m);
+  EXPECT_EQ(sc, 45);
+  EXPECT_EQ(m, 50);
+  q4_k_scale_min(b4.data(), 1, &sc, &m);  // sharing bytes with 5: untouched
+  EXPECT_EQ(sc, 7);
+  EXPECT_EQ(m, 9);
+  q4_k_set_nibble(b4.data(), 37, 11);
+  q4_k_set_nibble(b4.data(), 100, 6);
+  // Sub-block 5's scale 45 and min 50 in GGML's packing: low halves in byte 9, high bits at the top
+  // of bytes 1 and 5 (beside sub-block 1's 7 and 9). Element 37: the high nibble of byte 5 of the
+  // first 32 bytes; element 100: the high nibble of byte 4 of the next 32.
+  EXPECT_EQ(b4[4 + 9], 0x2d);
+  EXPECT_EQ(b4[4 + 1], 0x87);
+  EXPECT_EQ(b4[4 + 5], 0xc9);
+  EXPECT_EQ(b4[16 + 5], 0xb0);
+  EXPECT_EQ(b4[16 + 32 + 4], 0x60);
+  EXPECT_EQ(q4_k_nibble(b4.data(), 37), 11u);
+  EXPECT_EQ(q4_k_nibble(b4.data(), 100), 6u);
+  q6_k_set_value(b6.data(), 200, 0x2b);
+  EXPECT_EQ(q6_k_value(b6.data(), 200), 0x2bu);
+  for (int e = 0; e < 256; ++e)
+    if (e != 200) ASSERT_EQ(q6_k_value(b6.data(), e), 0u) << e;
+
+  // Round to nearest then GGML's dequantization: what dequantize_row gives.
+  const int64_t rows = 3, cols = 512;
+  auto w = random_matrix(rows, cols, Dist::kLlm, 17);
+  for (const QuantParams& p : {q4k, q6k}) {
+    auto q = quantize_or_die(p, w, rows, cols);
+    auto ours = dequantize_or_die(p, q, rows, cols);
+    std::vector<float> ggml(ours.size());
+    ASSERT_TRUE(dequantize(p.scheme == Scheme::kW6A16 ? DType::kQ6_K : DType::kQ4_K, q, ggml));
+    EXPECT_EQ(ours, ggml) << describe(p);
   }
 }
 
@@ -552,6 +632,7 @@ TEST(QuantRefMatmul, EverySchemeAgainstDequantizedProduct) {
     double worst_rel = 0, worst_act_ratio = 0;
     std::vector<Shape> shapes = shapes_for(g);
     if (scale_group(p) == 0) shapes.push_back({3, 5});  // odd widths where no group constrains
+    if (g == 256) shapes.resize(4);  // the k-quants' blocks are wide
     for (const Shape& sh : shapes) {
       for (int64_t n : {1, 4}) {
         auto w = random_matrix(sh.rows, sh.cols, Dist::kLlm, static_cast<uint32_t>(sh.cols * 7 + n));
@@ -567,7 +648,7 @@ TEST(QuantRefMatmul, EverySchemeAgainstDequantizedProduct) {
         std::vector<float> xa = x;
         std::vector<float> sx(static_cast<size_t>(n), 0.0f);
         std::vector<double> half_step(x.size(), 0.0);
-        if (p.scheme == Scheme::kW4A16) {
+        if (a16_activations(p.scheme)) {
           std::vector<int16_t> qx(static_cast<size_t>(sh.cols));
           std::vector<float> sb(static_cast<size_t>((sh.cols + 31) / 32));
           for (int64_t t = 0; t < n; ++t) {
@@ -598,11 +679,11 @@ TEST(QuantRefMatmul, EverySchemeAgainstDequantizedProduct) {
             ASSERT_LE(err, sum_bound) << describe(p) << " [" << sh.rows << "x" << sh.cols << "] n=" << n
                                       << " t=" << t << " r=" << r;
             if (ymax > 0) worst_rel = std::max(worst_rel, err / ymax);
-            if (quantizes_activations(p.scheme) || p.scheme == Scheme::kW4A16) {
+            if (quantizes_activations(p.scheme) || a16_activations(p.scheme)) {
               double act_bound = 0;  // sum |W| times each element's rounding bound
               for (int64_t c = 0; c < sh.cols; ++c)
                 act_bound += std::fabs(wd[r * sh.cols + c]) *
-                             (p.scheme == Scheme::kW4A16 ? half_step[t * sh.cols + c] : sx[t] / 2.0);
+                             (a16_activations(p.scheme) ? half_step[t * sh.cols + c] : sx[t] / 2.0);
               act_bound *= 1 + 1e-5;
               const double err_orig = std::fabs(y[i] - exact_orig[i]);
               ASSERT_LE(err_orig, act_bound + sum_bound * 2)
@@ -613,7 +694,7 @@ TEST(QuantRefMatmul, EverySchemeAgainstDequantizedProduct) {
       }
     }
     std::printf("[ matmul   ] %-16s max |err| / max |y| = %.2e", describe(p).c_str(), worst_rel);
-    if (quantizes_activations(p.scheme) || p.scheme == Scheme::kW4A16)
+    if (quantizes_activations(p.scheme) || a16_activations(p.scheme))
       std::printf(", vs f32 x: max |err| / act bound = %.3f", worst_act_ratio);
     std::printf("\n");
     if (!quantizes_activations(p.scheme)) {
