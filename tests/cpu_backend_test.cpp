@@ -196,7 +196,8 @@ double expected_products(const cpu::KernelTable& t, Scheme s, int tokens, int64_
   double per_op = 0;
   switch (s) {
     case Scheme::kW4A16:
-    case Scheme::kW6A16: per_op = 2.0 * n; break;  // int16 pairs (avx512 words) or two int8 digits
+    case Scheme::kW6A16:
+    case Scheme::kW5A16: per_op = 2.0 * n; break;  // int16 pairs (avx512 words) or two int8 digits
     case Scheme::kW8A8:
     case Scheme::kW4A8: per_op = table == "i8mm" && tokens > 1 ? 32 : 4.0 * n; break;
     case Scheme::kW8A16: per_op = tokens <= std::max(1, t.rows_max_tokens) ? 4.0 * n / 3 : n; break;
@@ -380,7 +381,8 @@ std::vector<QuantParams> all_params() {
       for (bool sym : {true, false}) ps.push_back(canonical({s, g, sym}));
   for (int g : {32, 64, 128}) ps.push_back(canonical({Scheme::kW8A16, 0, true, g}));  // 8-bit groups
   ps.push_back(canonical({Scheme::kW4A16, 256, false}));  // GGML's k-quant super-blocks: Q4_K
-  ps.push_back(canonical({Scheme::kW6A16}));              // and Q6_K
+  ps.push_back(canonical({Scheme::kW6A16}));              // Q6_K
+  ps.push_back(canonical({Scheme::kW5A16}));              // and Q5_K
   return ps;
 }
 
@@ -414,8 +416,9 @@ TEST(CpuMatmul, ModelShapes) {
         if (n < 64 || t->make_bf16_tiles) check_matmul(*t, {canonical({s, 32, true}), 64, 2048, n}, rng);
   for (const cpu::KernelTable* t : tables_to_test())  // w8a16 g32: GGUF Q8_0 / Q5_0 as they are
     for (int n : {1, 24, 80}) check_matmul(*t, {canonical({Scheme::kW8A16, 0, true, 32}), 64, 2048, n}, rng);
-  for (const cpu::KernelTable* t : tables_to_test())  // Q4_K and Q6_K as they are
-    for (const QuantParams& p : {canonical({Scheme::kW4A16, 256, false}), canonical({Scheme::kW6A16})})
+  for (const cpu::KernelTable* t : tables_to_test())  // Q4_K, Q5_K and Q6_K as they are
+    for (const QuantParams& p :
+         {canonical({Scheme::kW4A16, 256, false}), canonical({Scheme::kW5A16}), canonical({Scheme::kW6A16})})
       for (int n : {1, 8, 24}) check_matmul(*t, {p, 64, 2048, n}, rng);
 }
 

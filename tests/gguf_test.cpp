@@ -198,11 +198,12 @@ TEST(Gguf, Q8AndQ5AreW8Groups) {
   }
 }
 
-// Q4_K is w4a16 g256 asymmetric and Q6_K is w6a16, byte for byte: the file's blocks read as those
-// schemes dequantize to gguf-py's values bit for bit (kiln keeps them so, quant/scheme.h).
+// Q4_K is w4a16 g256 asymmetric, Q5_K w5a16 and Q6_K w6a16, byte for byte: the file's blocks read
+// as those schemes dequantize to gguf-py's values bit for bit (kiln keeps them so, quant/scheme.h).
 TEST(Gguf, Q4KAndQ6KAreKiln) {
   GgufFile g = open_blocks();
   for (const auto& [type, p] : {std::pair{"q4_k", QuantParams{Scheme::kW4A16, 256, false}},
+                                std::pair{"q5_k", canonical({Scheme::kW5A16})},
                                 std::pair{"q6_k", canonical({Scheme::kW6A16})}}) {
     SCOPED_TRACE(type);
     const TensorSource* q = find(g, type);

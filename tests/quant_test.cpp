@@ -26,6 +26,7 @@
 #include "quant/ggml_blocks.h"
 #include "quant/ref_matmul.h"
 #include "quant/scheme.h"
+#include "quant/scheme_flag.h"
 
 namespace kiln {
 namespace {
@@ -33,7 +34,7 @@ namespace {
 constexpr double kU = 1.0 / (1 << 24);  // f32 unit roundoff
 
 const Scheme kAllSchemes[] = {Scheme::kF32,  Scheme::kF16,  Scheme::kBF16, Scheme::kW8A16,
-                              Scheme::kW4A16, Scheme::kW8A8, Scheme::kW4A8, Scheme::kW6A16};
+                              Scheme::kW4A16, Scheme::kW8A8, Scheme::kW4A8, Scheme::kW6A16, Scheme::kW5A16};
 
 // Every parameter set worth testing: each scheme, and for 4-bit each group and symmetry.
 std::vector<QuantParams> all_params() {
@@ -276,8 +277,8 @@ TEST(QuantRoundTrip, ErrorBoundsPerScheme) {
                 break;
               }
               default: {
-                if (is_k_quant(p)) {  // Q4_K: half the step d sc_j, plus what a capped sc_j clips
-                  const uint8_t* blk = qr + c / 256 * kQ4KBlockBytes;
+                if (is_k_quant(p)) {  // Q4_K, Q5_K: half the step d sc_j, plus what a capped sc_j clips
+                  const uint8_t* blk = qr + c / 256 * dtype_info(k_quant_block(p)).block_bytes;
                   uint8_t sc, m;
                   q4_k_scale_min(blk, static_cast<int>(c % 256 / 32), &sc, &m);
                   bound = f16_at(blk) * sc / 2 + (sc == 63 ? f16_at(blk + 2) : 0.0);
@@ -510,6 +511,82 @@ TEST(QuantKQuant, LayoutsAreGgmlBlocks) {
     ASSERT_TRUE(dequantize(p.scheme == Scheme::kW6A16 ? DType::kQ6_K : DType::kQ4_K, q, ggml));
     EXPECT_EQ(ours, ggml) << describe(p);
   }
+}
+
+// w5a16 is GGML's Q5_K block byte for byte: Q4_K's d, dmin and 6-bit scales and mins, each
+// value's fifth bit in 32 bytes before the nibbles (quant/ggml_blocks.h); round to nearest over
+// 31 levels, dequantized by GGML's own Q5_K code.
+TEST(QuantKQuant, W5A16IsGgmlQ5K) {
+  const QuantParams q5k = canonical({Scheme::kW5A16, 64, false});
+  EXPECT_EQ(q5k, (QuantParams{Scheme::kW5A16, 0, true}));
+  EXPECT_TRUE(is_k_quant(q5k));
+  EXPECT_EQ(k_quant_block(q5k), DType::kQ5_K);
+  EXPECT_EQ(describe(q5k), "w5a16");
+  EXPECT_EQ(scheme_name(Scheme::kW5A16), "w5a16");
+  EXPECT_EQ(parse_scheme("w5a16"), Scheme::kW5A16);
+  auto alias = parse_scheme_flag("Q5_K", 32, true);  // -q q5_k
+  ASSERT_TRUE(alias) << alias.status().message();
+  EXPECT_EQ(canonical(*alias), q5k);
+  EXPECT_EQ(weight_bits(Scheme::kW5A16), 5);
+  EXPECT_TRUE(a16_activations(Scheme::kW5A16));
+  EXPECT_FALSE(quantizes_activations(Scheme::kW5A16));
+  EXPECT_EQ(widen_to_w8(Scheme::kW5A16), Scheme::kW8A16);
+  EXPECT_EQ(scale_group(q5k), 256);
+  EXPECT_EQ(quantized_size(q5k, 3, 512), 3u * 2 * 176);
+  EXPECT_FALSE(quantized_size(q5k, 3, 640));
+  Status st = check_shape(q5k, 2, 576);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("256"), std::string::npos) << st.message();
+
+  // Element packing against a hand-made block: element 70 (sub-block 2: the low nibble of byte 6
+  // of the second 32 nibble bytes, fifth bit 2 of byte 6 of qh) and 255 (sub-block 7: the high
+  // nibble of the last byte, bit 7 of qh's last byte).
+  std::vector<uint8_t> b(kQ5KBlockBytes, 0);
+  q5_k_set_value(b.data(), 70, 0x1b);
+  q5_k_set_value(b.data(), 255, 0x16);
+  EXPECT_EQ(b[48 + 32 + 6], 0x0b);
+  EXPECT_EQ(b[16 + 6], 0x04);
+  EXPECT_EQ(b[48 + 127], 0x60);
+  EXPECT_EQ(b[16 + 31], 0x80);
+  EXPECT_EQ(q5_k_value(b.data(), 70), 0x1bu);
+  EXPECT_EQ(q5_k_value(b.data(), 255), 0x16u);
+  for (int e = 0; e < 256; ++e)
+    if (e != 70 && e != 255) ASSERT_EQ(q5_k_value(b.data(), e), 0u) << e;
+  q5_k_set_value(b.data(), 70, 0x05);  // clears the fifth bit, leaves the neighbours
+  EXPECT_EQ(b[16 + 6], 0x00);
+  EXPECT_EQ(q5_k_value(b.data(), 255), 0x16u);
+  // A block's value: d sc_j u - dmin m_j, as GGML computes it.
+  q4_k_set_scale_min(b.data(), 2, 17, 3);
+  const uint16_t d = f32_to_f16(0.25f), dmin = f32_to_f16(0.5f);
+  std::memcpy(b.data(), &d, 2);
+  std::memcpy(b.data() + 2, &dmin, 2);
+  q5_k_set_value(b.data(), 70, 29);
+  std::vector<float> y(256);
+  ASSERT_TRUE(dequantize_row(q5k, b, 256, y.data()));
+  EXPECT_EQ(y[70], 0.25f * 17 * 29 - 0.5f * 3);
+  EXPECT_EQ(y[69], -0.5f * 3);
+
+  // Round to nearest then GGML's dequantization: what dequantize_row gives; and 31 levels halve
+  // Q4_K's error on the same weights.
+  const int64_t rows = 5, cols = 768;
+  auto w = random_matrix(rows, cols, Dist::kLlm, 23);
+  auto q = quantize_or_die(q5k, w, rows, cols);
+  auto ours = dequantize_or_die(q5k, q, rows, cols);
+  std::vector<float> ggml(ours.size());
+  ASSERT_TRUE(dequantize(DType::kQ5_K, q, ggml));
+  EXPECT_EQ(ours, ggml);
+  auto four = dequantize_or_die({Scheme::kW4A16, 256, false}, quantize_or_die({Scheme::kW4A16, 256, false}, w, rows, cols),
+                                rows, cols);
+  double e5 = 0, e4 = 0;
+  int top = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    e5 += std::pow(static_cast<double>(ours[i]) - w[i], 2);
+    e4 += std::pow(static_cast<double>(four[i]) - w[i], 2);
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) top = std::max(top, static_cast<int>(q5_k_value(q.data() + (r * 3 + c / 256) * 176, c % 256)));
+  EXPECT_EQ(top, 31);  // the levels are used
+  EXPECT_LT(e5, 0.35 * e4) << e5 << " " << e4;
 }
 
 // ---- refusals ----

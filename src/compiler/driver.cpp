@@ -59,6 +59,7 @@ bool stored_as(DType d, const QuantParams& p) {
     case DType::kQ8_0: return p.scheme == Scheme::kW8A16 && p.w8_group == 32;  // GGML Q8_0 is W8 g32
     case DType::kQ4_K: return p.scheme == Scheme::kW4A16 && is_k_quant(p);  // w4a16 g256 asym is Q4_K
     case DType::kQ6_K: return p.scheme == Scheme::kW6A16;
+    case DType::kQ5_K: return p.scheme == Scheme::kW5A16;
     default: return false;
   }
 }
@@ -198,8 +199,8 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
       buffers[i] = std::move(buf);
     } else if (stored_as(src.dtype, p) && reinterpret_cast<uintptr_t>(src.bytes.data()) % 4 == 0) {
       // The source's blocks are this scheme's layout byte for byte (GGML Q4_0/Q4_1 are W4 g32
-      // sym/asym, Q4_K w4a16 g256 asym, Q6_K w6a16, Q8_0 w8a16 g32; F16, BF16): read in place from
-      // the map, never rounded a second time nor copied (packing reads them from there).
+      // sym/asym, Q4_K w4a16 g256 asym, Q5_K w5a16, Q6_K w6a16, Q8_0 w8a16 g32; F16, BF16): read in
+      // place from the map, never rounded a second time nor copied (packing reads them from there).
       img.weights[i] = src.bytes;
     } else if (stored_as(src.dtype, p)) {  // an odd offset (safetensors): a copy, aligned
       auto buf = std::make_shared<std::vector<uint8_t>>(src.bytes.begin(), src.bytes.end());

@@ -31,6 +31,7 @@ QuantParams natural_params(DType d) {
       p.symmetric = false;
       break;
     case DType::kQ6_K: p.scheme = Scheme::kW6A16; break;
+    case DType::kQ5_K: p.scheme = Scheme::kW5A16; break;
     case DType::kQ8_0:
     case DType::kQ5_0:
     case DType::kIQ4_NL:  // an int8 value (IQ4_NL: a level) and an f16 scale per 32: exactly w8a16 g32

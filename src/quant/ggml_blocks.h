@@ -27,11 +27,12 @@ Status q4_k_to_w4_asym(std::span<const uint8_t> src, std::span<uint8_t> dst);
 Status blocks_to_w8_g32(DType type, std::span<const uint8_t> src, std::span<uint8_t> dst);
 
 // The k-quant blocks kiln keeps as they are (w4a16 g256 asymmetric is GGML's Q4_K block, w6a16
-// its Q6_K block: quant/scheme.h), element by element; `e` is 0..255 within one block. The
+// its Q6_K block, w5a16 its Q5_K block: quant/scheme.h), element by element; `e` is 0..255 within one block. The
 // setters overwrite only that element's bits.
-inline constexpr int kQ4KBlockBytes = 144, kQ6KBlockBytes = 210;
+inline constexpr int kQ4KBlockBytes = 144, kQ5KBlockBytes = 176, kQ6KBlockBytes = 210;
 // Q4_K: sub-block j (0..7, elements 32 j ..) has a 6-bit scale and min packed into 12 bytes at
-// block + 4; its elements are d * scale * u - dmin * min.
+// block + 4; its elements are d * scale * u - dmin * min. Q5_K packs its scales and mins so
+// too (q4_k_scale_min and q4_k_set_scale_min serve it).
 void q4_k_scale_min(const uint8_t* block, int j, uint8_t* scale, uint8_t* min);
 void q4_k_set_scale_min(uint8_t* block, int j, unsigned scale, unsigned min);  // each < 64
 unsigned q4_k_nibble(const uint8_t* block, int e);
@@ -40,5 +41,10 @@ void q4_k_set_nibble(uint8_t* block, int e, unsigned u);  // u < 16
 // int8 scales at block + 192 and the f16 d at block + 208.
 unsigned q6_k_value(const uint8_t* block, int e);
 void q6_k_set_value(uint8_t* block, int e, unsigned q);  // q < 64
+// Q5_K: the 5-bit u (0..31) of element e, its low 4 bits in 128 bytes of nibbles at block + 48
+// (as Q4_K's at block + 16) and its fifth bit in 32 bytes at block + 16; the element is
+// d * scale_j * u - dmin * min_j with Q4_K's scales and mins, j = e / 32.
+unsigned q5_k_value(const uint8_t* block, int e);
+void q5_k_set_value(uint8_t* block, int e, unsigned u);  // u < 32
 
 }  // namespace kiln

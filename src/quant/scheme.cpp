@@ -149,10 +149,12 @@ Status quantize_group_w4(const float* w, int g, bool symmetric, uint8_t* out, in
   return Status::ok();
 }
 
-// One Q4_K block (w4a16 g256 asym) from 256 weights, as quant/scheme.h says.
-Status quantize_block_q4_k(const float* w, uint8_t* out, int64_t r, int64_t c0) {
+// One Q4_K block (w4a16 g256 asym; `five` false) or Q5_K block (w5a16; true) from 256 weights,
+// as quant/scheme.h says: the same scales and mins over 15 or 31 levels.
+Status quantize_block_q45_k(const float* w, bool five, uint8_t* out, int64_t r, int64_t c0) {
   KILN_RETURN_IF_ERROR(check_finite(w, 256, r, c0));
-  std::memset(out, 0, kQ4KBlockBytes);
+  const float levels = five ? 31.0f : 15.0f;
+  std::memset(out, 0, five ? kQ5KBlockBytes : kQ4KBlockBytes);
   float range[8], neg_min[8], top[8], max_range = 0.0f, max_neg = 0.0f;
   for (int j = 0; j < 8; ++j) {
     float lo = 0.0f, hi = w[32 * j];
@@ -160,7 +162,7 @@ Status quantize_block_q4_k(const float* w, uint8_t* out, int64_t r, int64_t c0) 
       lo = std::min(lo, w[32 * j + i]);
       hi = std::max(hi, w[32 * j + i]);
     }
-    range[j] = (hi - lo) / 15.0f;
+    range[j] = (hi - lo) / levels;
     neg_min[j] = -lo;
     top[j] = hi;
     max_range = std::max(max_range, range[j]);
@@ -174,12 +176,12 @@ Status quantize_block_q4_k(const float* w, uint8_t* out, int64_t r, int64_t c0) 
   const float d = f16_to_f32(hd), dmin = f16_to_f32(hm);
   for (int j = 0; j < 8; ++j) {
     const float m = dmin == 0.0f ? 0.0f : std::min(63.0f, std::ceil(neg_min[j] / dmin));
-    const float sc = d == 0.0f ? 0.0f : std::clamp(std::ceil((top[j] + dmin * m) / (15.0f * d)), 0.0f, 63.0f);
+    const float sc = d == 0.0f ? 0.0f : std::clamp(std::ceil((top[j] + dmin * m) / (levels * d)), 0.0f, 63.0f);
     q4_k_set_scale_min(out, j, static_cast<unsigned>(sc), static_cast<unsigned>(m));
     const float step = d * sc, off = dmin * m;
     for (int i = 0; i < 32; ++i) {
-      const float u = step == 0.0f ? 0.0f : std::clamp(std::round((w[32 * j + i] + off) / step), 0.0f, 15.0f);
-      q4_k_set_nibble(out, 32 * j + i, static_cast<unsigned>(u));
+      const float u = step == 0.0f ? 0.0f : std::clamp(std::round((w[32 * j + i] + off) / step), 0.0f, levels);
+      (five ? q5_k_set_value : q4_k_set_nibble)(out, 32 * j + i, static_cast<unsigned>(u));
     }
   }
   return Status::ok();
@@ -230,11 +232,11 @@ class RoundToNearest final : public WeightQuantizer {
       if (is_float_scheme(p.scheme)) {
         KILN_RETURN_IF_ERROR(quantize_row_float(p.scheme, wr, cols, o, r));
       } else if (is_k_quant(p)) {
-        const bool q4 = p.scheme == Scheme::kW4A16;
-        const int bytes = q4 ? kQ4KBlockBytes : kQ6KBlockBytes;
+        const bool q6 = p.scheme == Scheme::kW6A16, five = p.scheme == Scheme::kW5A16;
+        const int bytes = dtype_info(k_quant_block(p)).block_bytes;
         for (int64_t c = 0; c < cols; c += 256)
-          KILN_RETURN_IF_ERROR(q4 ? quantize_block_q4_k(wr + c, o + (c / 256) * bytes, r, c)
-                                  : quantize_block_q6_k(wr + c, o + (c / 256) * bytes, r, c));
+          KILN_RETURN_IF_ERROR(q6 ? quantize_block_q6_k(wr + c, o + (c / 256) * bytes, r, c)
+                                  : quantize_block_q45_k(wr + c, five, o + (c / 256) * bytes, r, c));
       } else if (p.w8_group != 0) {
         const int g = p.w8_group;
         for (int64_t c = 0; c < cols; c += g)
@@ -264,6 +266,7 @@ int weight_bits(Scheme s) {
     case Scheme::kW8A16:
     case Scheme::kW8A8: return 8;
     case Scheme::kW6A16: return 6;
+    case Scheme::kW5A16: return 5;
     case Scheme::kW4A16:
     case Scheme::kW4A8: return 4;
   }
@@ -272,19 +275,23 @@ int weight_bits(Scheme s) {
 
 bool is_float_scheme(Scheme s) { return s == Scheme::kF32 || s == Scheme::kF16 || s == Scheme::kBF16; }
 bool is_4bit(Scheme s) { return s == Scheme::kW4A16 || s == Scheme::kW4A8; }
-bool a16_activations(Scheme s) { return s == Scheme::kW4A16 || s == Scheme::kW6A16; }
+bool a16_activations(Scheme s) { return s == Scheme::kW4A16 || s == Scheme::kW6A16 || s == Scheme::kW5A16; }
 int scale_group(const QuantParams& p) {
   if (is_4bit(p.scheme)) return p.group_size;
-  if (p.scheme == Scheme::kW6A16) return 256;
+  if (p.scheme == Scheme::kW6A16 || p.scheme == Scheme::kW5A16) return 256;
   return p.scheme == Scheme::kW8A16 ? p.w8_group : 0;
 }
 bool is_k_quant(const QuantParams& p) {
-  return p.scheme == Scheme::kW6A16 || (p.scheme == Scheme::kW4A16 && p.group_size == 256 && !p.symmetric);
+  return p.scheme == Scheme::kW6A16 || p.scheme == Scheme::kW5A16 || (p.scheme == Scheme::kW4A16 && p.group_size == 256 && !p.symmetric);
+}
+DType k_quant_block(const QuantParams& p) {
+  if (p.scheme == Scheme::kW6A16) return DType::kQ6_K;
+  return p.scheme == Scheme::kW5A16 ? DType::kQ5_K : DType::kQ4_K;
 }
 bool quantizes_activations(Scheme s) { return s == Scheme::kW8A8 || s == Scheme::kW4A8; }
 
 Scheme widen_to_w8(Scheme s) {
-  if (s == Scheme::kW4A16 || s == Scheme::kW6A16) return Scheme::kW8A16;
+  if (s == Scheme::kW4A16 || s == Scheme::kW6A16 || s == Scheme::kW5A16) return Scheme::kW8A16;
   if (s == Scheme::kW4A8) return Scheme::kW8A8;
   return s;
 }
@@ -338,8 +345,9 @@ std::optional<uint64_t> quantized_row_size(const QuantParams& p, int64_t cols) {
       if (c > std::numeric_limits<uint64_t>::max() - 4) return std::nullopt;
       return 4 + c;
     case Scheme::kW6A16:
+    case Scheme::kW5A16:
       if (c % 256 != 0) return std::nullopt;
-      return (c / 256) * kQ6KBlockBytes;  // less than c: fits
+      return (c / 256) * static_cast<uint64_t>(dtype_info(k_quant_block(p)).block_bytes);  // less than c: fits
     case Scheme::kW4A16:
     case Scheme::kW4A8: {
       const auto g = static_cast<uint64_t>(p.group_size);
@@ -387,8 +395,7 @@ Status dequantize_row(const QuantParams& p, std::span<const uint8_t> q, int64_t 
                             std::to_string(want));
   const uint8_t* b = q.data();
   if (is_k_quant(p))  // GGML's own blocks: its reference dequantization, bit for bit
-    return dequantize(p.scheme == Scheme::kW6A16 ? DType::kQ6_K : DType::kQ4_K, q,
-                      std::span<float>(out, static_cast<size_t>(cols)));
+    return dequantize(k_quant_block(p), q, std::span<float>(out, static_cast<size_t>(cols)));
   switch (p.scheme) {
     case Scheme::kF32:
       for (int64_t c = 0; c < cols; ++c) out[c] = load_f32(b + 4 * c);
@@ -414,7 +421,8 @@ Status dequantize_row(const QuantParams& p, std::span<const uint8_t> q, int64_t 
       for (int64_t c = 0; c < cols; ++c) out[c] = static_cast<float>(qs[c]) * scale;
       break;
     }
-    case Scheme::kW6A16: break;  // above
+    case Scheme::kW6A16:
+    case Scheme::kW5A16: break;  // above
     case Scheme::kW4A16:
     case Scheme::kW4A8: {
       const int g = p.group_size, half = g / 2;

@@ -56,6 +56,18 @@
 //     nearest writes per sub-block s_i = absmax / 31, d = the largest s_i / 127 rounded *up* to
 //     FP16, sc_i = ceil(s_i / d) (at most 127), q - 32 = round(w / (d sc_i)) in [-31, 31].
 //
+//   W5 (w5a16: 5-bit weights, activations as w4a16's): GGML's Q5_K block byte for byte, 176
+//   bytes per 256 elements (cols a multiple of 256):
+//     [f16 d][f16 dmin][12 bytes of 6-bit scales sc_j and mins m_j, as Q4_K's]
+//     [32 bytes: bit j of byte l is the fifth bit of element 32 j + l]
+//     [128 bytes of low 4 bits, as Q4_K's nibbles]
+//     w = (d * sc_j) * u - (dmin * m_j), u in [0, 31], j = e / 32. A GGUF's Q5_K tensors (most
+//     of a Q5_K_M file) are kept so. Round-to-nearest is Q4_K's over 31 levels: per sub-block
+//     the range [min(0, min w), max w] / 31, d = the largest of them / 63 and dmin = the largest
+//     -min(0, min w) / 63, both rounded *up* to FP16, m_j = ceil(-min / dmin),
+//     sc_j = ceil((max w + dmin m_j) / (31 d)) (at most 63), u = round((w + dmin m_j) / (d sc_j))
+//     in [0, 31].
+//
 // "Round" is round half away from zero (std::round) everywhere. For the integer schemes a
 // non-finite weight is an error; f32/f16/bf16 store what they are given, except that a finite
 // value too large for FP16 is an error rather than an infinity.
@@ -67,6 +79,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/dtype.h"
 #include "core/scheme.h"
 #include "core/status.h"
 
@@ -74,14 +87,14 @@ namespace kiln {
 
 // Scheme and its names: core/scheme.h.
 
-// 32, 16 or 8 for the float schemes, 8 or 4 for the integer ones.
+// 32 or 16 for the float schemes, 8, 6, 5 or 4 for the integer ones.
 int weight_bits(Scheme s);
 bool is_float_scheme(Scheme s);            // f32, f16, bf16
 bool is_4bit(Scheme s);                    // w4a16, w4a8
-// w4a16 and w6a16: activations rounded to 16 bits per block of 32 at run time (quant/ref_matmul.h).
+// w4a16, w5a16 and w6a16: activations rounded to 16 bits per block of 32 at run time (quant/ref_matmul.h).
 bool a16_activations(Scheme s);
 bool quantizes_activations(Scheme s);      // w8a8, w4a8: int8 activations per token at run time
-// The 8-bit scheme with the same activation width: w4a16, w6a16 -> w8a16, w4a8 -> w8a8; others unchanged.
+// The 8-bit scheme with the same activation width: w4a16, w5a16, w6a16 -> w8a16, w4a8 -> w8a8; others unchanged.
 Scheme widen_to_w8(Scheme s);
 
 struct QuantParams {
@@ -97,11 +110,15 @@ struct QuantParams {
 // compare equal.
 QuantParams canonical(QuantParams p);
 // The group of `p`'s scales: group_size for 4-bit, w8_group for w8a16 (0: per row), 256 for
-// w6a16's super-blocks, else 0.
+// w6a16's and w5a16's super-blocks, else 0.
 int scale_group(const QuantParams& p);
-// GGML's k-quant super-blocks of 256, kept as they are: w4a16 g256 (Q4_K) and w6a16 (Q6_K).
+// GGML's k-quant super-blocks of 256, kept as they are: w4a16 g256 (Q4_K), w5a16 (Q5_K) and
+// w6a16 (Q6_K).
 bool is_k_quant(const QuantParams& p);
-// "w4a16 g32 sym", "w4a16 g128 asym", "w4a16 g256 asym" (Q4_K), "w8a16", "w8a16 g32", "w6a16", "f16".
+// Which of GGML's blocks a k-quant layout (is_k_quant) is: Q4_K, Q5_K or Q6_K.
+DType k_quant_block(const QuantParams& p);
+// "w4a16 g32 sym", "w4a16 g128 asym", "w4a16 g256 asym" (Q4_K), "w8a16", "w8a16 g32", "w6a16",
+// "w5a16", "f16".
 std::string describe(const QuantParams& p);
 
 // OK when the parameters are usable at all (a 4-bit group size of 32, 64 or 128, or 256 for

@@ -38,7 +38,7 @@ enum class ActivationFormat : uint8_t {
   kXPanels,       // x_panels: float prefill, and W8A16's one token where the digits do not fit
   kBf16Tiles,     // bf16_tiles: prefill on matrix units (float schemes, W8A16)
   kDigits,        // digits, digit_scale, digit_sums, digit_plane_sums: W8A16's one token
-  kA16Rows,       // a16, a16_scale, a16_sums: W4A16's one token, or a few (rows_max_tokens); W6A16 and Q4_K: any
+  kA16Rows,       // a16, a16_scale, a16_sums: W4A16's one token, or a few (rows_max_tokens); W6A16, W5A16 and Q4_K: any
   kA16Panels,     // the a16 rows, and a16_panels with their scales and sums: W4A16 prefill
   kA16Words,      // the a16 rows, and a16_words with the panel scales and sums (16-bit products)
   kA16Bf16Tiles,  // the a16 rows, and bf16_tiles of their rounded values: W4A16 on matrix units
@@ -161,7 +161,7 @@ struct KernelTable {
     return n <= std::max(1, rows_max_tokens) && s == Scheme::kW8A16 && cols % 32 == 0;
   }
   // W4A16 (its widths are multiples of the group, itself of 32): a16 for one token, the a16
-  // panels (or, on matrix units, the bf16 tiles of s X) for more. W6A16 and the k-quant
+  // panels (or, on matrix units, the bf16 tiles of s X) for more. W6A16, W5A16 and the k-quant
   // super-blocks of W4A16 (is_k_quant) read the a16 rows of any number of tokens.
   static bool reads_a16(Scheme s) { return a16_activations(s); }
   // The float kernels' many-token path reads them, and so does w8a16's one-token path where the
@@ -203,7 +203,7 @@ struct KernelTable {
   }
   // The format this table's kernel for scheme s reads for n rows of cols elements.
   ActivationFormat activation_format(Scheme s, int n, int64_t cols) const {
-    if (s == Scheme::kW6A16) return ActivationFormat::kA16Rows;
+    if (s == Scheme::kW6A16 || s == Scheme::kW5A16) return ActivationFormat::kA16Rows;
     if (reads_a16(s)) {
       if (reads_bf16_tiles(s, n, cols)) return ActivationFormat::kA16Bf16Tiles;
       if (n <= rows_max_tokens) return ActivationFormat::kA16Rows;

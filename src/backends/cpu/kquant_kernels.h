@@ -1,8 +1,9 @@
-// k-quant matmul blocks: GGML's Q4_K (w4a16 g256 asymmetric) and Q6_K (w6a16) super-blocks in
-// their tiles (layouts.h), times activations rounded to 16 bits (kernels.h's a16 rows), as
-// w4a16_block does: per sub-block the exact integer sum of the values times X (two int8 digit
-// sums from one load of the values), then scaled by the sub-block's own scale. The tiles hold the
-// blocks' own bytes, so a GGUF's k-quant tensors run at their own 4.5 and 6.56 bits a weight.
+// k-quant matmul blocks: GGML's Q4_K (w4a16 g256 asymmetric), Q5_K (w5a16) and Q6_K (w6a16)
+// super-blocks in their tiles (layouts.h), times activations rounded to 16 bits (kernels.h's a16
+// rows), as w4a16_block does: per sub-block the exact integer sum of the values times X (two
+// int8 digit sums from one load of the values), then scaled by the sub-block's own scale. The
+// tiles hold the blocks' own bytes, so a GGUF's k-quant tensors run at their own 4.5, 5.5 and
+// 6.56 bits a weight.
 #pragma once
 
 #include "backends/cpu/kernel_helpers.h"
@@ -23,15 +24,26 @@ inline typename S::I q4k_scale_min(const uint8_t* planes, int v) {
   }
 }
 
-// Q4_K, NT tokens from t0 (their a16 rows) and RT tiles: per sub-block j of 32 elements (the
-// a16 block kb), D = sum u X exactly, then, as quant/ref_matmul.h up to f32 rounding,
+// Bit `from` of every byte of h moved to bit 4 (Q5_K's fifth bits beside the nibbles).
+template <class S, int from>
+inline typename S::I to_bit4(typename S::I h) {
+  if constexpr (from < 4) return S::template slli<4 - from>(h);
+  else if constexpr (from > 4) return S::template srli<from - 4>(h);
+  else return h;
+}
+
+// Q4_K (kFive false) and Q5_K (true), NT tokens from t0 (their a16 rows) and RT tiles: per
+// sub-block j of 32 elements (the a16 block kb), D = sum u X exactly, then, as
+// quant/ref_matmul.h up to f32 rounding,
 //   y += (d sc_j) (s_kb D)   and   y += (dmin m_j) (-(s_kb sum X)).
+// Q5_K's u is the chunk's nibble with its fifth bit (layouts.h) shifted to bit 4: 0..31.
 // A token's operations do not depend on NT: a batched step gives each token its solo bits.
-template <class S, int RT, int NT>
-inline void q4k_block(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile, int t0) {
+template <class S, int RT, int NT, bool kFive>
+inline void q45k_block(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile, int t0) {
   using F = typename S::F;
   using I = typename S::I;
   constexpr int V = kTileRows / S::N;
+  constexpr int64_t kBlock = kFive ? kQ5KTileBlockBytes : kQ4KTileBlockBytes;
   const int64_t nb = w.cols / 32;
   auto x4 = [&](int t, int plane, int64_t k4) { return load_i32(a.a16 + ((t0 + t) * 2 + plane) * w.cols + 4 * k4); };
   auto scale = [&](int t, int64_t kb) { return a.a16_scale[(t0 + t) * nb + kb]; };
@@ -42,10 +54,11 @@ inline void q4k_block(const PackedMatrix& w, const Activations& a, const Epilogu
       for (int v = 0; v < V; ++v) y[r][t][v] = S::zero();
   const uint8_t* base = w.data + tile * w.tile_bytes;
   const uint8_t* end = packed_end(w);
+  [[maybe_unused]] const I m10 = S::set1i(0x10101010);  // Q5_K's fifth bits at bit 4
   for (int64_t sb = 0; sb < w.cols / 256; ++sb) {
-    const int64_t off = sb * kQ4KTileBlockBytes;
+    const int64_t off = sb * kBlock;
     if (NT == 1 || t0 == 0)
-      for (int r = 0; r < RT; ++r) prefetch_ahead(w, base + r * w.tile_bytes, off, kQ4KTileBlockBytes, RT * w.tile_bytes, end);
+      for (int r = 0; r < RT; ++r) prefetch_ahead(w, base + r * w.tile_bytes, off, kBlock, RT * w.tile_bytes, end);
     static_for<8>([&](auto j) {
       const int64_t kb = sb * 8 + j.value;
       I ah[RT][NT][V], al[RT][NT][V];
@@ -53,24 +66,33 @@ inline void q4k_block(const PackedMatrix& w, const Activations& a, const Epilogu
         for (int t = 0; t < NT; ++t)
           for (int v = 0; v < V; ++v) ah[r][t][v] = al[r][t][v] = S::zeroi();
       static_for<4>([&](auto c) {  // four chunks of eight elements
-        const int64_t k4 = kb * 8 + 2 * c.value, at = off + kQ4KChunks + (j.value * 4 + c.value) * 64;
+        constexpr int kC = decltype(c)::value;
+        const int64_t k4 = kb * 8 + 2 * kC, at = off + kQ4KChunks + (j.value * 4 + kC) * 64;
         for (int v = 0; v < V; ++v) {
-          if constexpr (NT == 1) {  // one token: each tile's nibbles used at once
+          // Tile r's values of the chunk's elements k0..k0 + 3 (lo) and k0 + 4..k0 + 7 (hi).
+          auto values = [&](int r, I& lo, I& hi) {
+            const uint8_t* blk = base + r * w.tile_bytes;
+            const I q = S::loadi(blk + at + v * S::N * 4);
+            lo = S::lo_nibbles(q);
+            hi = S::hi_nibbles(q);
+            if constexpr (kFive) {
+              const I h = S::loadi(blk + off + kQ5KHighs + j.value * 64 + v * S::N * 4);
+              lo = S::orv(lo, S::andv(to_bit4<S, 2 * kC>(h), m10));
+              hi = S::orv(hi, S::andv(to_bit4<S, 2 * kC + 1>(h), m10));
+            }
+          };
+          if constexpr (NT == 1) {  // one token: each tile's values used at once
             const int32_t h0 = x4(0, 0, k4), h1 = x4(0, 0, k4 + 1), l0 = x4(0, 1, k4), l1 = x4(0, 1, k4 + 1);
             for (int r = 0; r < RT; ++r) {
-              const I q = S::loadi(base + r * w.tile_bytes + at + v * S::N * 4);
-              const I lo = S::lo_nibbles(q), hi = S::hi_nibbles(q);
+              I lo, hi;
+              values(r, lo, hi);
               ah[r][0][v] = S::dot_u4(S::dot_u4(ah[r][0][v], lo, h0), hi, h1);
               al[r][0][v] = S::dot_u4(S::dot_u4(al[r][0][v], lo, l0), hi, l1);
             }
             continue;
           }
           I lo[RT], hi[RT];
-          for (int r = 0; r < RT; ++r) {
-            const I q = S::loadi(base + r * w.tile_bytes + at + v * S::N * 4);
-            lo[r] = S::lo_nibbles(q);
-            hi[r] = S::hi_nibbles(q);
-          }
+          for (int r = 0; r < RT; ++r) values(r, lo[r], hi[r]);
           for (int t = 0; t < NT; ++t) {
             const int32_t h0 = x4(t, 0, k4), h1 = x4(t, 0, k4 + 1), l0 = x4(t, 1, k4), l1 = x4(t, 1, k4 + 1);
             for (int r = 0; r < RT; ++r) {

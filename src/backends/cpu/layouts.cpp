@@ -38,8 +38,8 @@ struct W4Ref {
   }
 };
 
-// A k-quant tile's super-block `tb` (kQ4KTileBlockBytes or kQ6KTileBlockBytes bytes) from the
-// lane's GGML block `ref`, and back (layouts.h).
+// A k-quant tile's super-block `tb` (kQ4KTileBlockBytes, kQ5KTileBlockBytes or
+// kQ6KTileBlockBytes bytes) from the lane's GGML block `ref`, and back (layouts.h).
 void kquant_to_tile(const QuantParams& p, const uint8_t* ref, int lane, uint8_t* tb) {
   if (p.scheme == Scheme::kW6A16) {
     std::memcpy(tb + lane * 2, ref + 208, 2);
@@ -58,13 +58,23 @@ void kquant_to_tile(const QuantParams& p, const uint8_t* ref, int lane, uint8_t*
     }
     return;
   }
+  // Q4_K and Q5_K: the same d, dmin and scales; Q5_K's values are 5 bits.
+  const bool five = p.scheme == Scheme::kW5A16;
+  auto value = [&](int e) { return five ? q5_k_value(ref, e) : q4_k_nibble(ref, e); };
   std::memcpy(tb + lane * 2, ref, 2);
   std::memcpy(tb + 32 + lane * 2, ref + 2, 2);
   for (int pl = 0; pl < 12; ++pl) tb[kQ4KPlanes + pl * 16 + lane] = ref[4 + pl];
   for (int c = 0; c < 32; ++c) {
     uint32_t v = 0;
-    for (int m = 0; m < 4; ++m) v |= (q4_k_nibble(ref, 8 * c + m) | q4_k_nibble(ref, 8 * c + 4 + m) << 4) << (8 * m);
+    for (int m = 0; m < 4; ++m) v |= ((value(8 * c + m) & 15u) | (value(8 * c + 4 + m) & 15u) << 4) << (8 * m);
     store<uint32_t>(tb + kQ4KChunks + c * 64 + lane * 4, v);
+  }
+  if (!five) return;
+  for (int j = 0; j < 8; ++j) {
+    uint32_t v = 0;
+    for (int m = 0; m < 4; ++m)
+      for (int b = 0; b < 8; ++b) v |= (value(32 * j + 4 * b + m) >> 4) << (8 * m + b);
+    store<uint32_t>(tb + kQ5KHighs + j * 64 + lane * 4, v);
   }
 }
 
@@ -87,11 +97,22 @@ void kquant_from_tile(const QuantParams& p, const uint8_t* tb, int lane, uint8_t
   std::memcpy(ref, tb + lane * 2, 2);
   std::memcpy(ref + 2, tb + 32 + lane * 2, 2);
   for (int pl = 0; pl < 12; ++pl) ref[4 + pl] = tb[kQ4KPlanes + pl * 16 + lane];
-  for (int e = 0; e < 256; ++e) q4_k_set_nibble(ref, e, chunk_value(kQ4KChunks, e));
+  if (p.scheme != Scheme::kW5A16) {
+    for (int e = 0; e < 256; ++e) q4_k_set_nibble(ref, e, chunk_value(kQ4KChunks, e));
+    return;
+  }
+  for (int e = 0; e < 256; ++e) {
+    const uint32_t h = load<uint32_t>(tb + kQ5KHighs + (e / 32) * 64 + lane * 4);
+    const int b = e % 32 / 4, m = e % 4;
+    q5_k_set_value(ref, e, chunk_value(kQ4KChunks, e) | ((h >> (8 * m + b)) & 1u) << 4);
+  }
 }
 
-int64_t kquant_tile_block(const QuantParams& p) { return p.scheme == Scheme::kW6A16 ? kQ6KTileBlockBytes : kQ4KTileBlockBytes; }
-int64_t kquant_ref_block(const QuantParams& p) { return p.scheme == Scheme::kW6A16 ? kQ6KBlockBytes : kQ4KBlockBytes; }
+int64_t kquant_tile_block(const QuantParams& p) {
+  if (p.scheme == Scheme::kW6A16) return kQ6KTileBlockBytes;
+  return p.scheme == Scheme::kW5A16 ? kQ5KTileBlockBytes : kQ4KTileBlockBytes;
+}
+int64_t kquant_ref_block(const QuantParams& p) { return dtype_info(k_quant_block(p)).block_bytes; }
 
 }  // namespace
 
@@ -117,6 +138,7 @@ std::optional<uint64_t> tile_bytes(const QuantParams& p, std::string_view layout
         return kW8GroupBlockBytes * (k / 32);
       }
       return 128 + 64 * static_cast<uint64_t>(k4_of(cols));
+    case Scheme::kW5A16:
     case Scheme::kW6A16: return std::nullopt;  // a k-quant: above
     case Scheme::kW4A16:
     case Scheme::kW4A8:
@@ -185,6 +207,7 @@ Status pack_matrix(const QuantParams& p, std::string_view layout, std::span<cons
           store<int32_t>(tile + 64 + lane * 4, sum);
           break;
         }
+        case Scheme::kW5A16:
         case Scheme::kW6A16: break;  // a k-quant: above
         case Scheme::kW4A16:
         case Scheme::kW4A8: {
@@ -250,6 +273,7 @@ Status unpack_matrix(const QuantParams& p, std::string_view layout, std::span<co
         std::memcpy(row, tile + lane * 4, 4);
         for (int64_t k = 0; k < cols; ++k) row[4 + k] = tile[128 + (k / 4) * 64 + lane * 4 + k % 4];
         break;
+      case Scheme::kW5A16:
       case Scheme::kW6A16: break;  // a k-quant: above
       case Scheme::kW4A16:
       case Scheme::kW4A8: {
@@ -284,11 +308,10 @@ void unpack_row(const QuantParams& p, std::string_view layout, const uint8_t* pa
   const uint8_t* tile = packed + static_cast<size_t>(r / kTileRows) * tb;
   const int lane = static_cast<int>(r % kTileRows);
   if (is_k_quant(p)) {  // the lane's GGML blocks, dequantized by the reference (bit for bit)
-    uint8_t blk[kQ6KBlockBytes];
-    const DType d = p.scheme == Scheme::kW6A16 ? DType::kQ6_K : DType::kQ4_K;
+    uint8_t blk[kQ6KBlockBytes];  // the largest of them
     for (int64_t sb = 0; sb < cols / 256; ++sb) {
       kquant_from_tile(p, tile + sb * kquant_tile_block(p), lane, blk);
-      (void)dequantize(d, std::span<const uint8_t>(blk, static_cast<size_t>(kquant_ref_block(p))),
+      (void)dequantize(k_quant_block(p), std::span<const uint8_t>(blk, static_cast<size_t>(kquant_ref_block(p))),
                        std::span<float>(out + sb * 256, 256));
     }
     return;
@@ -318,6 +341,7 @@ void unpack_row(const QuantParams& p, std::string_view layout, const uint8_t* pa
         out[k] = static_cast<float>(static_cast<int8_t>(tile[128 + (k / 4) * 64 + lane * 4 + k % 4])) * d;
       return;
     }
+    case Scheme::kW5A16:
     case Scheme::kW6A16: return;  // a k-quant: above
     case Scheme::kW4A16:
     case Scheme::kW4A8: {

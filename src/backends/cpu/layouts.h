@@ -30,6 +30,12 @@
 //                 elements k0 = 16 i.. and row, a u32 whose byte m holds the high 2 bits of
 //                 elements k0 + m, k0 + 4 + m, k0 + 8 + m, k0 + 12 + m at bits 0, 2, 4, 6 (so
 //                 that shifts and one mask put them beside each chunk's nibbles).
+//          w5a16 (GGML's Q5_K; K a multiple of 256), per super-block of 256, 2816 bytes
+//                 (16 x 176): Q4_K's 2304 bytes above (d, dmin, the 12 planes, the 32 chunks of
+//                 the low 4 bits), then 8 words of 64 bytes: per sub-block j of 32 elements
+//                 k0 = 32 j.. and row, a u32 whose byte m holds the fifth bits of elements
+//                 k0 + m + 4 b at bit b (b = 0..7: chunk c's low nibbles at bit 2c, its high
+//                 ones at 2c + 1, so that a shift and one mask put them at bit 4 of each value).
 //   "r16k4" w8a16, w8a8
 //                 [16] f32 scales, [16] i32 row sums (sum of the row's q), then ceil(K/4)
 //                 chunks of 64 bytes: 16 u32, the u32 of row r holding q[r][4c .. 4c + 3] (past
@@ -61,6 +67,7 @@ inline constexpr std::string_view kLayoutR16K4 = "r16k4";
 inline constexpr int64_t kW8GroupBlockBytes = 32 + 8 * 64;
 // One super-block of 256 inputs of a k-quant tile, and where its parts start.
 inline constexpr int64_t kQ4KTileBlockBytes = 16 * 144, kQ4KPlanes = 64, kQ4KChunks = 256;
+inline constexpr int64_t kQ5KTileBlockBytes = 16 * 176, kQ5KHighs = kQ4KTileBlockBytes;  // then as Q4_K's
 inline constexpr int64_t kQ6KTileBlockBytes = 16 * 210, kQ6KScales = 32, kQ6KChunks = 288, kQ6KHighs = 2336;
 
 // The layout the matmul kernels read for a scheme.

@@ -50,6 +50,7 @@ void fill_table(KernelTable& t) {
   t.matmul[static_cast<int>(Scheme::kW8A8)] = &matmul_w8a8<S>;
   t.matmul[static_cast<int>(Scheme::kW4A8)] = &matmul_w4a8<S>;
   t.matmul[static_cast<int>(Scheme::kW6A16)] = &matmul_w6a16<S>;
+  t.matmul[static_cast<int>(Scheme::kW5A16)] = &matmul_w5a16<S>;
   t.quantize_rows = &quantize_rows<S>;
   static_assert(S::kPrefillNT <= 16, "the back end's scratch holds panels of at most 16 tokens");
   t.panel_tokens = S::kPrefillNT;

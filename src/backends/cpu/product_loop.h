@@ -74,7 +74,8 @@ double product_loop(Scheme s, int tokens, int64_t rounds) {
         }
       digits();
       return ops * 4 * S::N / 2;
-    case Scheme::kW6A16:  // q6k_block: two digit sums per 16-bit activation, as W4A16's
+    case Scheme::kW6A16:  // q6k_block, q45k_block: two digit sums per 16-bit activation, as W4A16's
+    case Scheme::kW5A16:
       digits();
       return ops * 4 * S::N / 2;
     case Scheme::kW4A8:
