@@ -65,7 +65,9 @@ inline void q45k_block(const PackedMatrix& w, const Activations& a, const Epilog
       for (int r = 0; r < RT; ++r)
         for (int t = 0; t < NT; ++t)
           for (int v = 0; v < V; ++v) ah[r][t][v] = al[r][t][v] = S::zeroi();
-      static_for<4>([&](auto c) {  // four chunks of eight elements
+      // Four chunks of eight elements, inlined by force: with Q5_K's fifth bits a chunk is too big
+      // for GCC's own choice, and a call here spills every accumulator.
+      auto chunk = [&](auto c) __attribute__((always_inline)) {
         constexpr int kC = decltype(c)::value;
         const int64_t k4 = kb * 8 + 2 * kC, at = off + kQ4KChunks + (j.value * 4 + kC) * 64;
         for (int v = 0; v < V; ++v) {
@@ -101,7 +103,11 @@ inline void q45k_block(const PackedMatrix& w, const Activations& a, const Epilog
             }
           }
         }
-      });
+      };
+      chunk(std::integral_constant<int, 0>{});
+      chunk(std::integral_constant<int, 1>{});
+      chunk(std::integral_constant<int, 2>{});
+      chunk(std::integral_constant<int, 3>{});
       for (int r = 0; r < RT; ++r) {
         const uint8_t* blk = base + r * w.tile_bytes + off;
         for (int v = 0; v < V; ++v) {
