@@ -41,39 +41,37 @@ struct W4Ref {
 // A k-quant tile's super-block `tb` (kQ4KTileBlockBytes, kQ5KTileBlockBytes or
 // kQ6KTileBlockBytes bytes) from the lane's GGML block `ref`, and back (layouts.h).
 void kquant_to_tile(const QuantParams& p, const uint8_t* ref, int lane, uint8_t* tb) {
-  if (p.scheme == Scheme::kW6A16) {
+  // The block's 256 values once (each accessor call is out of line), then their low 4 bits as
+  // 4-bit chunks and their high bits beside them.
+  const bool six = p.scheme == Scheme::kW6A16, five = p.scheme == Scheme::kW5A16;
+  uint8_t u[256];
+  for (int e = 0; e < 256; ++e)
+    u[e] = static_cast<uint8_t>(six ? q6_k_value(ref, e) : five ? q5_k_value(ref, e) : q4_k_nibble(ref, e));
+  for (int c = 0; c < 32; ++c) {
+    uint32_t v = 0;
+    for (int m = 0; m < 4; ++m) v |= ((u[8 * c + m] & 15u) | (u[8 * c + 4 + m] & 15u) << 4) << (8 * m);
+    store<uint32_t>(tb + (six ? kQ6KChunks : kQ4KChunks) + c * 64 + lane * 4, v);
+  }
+  if (six) {
     std::memcpy(tb + lane * 2, ref + 208, 2);
     for (int i = 0; i < 16; ++i) tb[kQ6KScales + i * 16 + lane] = ref[192 + i];
-    for (int c = 0; c < 32; ++c) {
-      uint32_t v = 0;
-      for (int m = 0; m < 4; ++m)
-        v |= ((q6_k_value(ref, 8 * c + m) & 15u) | (q6_k_value(ref, 8 * c + 4 + m) & 15u) << 4) << (8 * m);
-      store<uint32_t>(tb + kQ6KChunks + c * 64 + lane * 4, v);
-    }
     for (int i = 0; i < 16; ++i) {
       uint32_t v = 0;
       for (int m = 0; m < 4; ++m)
-        for (int j = 0; j < 4; ++j) v |= (q6_k_value(ref, 16 * i + 4 * j + m) >> 4) << (8 * m + 2 * j);
+        for (int j = 0; j < 4; ++j) v |= (u[16 * i + 4 * j + m] >> 4u) << (8 * m + 2 * j);
       store<uint32_t>(tb + kQ6KHighs + i * 64 + lane * 4, v);
     }
     return;
   }
-  // Q4_K and Q5_K: the same d, dmin and scales; Q5_K's values are 5 bits.
-  const bool five = p.scheme == Scheme::kW5A16;
-  auto value = [&](int e) { return five ? q5_k_value(ref, e) : q4_k_nibble(ref, e); };
+  // Q4_K and Q5_K: the same d, dmin and scales; Q5_K's values have a fifth bit.
   std::memcpy(tb + lane * 2, ref, 2);
   std::memcpy(tb + 32 + lane * 2, ref + 2, 2);
   for (int pl = 0; pl < 12; ++pl) tb[kQ4KPlanes + pl * 16 + lane] = ref[4 + pl];
-  for (int c = 0; c < 32; ++c) {
-    uint32_t v = 0;
-    for (int m = 0; m < 4; ++m) v |= ((value(8 * c + m) & 15u) | (value(8 * c + 4 + m) & 15u) << 4) << (8 * m);
-    store<uint32_t>(tb + kQ4KChunks + c * 64 + lane * 4, v);
-  }
   if (!five) return;
   for (int j = 0; j < 8; ++j) {
     uint32_t v = 0;
     for (int m = 0; m < 4; ++m)
-      for (int b = 0; b < 8; ++b) v |= (value(32 * j + 4 * b + m) >> 4) << (8 * m + b);
+      for (int b = 0; b < 8; ++b) v |= (u[32 * j + 4 * b + m] >> 4u) << (8 * m + b);
     store<uint32_t>(tb + kQ5KHighs + j * 64 + lane * 4, v);
   }
 }
