@@ -294,43 +294,24 @@ void q4_k_set_scale_min(uint8_t* block, int j, unsigned scale, unsigned min) {
   }
 }
 
-// Q4_K's nibbles (and Q5_K's low 4 bits, at `qs`): 32 bytes per 64 elements, the first 32 in
-// the low nibbles, the next 32 in the high ones (dq_q4_k, dq_q5_k).
+// The inverse of ggml_detail::k_nibble for one element.
 namespace {
-unsigned k_nibble(const uint8_t* qs, int e) {
-  const uint8_t b = qs[(e / 64) * 32 + e % 32];
-  return e % 64 < 32 ? b & 0x0fu : b >> 4;
-}
-
 void set_k_nibble(uint8_t* qs, int e, unsigned u) {
   uint8_t& b = qs[(e / 64) * 32 + e % 32];
   b = e % 64 < 32 ? static_cast<uint8_t>((b & 0xf0) | u) : static_cast<uint8_t>((b & 0x0f) | u << 4);
 }
 }  // namespace
 
-unsigned q4_k_nibble(const uint8_t* block, int e) { return k_nibble(block + 16, e); }
 void q4_k_set_nibble(uint8_t* block, int e, unsigned u) { set_k_nibble(block + 16, e, u); }
 
-// Q5_K's fifth bits: bit e / 32 of byte e % 32 of the 32 bytes at block + 16 (dq_q5_k's u1, u2).
-unsigned q5_k_value(const uint8_t* block, int e) {
-  return k_nibble(block + 48, e) | ((block[16 + e % 32] >> (e / 32)) & 1u) << 4;
-}
-
+// Q5_K's fifth bits: bit e / 32 of byte e % 32 of the 32 bytes at block + 16.
 void q5_k_set_value(uint8_t* block, int e, unsigned u) {
   set_k_nibble(block + 48, e, u & 0x0fu);
   uint8_t& h = block[16 + e % 32];
   h = static_cast<uint8_t>((h & ~(1 << (e / 32))) | (u >> 4) << (e / 32));
 }
 
-// Q6_K's values: per half of 128 elements, 64 bytes of low nibbles and 32 of high bit pairs;
-// element l + 32 i of the half (l < 32, i < 4) is nibble i / 2 of byte l + 32 (i % 2) and pair i
-// of byte l (dq_q6_k).
-unsigned q6_k_value(const uint8_t* block, int e) {
-  const int h = e / 128, l = e % 32, i = e % 128 / 32;
-  const uint8_t lo = block[h * 64 + l + 32 * (i % 2)], hi = block[128 + h * 32 + l];
-  return ((lo >> (4 * (i / 2))) & 0x0fu) | ((hi >> (2 * i)) & 3u) << 4;
-}
-
+// Q6_K's values: as q6_k_value reads them.
 void q6_k_set_value(uint8_t* block, int e, unsigned q) {
   const int h = e / 128, l = e % 32, i = e % 128 / 32;
   uint8_t& lo = block[h * 64 + l + 32 * (i % 2)];

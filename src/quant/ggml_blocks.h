@@ -26,8 +26,9 @@ Status q4_k_to_w4_asym(std::span<const uint8_t> src, std::span<uint8_t> dst);
 // `dst` gets 34 bytes per block.
 Status blocks_to_w8_g32(DType type, std::span<const uint8_t> src, std::span<uint8_t> dst);
 
-// The k-quant blocks kiln keeps as they are (w4a16 g256 asymmetric is GGML's Q4_K block, w6a16
-// its Q6_K block, w5a16 its Q5_K block: quant/scheme.h), element by element; `e` is 0..255 within one block. The
+// The k-quant blocks kiln keeps as they are (w4a16 g256 asymmetric is GGML's Q4_K block, w5a16
+// its Q5_K block, w6a16 its Q6_K block: quant/scheme.h), element by element; `e` is 0..255 within
+// one block. The getters are inline (packing reads every value of a model through them); the
 // setters overwrite only that element's bits.
 inline constexpr int kQ4KBlockBytes = 144, kQ5KBlockBytes = 176, kQ6KBlockBytes = 210;
 // Q4_K: sub-block j (0..7, elements 32 j ..) has a 6-bit scale and min packed into 12 bytes at
@@ -35,16 +36,33 @@ inline constexpr int kQ4KBlockBytes = 144, kQ5KBlockBytes = 176, kQ6KBlockBytes 
 // too (q4_k_scale_min and q4_k_set_scale_min serve it).
 void q4_k_scale_min(const uint8_t* block, int j, uint8_t* scale, uint8_t* min);
 void q4_k_set_scale_min(uint8_t* block, int j, unsigned scale, unsigned min);  // each < 64
-unsigned q4_k_nibble(const uint8_t* block, int e);
+namespace ggml_detail {
+// Q4_K's nibbles (and Q5_K's low 4 bits, at `qs`): 32 bytes per 64 elements, the first 32 in
+// the low nibbles, the next 32 in the high ones (dq_q4_k, dq_q5_k).
+inline unsigned k_nibble(const uint8_t* qs, int e) {
+  const uint8_t b = qs[(e / 64) * 32 + e % 32];
+  return e % 64 < 32 ? b & 0x0fu : b >> 4;
+}
+}  // namespace ggml_detail
+inline unsigned q4_k_nibble(const uint8_t* block, int e) { return ggml_detail::k_nibble(block + 16, e); }
 void q4_k_set_nibble(uint8_t* block, int e, unsigned u);  // u < 16
 // Q6_K: the 6-bit q (0..63) of element e; the element is d * scale[e / 16] * (q - 32), with the
 // int8 scales at block + 192 and the f16 d at block + 208.
-unsigned q6_k_value(const uint8_t* block, int e);
+// Per half of 128 elements, 64 bytes of low nibbles and 32 of high bit pairs; element l + 32 i
+// of the half (l < 32, i < 4) is nibble i / 2 of byte l + 32 (i % 2) and pair i of byte l (dq_q6_k).
+inline unsigned q6_k_value(const uint8_t* block, int e) {
+  const int h = e / 128, l = e % 32, i = e % 128 / 32;
+  const uint8_t lo = block[h * 64 + l + 32 * (i % 2)], hi = block[128 + h * 32 + l];
+  return ((lo >> (4 * (i / 2))) & 0x0fu) | ((hi >> (2 * i)) & 3u) << 4;
+}
 void q6_k_set_value(uint8_t* block, int e, unsigned q);  // q < 64
 // Q5_K: the 5-bit u (0..31) of element e, its low 4 bits in 128 bytes of nibbles at block + 48
 // (as Q4_K's at block + 16) and its fifth bit in 32 bytes at block + 16; the element is
-// d * scale_j * u - dmin * min_j with Q4_K's scales and mins, j = e / 32.
-unsigned q5_k_value(const uint8_t* block, int e);
+// d * scale_j * u - dmin * min_j with Q4_K's scales and mins, j = e / 32. The fifth bit is bit
+// e / 32 of byte e % 32 (dq_q5_k's u1, u2).
+inline unsigned q5_k_value(const uint8_t* block, int e) {
+  return ggml_detail::k_nibble(block + 48, e) | ((block[16 + e % 32] >> (e / 32)) & 1u) << 4;
+}
 void q5_k_set_value(uint8_t* block, int e, unsigned u);  // u < 32
 
 }  // namespace kiln

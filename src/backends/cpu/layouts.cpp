@@ -41,8 +41,8 @@ struct W4Ref {
 // A k-quant tile's super-block `tb` (kQ4KTileBlockBytes, kQ5KTileBlockBytes or
 // kQ6KTileBlockBytes bytes) from the lane's GGML block `ref`, and back (layouts.h).
 void kquant_to_tile(const QuantParams& p, const uint8_t* ref, int lane, uint8_t* tb) {
-  // The block's 256 values once (each accessor call is out of line), then their low 4 bits as
-  // 4-bit chunks and their high bits beside them.
+  // The block's 256 values once, then their low 4 bits as 4-bit chunks and their high bits
+  // beside them.
   const bool six = p.scheme == Scheme::kW6A16, five = p.scheme == Scheme::kW5A16;
   uint8_t u[256];
   for (int e = 0; e < 256; ++e)
