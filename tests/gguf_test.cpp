@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "backends/cpu/layouts.h"
+#include "engine/defaults.h"
 #include "formats/gguf.h"
 #include "quant/ggml_blocks.h"
 #include "quant/scheme.h"
@@ -214,6 +216,36 @@ TEST(Gguf, Q4KAndQ6KAreKiln) {
     ASSERT_TRUE(dequantize_matrix(p, q->bytes, 3, 512, got.data()));
     EXPECT_EQ(std::memcmp(got.data(), ref->bytes.data(), ref->bytes.size()), 0);
     EXPECT_FALSE(dequantize_matrix(p, q->bytes.subspan(1), 3, 512, got.data()));  // a byte short
+  }
+}
+
+// A GGUF's k-quant tensors keep their own precision (what kiln run and kiln compile use without
+// -q): Q4_K as w4a16 g256 asym, Q5_K as w5a16, Q6_K as w6a16, so the compiler reads their bytes
+// as they are (compiler/driver.cpp's stored_as); the CPU tiles hold exactly those bytes.
+TEST(Gguf, KQuantTensorsKeepTheirBlocks) {
+  GgufFile g = open_blocks();
+  ImportedModel m;
+  m.path = "blocks.gguf";
+  for (const char* name : {"q4_k", "q5_k", "q6_k"}) m.tensors[name] = *find(g, name);
+  const OverridesFile f = source_precision(m);
+  auto params_of = [&](const std::string& name) {
+    QuantParams p = f.defaults;
+    for (const Rule& r : f.rules)
+      if (r.match == name) p = r.params;
+    return p;
+  };
+  EXPECT_EQ(describe(params_of("q4_k")), "w4a16 g256 asym");
+  EXPECT_EQ(describe(params_of("q5_k")), "w5a16");
+  EXPECT_EQ(describe(params_of("q6_k")), "w6a16");
+  for (const char* name : {"q4_k", "q5_k", "q6_k"}) {
+    SCOPED_TRACE(name);
+    const QuantParams p = params_of(name);
+    const TensorSource& t = m.tensors.at(name);
+    std::vector<uint8_t> packed, back;
+    ASSERT_TRUE(cpu::pack_matrix(p, cpu::matmul_layout(p.scheme), t.bytes, 3, 512, packed));
+    EXPECT_EQ(packed.size(), t.bytes.size() / 3 * 16);  // one tile of 16 rows, 3 of them the file's
+    ASSERT_TRUE(cpu::unpack_matrix(p, cpu::matmul_layout(p.scheme), packed, 3, 512, back));
+    EXPECT_TRUE(std::equal(back.begin(), back.end(), t.bytes.begin(), t.bytes.end()));
   }
 }
 
