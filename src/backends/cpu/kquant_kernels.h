@@ -6,6 +6,7 @@
 #pragma once
 
 #include "backends/cpu/kernel_helpers.h"
+#include "backends/cpu/w4a16_kernels.h"
 
 namespace kiln::cpu {
 namespace {
@@ -37,9 +38,7 @@ inline void q4k_block(const PackedMatrix& w, const Activations& a, const Epilogu
   auto scale = [&](int t, int64_t kb) { return a.a16_scale[(t0 + t) * nb + kb]; };
   auto xsum = [&](int t, int64_t kb) { return a.a16_sums[((t0 + t) * nb + kb) * 3]; };
   F y[RT][NT][V];
-  for (int r = 0; r < RT; ++r)
-    for (int t = 0; t < NT; ++t)
-      for (int v = 0; v < V; ++v) y[r][t][v] = S::zero();
+  fill_all(y, S::zero());
   const uint8_t* base = w.data + tile * w.tile_bytes;
   const uint8_t* end = packed_end(w);
   for (int64_t sb = 0; sb < w.cols / 256; ++sb) {
@@ -49,36 +48,12 @@ inline void q4k_block(const PackedMatrix& w, const Activations& a, const Epilogu
     static_for<8>([&](auto j) {
       const int64_t kb = sb * 8 + j.value;
       I ah[RT][NT][V], al[RT][NT][V];
-      for (int r = 0; r < RT; ++r)
-        for (int t = 0; t < NT; ++t)
-          for (int v = 0; v < V; ++v) ah[r][t][v] = al[r][t][v] = S::zeroi();
-      static_for<4>([&](auto c) {  // four chunks of eight elements
-        const int64_t k4 = kb * 8 + 2 * c.value, at = off + kQ4KChunks + (j.value * 4 + c.value) * 64;
-        for (int v = 0; v < V; ++v) {
-          if constexpr (NT == 1) {  // one token: each tile's nibbles used at once
-            const int32_t h0 = x4(0, 0, k4), h1 = x4(0, 0, k4 + 1), l0 = x4(0, 1, k4), l1 = x4(0, 1, k4 + 1);
-            for (int r = 0; r < RT; ++r) {
-              const I q = S::loadi(base + r * w.tile_bytes + at + v * S::N * 4);
-              const I lo = S::lo_nibbles(q), hi = S::hi_nibbles(q);
-              ah[r][0][v] = S::dot_u4(S::dot_u4(ah[r][0][v], lo, h0), hi, h1);
-              al[r][0][v] = S::dot_u4(S::dot_u4(al[r][0][v], lo, l0), hi, l1);
-            }
-            continue;
-          }
-          I lo[RT], hi[RT];
-          for (int r = 0; r < RT; ++r) {
-            const I q = S::loadi(base + r * w.tile_bytes + at + v * S::N * 4);
-            lo[r] = S::lo_nibbles(q);
-            hi[r] = S::hi_nibbles(q);
-          }
-          for (int t = 0; t < NT; ++t) {
-            const int32_t h0 = x4(t, 0, k4), h1 = x4(t, 0, k4 + 1), l0 = x4(t, 1, k4), l1 = x4(t, 1, k4 + 1);
-            for (int r = 0; r < RT; ++r) {
-              ah[r][t][v] = S::dot_u4(S::dot_u4(ah[r][t][v], lo[r], h0), hi[r], h1);
-              al[r][t][v] = S::dot_u4(S::dot_u4(al[r][t][v], lo[r], l0), hi[r], l1);
-            }
-          }
-        }
+      fill_all(ah, S::zeroi());
+      fill_all(al, S::zeroi());
+      static_for<4>([&](auto c) {  // four chunks of eight elements, as w4a16_block's
+        const uint8_t* at = base + off + kQ4KChunks + (j.value * 4 + c.value) * 64;
+        for (int v = 0; v < V; ++v)
+          nibble_chunk<S, RT, NT>(ah, al, v, kb * 8 + 2 * c.value, [&](int r) { return at + r * w.tile_bytes + v * S::N * 4; }, x4);
       });
       for (int r = 0; r < RT; ++r) {
         const uint8_t* blk = base + r * w.tile_bytes + off;
@@ -130,9 +105,7 @@ inline void q6k_block(const PackedMatrix& w, const Activations& a, const Epilogu
   const int64_t nb = w.cols / 32, nh = w.cols / 16;
   auto x4 = [&](int t, int plane, int64_t k4) { return load_i32(a.a16 + ((t0 + t) * 2 + plane) * w.cols + 4 * k4); };
   F y[RT][NT][V];
-  for (int r = 0; r < RT; ++r)
-    for (int t = 0; t < NT; ++t)
-      for (int v = 0; v < V; ++v) y[r][t][v] = S::zero();
+  fill_all(y, S::zero());
   const uint8_t* base = w.data + tile * w.tile_bytes;
   const uint8_t* end = packed_end(w);
   const I m30 = S::set1i(0x30303030);
