@@ -7,6 +7,7 @@
 
 #include "backends/cpu/kernel_helpers.h"
 #include "backends/cpu/w4a16_kernels.h"
+#include "quant/ggml_blocks.h"
 
 namespace kiln::cpu {
 namespace {
@@ -24,47 +25,79 @@ inline typename S::I q4k_scale_min(const uint8_t* planes, int v) {
   }
 }
 
-// Q4_K, NT tokens from t0 (their a16 rows) and RT tiles: per sub-block j of 32 elements (the
-// a16 block kb), D = sum u X exactly, then, as quant/ref_matmul.h up to f32 rounding,
-//   y += (d sc_j) (s_kb D)   and   y += (dmin m_j) (-(s_kb sum X)).
+// IQ4_XS's scale of sub-block j for lanes v.., ls - 32 in [-32, 31], from the 6 planes of the rows'
+// bytes 2-7 (quant/ggml_blocks.h: iq4_xs_scale, lane by lane).
+template <class S, int j>
+inline typename S::I iq4xs_scale(const uint8_t* planes, int v) {
+  auto plane = [&](int p) { return S::from_u8(planes + p * 16 + v * S::N); };
+  const auto low = S::andv(S::template srli<4 * (j % 2)>(plane(2 + j / 2)), S::set1i(15));
+  const auto high = S::andv(S::template srli<2 * (j % 4)>(plane(j / 4)), S::set1i(3));
+  return S::subi(S::orv(low, S::template slli<4>(high)), 32);
+}
+
+// The 4-bit super-blocks, NT tokens from t0 (their a16 rows) and RT tiles: per sub-block j of 32
+// elements (the a16 block kb) the exact integer D, then, as quant/ref_matmul.h up to f32 rounding,
+//   Q4_K (kIq4Xs false): D = sum u X,    y += (d sc_j) (s_kb D)  and  y += (dmin m_j) (-(s_kb sum X));
+//   IQ4_XS:              D = sum L[u] X (the nibbles' levels as signed weights, lookup16, summed by
+//                        dot_lv, whose bias the sums' start takes off),  y += (d s_j) (s_kb D).
 // A token's operations do not depend on NT: a batched step gives each token its solo bits.
-template <class S, int RT, int NT>
-inline void q4k_block(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile, int t0) {
+template <class S, int RT, int NT, bool kIq4Xs>
+inline void w4_superblock(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile, int t0) {
   using F = typename S::F;
   using I = typename S::I;
   constexpr int V = kTileRows / S::N;
+  constexpr int64_t kBlock = kIq4Xs ? kIq4XsTileBlockBytes : kQ4KTileBlockBytes;
+  constexpr int64_t kChunks = kIq4Xs ? kIq4XsChunks : kQ4KChunks;
   const int64_t nb = w.cols / 32;
   auto x4 = [&](int t, int plane, int64_t k4) { return load_i32(a.a16 + ((t0 + t) * 2 + plane) * w.cols + 4 * k4); };
   auto scale = [&](int t, int64_t kb) { return a.a16_scale[(t0 + t) * nb + kb]; };
-  auto xsum = [&](int t, int64_t kb) { return a.a16_sums[((t0 + t) * nb + kb) * 3]; };
+  auto sums = [&](int t, int64_t kb) { return a.a16_sums + ((t0 + t) * nb + kb) * 3; };  // sum X, -8 sum hi, -8 sum lo
+  auto levels = [](const I& q) {
+    if constexpr (kIq4Xs) return S::w8_prep(S::lookup16(q, kIq4Levels));
+    else return q;
+  };
   F y[RT][NT][V];
   fill_all(y, S::zero());
   const uint8_t* base = w.data + tile * w.tile_bytes;
   const uint8_t* end = packed_end(w);
   for (int64_t sb = 0; sb < w.cols / 256; ++sb) {
-    const int64_t off = sb * kQ4KTileBlockBytes;
+    const int64_t off = sb * kBlock;
     if (NT == 1 || t0 == 0)
-      for (int r = 0; r < RT; ++r) prefetch_ahead(w, base + r * w.tile_bytes, off, kQ4KTileBlockBytes, RT * w.tile_bytes, end);
+      for (int r = 0; r < RT; ++r) prefetch_ahead(w, base + r * w.tile_bytes, off, kBlock, RT * w.tile_bytes, end);
     static_for<8>([&](auto j) {
       const int64_t kb = sb * 8 + j.value;
       I ah[RT][NT][V], al[RT][NT][V];
-      fill_all(ah, S::zeroi());
-      fill_all(al, S::zeroi());
+      for (int t = 0; t < NT; ++t) {  // IQ4_XS: minus dot_lv's bias, kW8DigitBias times the digits' sums
+        const I h = kIq4Xs ? S::set1i(S::kW8DigitBias / 8 * sums(t, kb)[1]) : S::zeroi();
+        const I l = kIq4Xs ? S::set1i(S::kW8DigitBias / 8 * sums(t, kb)[2]) : S::zeroi();
+        for (int r = 0; r < RT; ++r)
+          for (int v = 0; v < V; ++v) {
+            ah[r][t][v] = h;
+            al[r][t][v] = l;
+          }
+      }
       static_for<4>([&](auto c) {  // four chunks of eight elements, as w4a16_block's
-        const uint8_t* at = base + off + kQ4KChunks + (j.value * 4 + c.value) * 64;
-        for (int v = 0; v < V; ++v)
-          nibble_chunk<S, RT, NT>(ah, al, v, kb * 8 + 2 * c.value, [&](int r) { return at + r * w.tile_bytes + v * S::N * 4; }, x4);
+        const uint8_t* at = base + off + kChunks + (j.value * 4 + c.value) * 64;
+        for (int v = 0; v < V; ++v) {
+          auto col = [&](int r) { return at + r * w.tile_bytes + v * S::N * 4; };
+          if constexpr (kIq4Xs) nibble_chunk<S, RT, NT>(ah, al, v, kb * 8 + 2 * c.value, col, x4, levels);
+          else nibble_chunk<S, RT, NT>(ah, al, v, kb * 8 + 2 * c.value, col, x4);
+        }
       });
       for (int r = 0; r < RT; ++r) {
         const uint8_t* blk = base + r * w.tile_bytes + off;
         for (int v = 0; v < V; ++v) {
-          const F ds = S::mul(S::cvt(q4k_scale_min<S, j.value, false>(blk + kQ4KPlanes, v)), S::from_f16(blk + v * S::N * 2));
-          const F dm = S::mul(S::cvt(q4k_scale_min<S, j.value, true>(blk + kQ4KPlanes, v)), S::from_f16(blk + 32 + v * S::N * 2));
+          const F d = S::from_f16(blk + v * S::N * 2);
+          const F ds = S::mul(S::cvt(kIq4Xs ? iq4xs_scale<S, j.value>(blk + kIq4XsPlanes, v)
+                                            : q4k_scale_min<S, j.value, false>(blk + kQ4KPlanes, v)), d);
           for (int t = 0; t < NT; ++t) {
-            const float s = scale(t, kb);
             const I dv = S::addv(S::template slli<8>(ah[r][t][v]), al[r][t][v]);
-            y[r][t][v] = S::fma(S::cvt(dv), S::mul(ds, S::set1(s)), y[r][t][v]);
-            y[r][t][v] = S::fma(dm, S::set1(-(s * static_cast<float>(xsum(t, kb)))), y[r][t][v]);
+            y[r][t][v] = S::fma(S::cvt(dv), S::mul(ds, S::set1(scale(t, kb))), y[r][t][v]);
+          }
+          if constexpr (!kIq4Xs) {
+            const F dm = S::mul(S::cvt(q4k_scale_min<S, j.value, true>(blk + kQ4KPlanes, v)), S::from_f16(blk + 32 + v * S::N * 2));
+            for (int t = 0; t < NT; ++t)
+              y[r][t][v] = S::fma(dm, S::set1(-(scale(t, kb) * static_cast<float>(sums(t, kb)[0]))), y[r][t][v]);
           }
         }
       }

@@ -58,13 +58,19 @@ void kquant_to_tile(const QuantParams& p, const uint8_t* ref, int lane, uint8_t*
     }
     return;
   }
+  const bool iq4 = p.symmetric;  // IQ4_XS, else Q4_K
+  const auto nibble = iq4 ? iq4_xs_nibble : q4_k_nibble;
   std::memcpy(tb + lane * 2, ref, 2);
-  std::memcpy(tb + 32 + lane * 2, ref + 2, 2);
-  for (int pl = 0; pl < 12; ++pl) tb[kQ4KPlanes + pl * 16 + lane] = ref[4 + pl];
+  if (iq4) {
+    for (int pl = 0; pl < 6; ++pl) tb[kIq4XsPlanes + pl * 16 + lane] = ref[2 + pl];
+  } else {
+    std::memcpy(tb + 32 + lane * 2, ref + 2, 2);
+    for (int pl = 0; pl < 12; ++pl) tb[kQ4KPlanes + pl * 16 + lane] = ref[4 + pl];
+  }
   for (int c = 0; c < 32; ++c) {
     uint32_t v = 0;
-    for (int m = 0; m < 4; ++m) v |= (q4_k_nibble(ref, 8 * c + m) | q4_k_nibble(ref, 8 * c + 4 + m) << 4) << (8 * m);
-    store<uint32_t>(tb + kQ4KChunks + c * 64 + lane * 4, v);
+    for (int m = 0; m < 4; ++m) v |= (nibble(ref, 8 * c + m) | nibble(ref, 8 * c + 4 + m) << 4) << (8 * m);
+    store<uint32_t>(tb + (iq4 ? kIq4XsChunks : kQ4KChunks) + c * 64 + lane * 4, v);
   }
 }
 
@@ -85,13 +91,21 @@ void kquant_from_tile(const QuantParams& p, const uint8_t* tb, int lane, uint8_t
     return;
   }
   std::memcpy(ref, tb + lane * 2, 2);
+  if (p.symmetric) {  // IQ4_XS
+    for (int pl = 0; pl < 6; ++pl) ref[2 + pl] = tb[kIq4XsPlanes + pl * 16 + lane];
+    for (int e = 0; e < 256; ++e) iq4_xs_set_nibble(ref, e, chunk_value(kIq4XsChunks, e));
+    return;
+  }
   std::memcpy(ref + 2, tb + 32 + lane * 2, 2);
   for (int pl = 0; pl < 12; ++pl) ref[4 + pl] = tb[kQ4KPlanes + pl * 16 + lane];
   for (int e = 0; e < 256; ++e) q4_k_set_nibble(ref, e, chunk_value(kQ4KChunks, e));
 }
 
-int64_t kquant_tile_block(const QuantParams& p) { return p.scheme == Scheme::kW6A16 ? kQ6KTileBlockBytes : kQ4KTileBlockBytes; }
-int64_t kquant_ref_block(const QuantParams& p) { return p.scheme == Scheme::kW6A16 ? kQ6KBlockBytes : kQ4KBlockBytes; }
+int64_t kquant_tile_block(const QuantParams& p) {
+  if (p.scheme == Scheme::kW6A16) return kQ6KTileBlockBytes;
+  return p.symmetric ? kIq4XsTileBlockBytes : kQ4KTileBlockBytes;
+}
+int64_t kquant_ref_block(const QuantParams& p) { return static_cast<int64_t>(*quantized_row_size(p, 256)); }
 
 }  // namespace
 
@@ -102,7 +116,7 @@ std::string_view matmul_layout(Scheme s) {
 std::optional<uint64_t> tile_bytes(const QuantParams& p, std::string_view layout, int64_t cols) {
   if (cols <= 0 || layout != matmul_layout(p.scheme) || !validate_params(p)) return std::nullopt;
   const auto k = static_cast<uint64_t>(cols);
-  if (is_k_quant(p)) {
+  if (is_ggml_superblock(p)) {
     if (cols % 256 != 0) return std::nullopt;
     return static_cast<uint64_t>(kquant_tile_block(p)) * (k / 256);
   }
@@ -151,7 +165,7 @@ Status pack_matrix(const QuantParams& p, std::string_view layout, std::span<cons
       const int64_t r = t * kTileRows + lane;
       if (r >= rows) break;  // padding rows stay zero
       const uint8_t* row = ref.data() + static_cast<size_t>(r) * *row_bytes;
-      if (is_k_quant(p)) {
+      if (is_ggml_superblock(p)) {
         for (int64_t sb = 0; sb < cols / 256; ++sb)
           kquant_to_tile(p, row + sb * kquant_ref_block(p), lane, tile + sb * kquant_tile_block(p));
         continue;
@@ -223,7 +237,7 @@ Status unpack_matrix(const QuantParams& p, std::string_view layout, std::span<co
     const uint8_t* tile = packed.data() + static_cast<size_t>(r / kTileRows) * tb;
     const int lane = static_cast<int>(r % kTileRows);
     uint8_t* row = ref.data() + static_cast<size_t>(r) * *row_bytes;
-    if (is_k_quant(p)) {
+    if (is_ggml_superblock(p)) {
       for (int64_t sb = 0; sb < cols / 256; ++sb)
         kquant_from_tile(p, tile + sb * kquant_tile_block(p), lane, row + sb * kquant_ref_block(p));
       continue;
@@ -283,9 +297,9 @@ void unpack_row(const QuantParams& p, std::string_view layout, const uint8_t* pa
   const uint64_t tb = *tile_bytes(p, layout, cols);
   const uint8_t* tile = packed + static_cast<size_t>(r / kTileRows) * tb;
   const int lane = static_cast<int>(r % kTileRows);
-  if (is_k_quant(p)) {  // the lane's GGML blocks, dequantized by the reference (bit for bit)
-    uint8_t blk[kQ6KBlockBytes];
-    const DType d = p.scheme == Scheme::kW6A16 ? DType::kQ6_K : DType::kQ4_K;
+  if (is_ggml_superblock(p)) {  // the lane's GGML blocks, dequantized by the reference (bit for bit)
+    uint8_t blk[kQ6KBlockBytes];  // the largest of the three
+    const DType d = ggml_block_type(p);
     for (int64_t sb = 0; sb < cols / 256; ++sb) {
       kquant_from_tile(p, tile + sb * kquant_tile_block(p), lane, blk);
       (void)dequantize(d, std::span<const uint8_t>(blk, static_cast<size_t>(kquant_ref_block(p))),

@@ -9,33 +9,45 @@ namespace {
 
 // ---- 4-bit weights, 16-bit activations ----
 
+// The nibbles as they are: unsigned weights 0..15 (dot_u4).
+struct NibblesAsIs {
+  template <class I>
+  I operator()(const I& q) const { return q; }
+};
+
 // One chunk of eight elements (k4, k4 + 1: its two quads) of RT tiles' 4-bit columns, lanes v..
 // (each row's u32 at col(r): nibbles lo elements 0-3, hi 4-7), into NT tokens' two digit sums
-// ah (times the hi digits) and al (lo), the digits from x4(t, plane, quad).
-template <class S, int RT, int NT, class Col, class X4>
+// ah (times the hi digits) and al (lo), the digits from x4(t, plane, quad). The nibbles are the
+// weights (dot_u4), or with another `map` the signed weights map gives, prepared for dot_lv
+// (IQ4_XS's levels: the sums gain kW8DigitBias times the digits' sums).
+template <class S, int RT, int NT, class Col, class X4, class Map = NibblesAsIs>
 inline void nibble_chunk(typename S::I (&ah)[RT][NT][kTileRows / S::N], typename S::I (&al)[RT][NT][kTileRows / S::N], int v,
-                         int64_t k4, Col&& col, X4&& x4) {
+                         int64_t k4, Col&& col, X4&& x4, Map&& map = {}) {
   using I = typename S::I;
+  auto dot = [](const I& acc, const I& w, int32_t x) {
+    if constexpr (std::is_same_v<std::decay_t<Map>, NibblesAsIs>) return S::dot_u4(acc, w, x);
+    else return S::dot_lv(acc, w, x);
+  };
   if constexpr (NT == 1) {  // many tiles, one token: each tile's nibbles used at once
     const int32_t h0 = x4(0, 0, k4), h1 = x4(0, 0, k4 + 1), l0 = x4(0, 1, k4), l1 = x4(0, 1, k4 + 1);
     for (int r = 0; r < RT; ++r) {
       const I q = S::loadi(col(r));
-      const I lo = S::lo_nibbles(q), hi = S::hi_nibbles(q);
-      ah[r][0][v] = S::dot_u4(S::dot_u4(ah[r][0][v], lo, h0), hi, h1);
-      al[r][0][v] = S::dot_u4(S::dot_u4(al[r][0][v], lo, l0), hi, l1);
+      const I lo = map(S::lo_nibbles(q)), hi = map(S::hi_nibbles(q));
+      ah[r][0][v] = dot(dot(ah[r][0][v], lo, h0), hi, h1);
+      al[r][0][v] = dot(dot(al[r][0][v], lo, l0), hi, l1);
     }
   } else {
     I lo[RT], hi[RT];
     for (int r = 0; r < RT; ++r) {
       const I q = S::loadi(col(r));
-      lo[r] = S::lo_nibbles(q);
-      hi[r] = S::hi_nibbles(q);
+      lo[r] = map(S::lo_nibbles(q));
+      hi[r] = map(S::hi_nibbles(q));
     }
     for (int t = 0; t < NT; ++t) {
       const int32_t h0 = x4(t, 0, k4), h1 = x4(t, 0, k4 + 1), l0 = x4(t, 1, k4), l1 = x4(t, 1, k4 + 1);
       for (int r = 0; r < RT; ++r) {
-        ah[r][t][v] = S::dot_u4(S::dot_u4(ah[r][t][v], lo[r], h0), hi[r], h1);
-        al[r][t][v] = S::dot_u4(S::dot_u4(al[r][t][v], lo[r], l0), hi[r], l1);
+        ah[r][t][v] = dot(dot(ah[r][t][v], lo[r], h0), hi[r], h1);
+        al[r][t][v] = dot(dot(al[r][t][v], lo[r], l0), hi[r], l1);
       }
     }
   }
