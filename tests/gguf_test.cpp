@@ -200,9 +200,19 @@ TEST(Gguf, Q8AndQ5AreW8Groups) {
   }
 }
 
-// Q4_K is w4a16 g256 asymmetric, Q5_K w5a16 and Q6_K w6a16, byte for byte: the file's blocks read
-// as those schemes dequantize to gguf-py's values bit for bit (kiln keeps them so, quant/scheme.h).
-TEST(Gguf, Q4KAndQ6KAreKiln) {
+// Q4_K is w4a16 g256 asymmetric, IQ4_XS w4a16 g256 symmetric, Q5_K w5a16 and Q6_K w6a16, byte for byte: the
+// file's blocks read as those schemes dequantize to gguf-py's values bit for bit (kiln keeps them
+// so, quant/scheme.h).
+TEST(Gguf, Q4KIq4XsAndQ6KAreKiln) {
+  {
+    const GgufFile g = open_test_gguf("gguf-quant/iq4_xs.gguf");  // llama-quantize's blocks
+    const TensorSource* q = find(g, "iq4_xs");
+    const TensorSource* ref = find(g, "iq4_xs.ref");
+    ASSERT_TRUE(q && ref);
+    std::vector<float> got(q->elements());
+    ASSERT_TRUE(dequantize_matrix({Scheme::kW4A16, 256, true}, q->bytes, q->shape[0], q->shape[1], got.data()));
+    EXPECT_EQ(std::memcmp(got.data(), ref->bytes.data(), ref->bytes.size()), 0);
+  }
   GgufFile g = open_blocks();
   for (const auto& [type, p] : {std::pair{"q4_k", QuantParams{Scheme::kW4A16, 256, false}},
                                 std::pair{"q5_k", canonical({Scheme::kW5A16})},

@@ -58,6 +58,8 @@ TEST(LlamaLogits, F32ModelAgreesWithLlamaCpp) {
   EXPECT_EQ(r.scored, 189);
   EXPECT_LT(r.mean_kld, 1e-5);
   EXPECT_EQ(r.same_top, 1.0);
+  std::printf("[ f32 ] log-probability NMSE %.3g\n", r.nmse);
+  EXPECT_LT(r.nmse, 1e-6);  // 8.3e-8: about what the base's 16-bit rows keep of each log-probability
   EXPECT_NEAR(r.base_ppl, 3.4330, 5e-4);  // llama.cpp's "Final estimate: PPL = 3.4330", from the file
   EXPECT_NEAR(r.ppl / r.base_ppl, 1.0, 1e-4);
 }
@@ -69,6 +71,8 @@ TEST(LlamaLogits, Q4_0FileLosesWhatLlamaCppsRunLoses) {
   EXPECT_NEAR(f32.mean_kld, 0.064137, 0.1 * 0.064137);
   EXPECT_NEAR(f32.same_top, 0.86772, 0.03);
   const KlResult same = against("gguf-quant/stories260K-Q4_0.gguf", "llamacpp-kld/stories260K-q4_0-c128.kld");
+  std::printf("[ q4_0 ] vs llama.cpp on the file: log-probability NMSE %.3g (vs f32: %.3g)\n", same.nmse, f32.nmse);
+  EXPECT_LT(same.nmse, 0.1 * f32.nmse);  // far closer to llama.cpp's run of the file than to f32's
   EXPECT_LT(same.mean_kld, 2e-3);
   EXPECT_GT(same.same_top, 0.95);
   EXPECT_NEAR(same.ppl / same.base_ppl, 1.0, 0.01);

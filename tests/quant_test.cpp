@@ -49,6 +49,7 @@ std::vector<QuantParams> all_params() {
   }
   for (int g : {32, 64, 128}) out.push_back({Scheme::kW8A16, 0, true, g});  // w8a16 with 8-bit groups
   out.push_back({Scheme::kW4A16, 256, false});  // GGML's Q4_K super-blocks (w6a16, Q6_K's, is above)
+  out.push_back({Scheme::kW4A16, 256, true});   // and IQ4_XS's
   return out;
 }
 
@@ -277,8 +278,14 @@ TEST(QuantRoundTrip, ErrorBoundsPerScheme) {
                 break;
               }
               default: {
-                if (is_k_quant(p)) {  // Q4_K, Q5_K: half the step d sc_j, plus what a capped sc_j clips
-                  const uint8_t* blk = qr + c / 256 * dtype_info(k_quant_block(p)).block_bytes;
+                if (is_ggml_superblock(p) && p.scheme == Scheme::kW4A16 && p.symmetric) {  // IQ4_XS: within the levels, half the widest
+                  const uint8_t* blk = qr + c / 256 * kIq4XsBlockBytes;  // gap (24) times the step; past 113
+                  const double d = f16_at(blk);                          // (the far side is -127) 14 steps, plus
+                  bound = std::fabs(d * iq4_xs_scale(blk, static_cast<int>(c % 256 / 32))) * 14 + 127 * d / 2;  // the step's rounding
+                  break;
+                }
+                if (is_ggml_superblock(p)) {  // Q4_K, Q5_K: half the step d sc_j, plus what a capped sc_j clips
+                  const uint8_t* blk = qr + c / 256 * dtype_info(ggml_block_type(p)).block_bytes;
                   uint8_t sc, m;
                   q4_k_scale_min(blk, static_cast<int>(c % 256 / 32), &sc, &m);
                   bound = f16_at(blk) * sc / 2 + (sc == 63 ? f16_at(blk + 2) : 0.0);
@@ -450,9 +457,9 @@ TEST(QuantExact, W4Group32IsGgmlQ4_0AndQ4_1) {
 // element packing of quant/ggml_blocks.h; their names, sizes and refusals.
 TEST(QuantKQuant, LayoutsAreGgmlBlocks) {
   const QuantParams q4k{Scheme::kW4A16, 256, false}, q6k = canonical({Scheme::kW6A16});
-  EXPECT_TRUE(is_k_quant(q4k));
-  EXPECT_TRUE(is_k_quant(q6k));
-  EXPECT_FALSE(is_k_quant({Scheme::kW4A16, 128, false}));
+  EXPECT_TRUE(is_ggml_superblock(q4k));
+  EXPECT_TRUE(is_ggml_superblock(q6k));
+  EXPECT_FALSE(is_ggml_superblock({Scheme::kW4A16, 128, false}));
   EXPECT_EQ(describe(q4k), "w4a16 g256 asym");
   EXPECT_EQ(describe(q6k), "w6a16");
   EXPECT_EQ(weight_bits(Scheme::kW6A16), 6);
@@ -463,10 +470,16 @@ TEST(QuantKQuant, LayoutsAreGgmlBlocks) {
   EXPECT_EQ(canonical({Scheme::kW6A16, 64, false}), q6k);
   EXPECT_EQ(quantized_size(q4k, 3, 512), 3u * 2 * 144);
   EXPECT_EQ(quantized_size(q6k, 3, 512), 3u * 2 * 210);
-  Status st = validate_params({Scheme::kW4A16, 256, true});
+  const QuantParams iq4{Scheme::kW4A16, 256, true};
+  EXPECT_TRUE(is_ggml_superblock(iq4));
+  EXPECT_EQ(describe(iq4), "w4a16 g256 sym");
+  EXPECT_EQ(ggml_block_type(q4k), DType::kQ4_K);
+  EXPECT_EQ(ggml_block_type(iq4), DType::kIQ4_XS);
+  EXPECT_EQ(ggml_block_type(q6k), DType::kQ6_K);
+  EXPECT_EQ(quantized_size(iq4, 3, 512), 3u * 2 * 136);
+  Status st = validate_params({Scheme::kW4A8, 256, false});
   ASSERT_FALSE(st);
-  EXPECT_NE(st.message().find("Q4_K"), std::string::npos) << st.message();
-  EXPECT_FALSE(validate_params({Scheme::kW4A8, 256, false}));
+  EXPECT_NE(st.message().find("w4a16 layout only"), std::string::npos) << st.message();
   st = check_shape(q6k, 2, 576);  // SmolLM2's width: llama.cpp falls back to other blocks there
   ASSERT_FALSE(st);
   EXPECT_NE(st.message().find("576"), std::string::npos) << st.message();
@@ -496,6 +509,18 @@ TEST(QuantKQuant, LayoutsAreGgmlBlocks) {
   EXPECT_EQ(b4[16 + 32 + 4], 0x60);
   EXPECT_EQ(q4_k_nibble(b4.data(), 37), 11u);
   EXPECT_EQ(q4_k_nibble(b4.data(), 100), 6u);
+  // IQ4_XS sub-block 5's scale -7 (ls 25 = 0b011001): low 4 bits in the high nibble of byte 4 + 2,
+  // high 2 at bits 10-11 of the u16 at byte 2; element 40: the low nibble of byte 8 + 16 + 8.
+  std::vector<uint8_t> bx(kIq4XsBlockBytes, 0);
+  iq4_xs_set_scale(bx.data(), 5, -7);
+  iq4_xs_set_scale(bx.data(), 4, 31);
+  EXPECT_EQ(iq4_xs_scale(bx.data(), 5), -7);
+  EXPECT_EQ(iq4_xs_scale(bx.data(), 4), 31);
+  EXPECT_EQ(bx[4 + 2], 0x9f);  // 25 & 15 = 9 high, 63 & 15 = 15 low
+  EXPECT_EQ(bx[3], 0x07);      // 25 >> 4 = 1 at bits 2-3 of byte 3, 63 >> 4 = 3 at bits 0-1
+  iq4_xs_set_nibble(bx.data(), 40, 13);
+  EXPECT_EQ(bx[8 + 16 + 8], 13);
+  EXPECT_EQ(iq4_xs_nibble(bx.data(), 40), 13u);
   q6_k_set_value(b6.data(), 200, 0x2b);
   EXPECT_EQ(q6_k_value(b6.data(), 200), 0x2bu);
   for (int e = 0; e < 256; ++e)
@@ -504,12 +529,19 @@ TEST(QuantKQuant, LayoutsAreGgmlBlocks) {
   // Round to nearest then GGML's dequantization: what dequantize_row gives.
   const int64_t rows = 3, cols = 512;
   auto w = random_matrix(rows, cols, Dist::kLlm, 17);
-  for (const QuantParams& p : {q4k, q6k}) {
+  for (const QuantParams& p : {q4k, iq4, q6k}) {
     auto q = quantize_or_die(p, w, rows, cols);
     auto ours = dequantize_or_die(p, q, rows, cols);
     std::vector<float> ggml(ours.size());
-    ASSERT_TRUE(dequantize(p.scheme == Scheme::kW6A16 ? DType::kQ6_K : DType::kQ4_K, q, ggml));
+    ASSERT_TRUE(dequantize(ggml_block_type(p), q, ggml));
     EXPECT_EQ(ours, ggml) << describe(p);
+    if (p != iq4) continue;
+    // IQ4_XS round to nearest: each element on the level nearest it under its sub-block's scale.
+    for (int64_t i = 0; i < rows * cols; ++i) {
+      const uint8_t* blk = q.data() + (i / 256) * kIq4XsBlockBytes;
+      const float step = f16_at(blk) * static_cast<float>(iq4_xs_scale(blk, static_cast<int>(i % 256 / 32)));
+      for (int8_t level : kIq4Levels) ASSERT_LE(std::fabs(ours[i] - w[i]), std::fabs(step * level - w[i]) * (1 + 1e-6f)) << i;
+    }
   }
 }
 
@@ -519,8 +551,8 @@ TEST(QuantKQuant, LayoutsAreGgmlBlocks) {
 TEST(QuantKQuant, W5A16IsGgmlQ5K) {
   const QuantParams q5k = canonical({Scheme::kW5A16, 64, false});
   EXPECT_EQ(q5k, (QuantParams{Scheme::kW5A16, 0, true}));
-  EXPECT_TRUE(is_k_quant(q5k));
-  EXPECT_EQ(k_quant_block(q5k), DType::kQ5_K);
+  EXPECT_TRUE(is_ggml_superblock(q5k));
+  EXPECT_EQ(ggml_block_type(q5k), DType::kQ5_K);
   EXPECT_EQ(describe(q5k), "w5a16");
   EXPECT_EQ(scheme_name(Scheme::kW5A16), "w5a16");
   EXPECT_EQ(parse_scheme("w5a16"), Scheme::kW5A16);

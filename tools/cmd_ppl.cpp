@@ -35,13 +35,14 @@ int kl_against_llama(const PplCmd& c, const OpenedModel& m, const PerplexityOpti
   if (!r) return fail(r.status());
   if (c.json) {
     std::printf("{\"ppl\": %.6f, \"llama_ppl\": %.6f, \"mean_kld\": %.8f, \"max_kld\": %.8f, \"same_top\": %.6f, "
-                "\"tokens\": %lld, \"n_ctx\": %d}\n",
-                r->ppl, r->base_ppl, r->mean_kld, r->max_kld, r->same_top, static_cast<long long>(r->scored), base->n_ctx);
+                "\"nmse\": %.6g, \"tokens\": %lld, \"n_ctx\": %d}\n",
+                r->ppl, r->base_ppl, r->mean_kld, r->max_kld, r->same_top, r->nmse, static_cast<long long>(r->scored), base->n_ctx);
   } else {
     std::printf("against llama.cpp's logits in %s (%d chunks of %d, the second half of each scored, %lld tokens):\n",
                 c.kl_base.c_str(), base->n_chunk, base->n_ctx, static_cast<long long>(r->scored));
-    std::printf("  KL divergence mean %.6f, max %.6f nats; same top token %.2f %%; perplexity %.4f (llama.cpp %.4f, %+.2f %%)\n",
-                r->mean_kld, r->max_kld, 100 * r->same_top, r->ppl, r->base_ppl, 100 * (r->ppl / r->base_ppl - 1));
+    std::printf("  KL divergence mean %.6f, max %.6f nats; same top token %.2f %%; log-probability NMSE %.3g; perplexity %.4f "
+                "(llama.cpp %.4f, %+.2f %%)\n",
+                r->mean_kld, r->max_kld, 100 * r->same_top, r->nmse, r->ppl, r->base_ppl, 100 * (r->ppl / r->base_ppl - 1));
   }
   return 0;
 }

@@ -57,7 +57,8 @@ bool stored_as(DType d, const QuantParams& p) {
       return (p.scheme == Scheme::kW4A16 || p.scheme == Scheme::kW4A8) && p.group_size == 32 &&
              p.symmetric == (d == DType::kQ4_0);
     case DType::kQ8_0: return p.scheme == Scheme::kW8A16 && p.w8_group == 32;  // GGML Q8_0 is W8 g32
-    case DType::kQ4_K: return p.scheme == Scheme::kW4A16 && is_k_quant(p);  // w4a16 g256 asym is Q4_K
+    case DType::kQ4_K:
+    case DType::kIQ4_XS: return p.scheme == Scheme::kW4A16 && is_ggml_superblock(p) && ggml_block_type(p) == d;  // w4a16 g256
     case DType::kQ6_K: return p.scheme == Scheme::kW6A16;
     case DType::kQ5_K: return p.scheme == Scheme::kW5A16;
     default: return false;

@@ -32,6 +32,11 @@ QuantParams natural_params(DType d) {
       break;
     case DType::kQ6_K: p.scheme = Scheme::kW6A16; break;
     case DType::kQ5_K: p.scheme = Scheme::kW5A16; break;
+    case DType::kIQ4_XS:  // its own super-blocks of levels, as they are
+      p.scheme = Scheme::kW4A16;
+      p.group_size = 256;
+      p.symmetric = true;
+      break;
     case DType::kQ8_0:
     case DType::kQ5_0:
     case DType::kIQ4_NL:  // an int8 value (IQ4_NL: a level) and an f16 scale per 32: exactly w8a16 g32

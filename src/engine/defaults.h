@@ -36,10 +36,10 @@ Result<OverridesFile> source_scheme(std::string_view scheme, int group_size = 32
 // A source's own precision as a scheme per matmul weight (what kiln run and the C API compile a
 // source in when no scheme is asked for, and kiln compile a quantized GGUF): F32, F16 and BF16
 // as they are; the same bytes for GGML Q4_0 and Q4_1 (W4A16 g32 symmetric and asymmetric), Q4_K
-// (W4A16 g256 asymmetric), Q5_K (W5A16), Q6_K (W6A16) and Q8_0 (W8A16 g32); Q5_0 and IQ4_NL as
-// W8A16 g32 (their values as int8, exact); the other GGML blocks (Q5_1, IQ4_XS) as W8A16 with one
-// scale per row, rounded once from their values (no kernel reads those blocks). Never a whole
-// FP32 copy: the compiler converts one tensor at a time.
+// and IQ4_XS (W4A16 g256 asymmetric and symmetric), Q5_K (W5A16), Q6_K (W6A16) and Q8_0 (W8A16
+// g32); Q5_0 and IQ4_NL as W8A16 g32 (their values as int8, exact); the other GGML block (Q5_1) as
+// W8A16 with one scale per row, rounded once from its values (no kernel reads those blocks).
+// Never a whole FP32 copy: the compiler converts one tensor at a time.
 OverridesFile source_precision(const ImportedModel& m);
 // True when a matmul weight of `m` is stored in a GGML block type (Q4_0, Q8_0, a k-quant, ...).
 bool has_quantized_weights(const ImportedModel& m);

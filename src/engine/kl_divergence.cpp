@@ -19,6 +19,17 @@ double position_kld(const float* base_lp, const float* logits, size_t vocab, dou
   return sum;
 }
 
+// The squared differences of kiln's log-probabilities from the base's, and the base's squares, at
+// one position over the entries the base keeps.
+void add_squares(const float* base_lp, const float* logits, size_t vocab, double log_sum, double& err2, double& ref2) {
+  for (size_t i = 0; i < vocab; ++i)
+    if (base_lp[i] > -16.0f) {
+      const double d = (logits[i] - log_sum) - base_lp[i];
+      err2 += d * d;
+      ref2 += static_cast<double>(base_lp[i]) * base_lp[i];
+    }
+}
+
 double log_sum_exp(const float* logits, size_t vocab) {
   const float top = *std::max_element(logits, logits + vocab);
   double s = 0;
@@ -44,7 +55,7 @@ Result<KlResult> kl_divergence_against(const OpenedModel& m, const LlamaLogits& 
   std::vector<float> base_lp(vocab);
   std::vector<int> w(n_ctx);
   KlResult r;
-  double kld = 0, nll = 0, base_nll = 0;
+  double kld = 0, nll = 0, base_nll = 0, err2 = 0, ref2 = 0;
   int64_t same = 0;
   for (int c = 0; c < base.n_chunk; ++c) {
     for (size_t i = 0; i < n_ctx; ++i) w[i] = base.token(static_cast<size_t>(c) * n_ctx + i);
@@ -62,6 +73,7 @@ Result<KlResult> kl_divergence_against(const OpenedModel& m, const LlamaLogits& 
         const double k = position_kld(base_lp.data(), l, vocab, lse);
         kld += k;
         r.max_kld = std::max(r.max_kld, k);
+        add_squares(base_lp.data(), l, vocab, lse, err2, ref2);
         const int next = w[pos + 1];
         nll += lse - l[next];
         base_nll -= base_lp[static_cast<size_t>(next)];
@@ -73,6 +85,7 @@ Result<KlResult> kl_divergence_against(const OpenedModel& m, const LlamaLogits& 
   const auto n = static_cast<double>(r.scored);
   r.mean_kld = kld / n;
   r.same_top = static_cast<double>(same) / n;
+  r.nmse = ref2 > 0 ? err2 / ref2 : 0.0;
   r.ppl = std::exp(nll / n);
   r.base_ppl = std::exp(base_nll / n);
   return r;

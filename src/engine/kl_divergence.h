@@ -14,6 +14,9 @@ struct KlResult {
   int64_t scored = 0;
   double mean_kld = 0, max_kld = 0;  // KL(llama.cpp || kiln), nats
   double same_top = 0;               // fraction of positions whose most likely token is the same
+  // Normalized mean squared error of kiln's log-probabilities against the base's, over the entries
+  // the base keeps (above -16): sum (kiln - base)^2 / sum base^2, all positions together.
+  double nmse = 0;
   double ppl = 0, base_ppl = 0;      // kiln's, and llama.cpp's from its saved log-probabilities
 };
 

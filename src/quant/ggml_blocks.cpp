@@ -73,7 +73,7 @@ void dq_q8_0(const uint8_t* b, float* y) {
 // IQ4_NL: f16 d, 16 bytes of nibbles in Q4_0's order; a nibble indexes GGML's fixed table of
 // 16 int8 levels (denser near zero, as trained weights are), times d: an 8-bit value with one
 // scale per block of 32.
-constexpr int8_t kIq4NlLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+constexpr const int8_t* kIq4NlLevels = kIq4Levels;
 
 void dq_iq4_nl(const uint8_t* b, float* y) {
   const float d = half_at(b);
@@ -319,6 +319,32 @@ void q6_k_set_value(uint8_t* block, int e, unsigned q) {
   const int ls = 4 * (i / 2), hs = 2 * i;
   lo = static_cast<uint8_t>((lo & ~(0x0f << ls)) | (q & 0x0fu) << ls);
   hi = static_cast<uint8_t>((hi & ~(3 << hs)) | (q >> 4) << hs);
+}
+
+// IQ4_XS: sub-block j's scale is d (ls - 32), ls 6 bits: the low 4 in nibble j % 2 of byte 4 + j / 2,
+// the high 2 at bits 2 j of the u16 at byte 2 (dq_iq4_xs); element e of sub-block e / 32 is nibble
+// e % 32 < 16 ? low : high of byte 8 + 16 (e / 32) + e % 16.
+int iq4_xs_scale(const uint8_t* block, int j) {
+  const int lo = (block[4 + j / 2] >> (4 * (j % 2))) & 0x0f, hi = (block[2 + j / 4] >> (2 * (j % 4))) & 3;
+  return (lo | hi << 4) - 32;
+}
+
+void iq4_xs_set_scale(uint8_t* block, int j, int scale) {
+  const auto ls = static_cast<unsigned>(scale + 32);
+  uint8_t& lo = block[4 + j / 2];
+  uint8_t& hi = block[2 + j / 4];
+  lo = static_cast<uint8_t>((lo & ~(0x0f << (4 * (j % 2)))) | (ls & 0x0fu) << (4 * (j % 2)));
+  hi = static_cast<uint8_t>((hi & ~(3 << (2 * (j % 4)))) | (ls >> 4) << (2 * (j % 4)));
+}
+
+unsigned iq4_xs_nibble(const uint8_t* block, int e) {
+  const uint8_t b = block[8 + 16 * (e / 32) + e % 16];
+  return e % 32 < 16 ? b & 0x0fu : b >> 4;
+}
+
+void iq4_xs_set_nibble(uint8_t* block, int e, unsigned u) {
+  uint8_t& b = block[8 + 16 * (e / 32) + e % 16];
+  b = e % 32 < 16 ? static_cast<uint8_t>((b & 0xf0) | u) : static_cast<uint8_t>((b & 0x0f) | u << 4);
 }
 
 }  // namespace kiln

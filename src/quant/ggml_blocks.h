@@ -64,5 +64,13 @@ inline unsigned q5_k_value(const uint8_t* block, int e) {
   return ggml_detail::k_nibble(block + 48, e) | ((block[16 + e % 32] >> (e / 32)) & 1u) << 4;
 }
 void q5_k_set_value(uint8_t* block, int e, unsigned u);  // u < 32
+// IQ4_XS (w4a16 g256 symmetric): sub-block j (0..7, elements 32 j ..) has the scale d * s with s =
+// iq4_xs_scale in [-32, 31] (f16 d at block + 0); element e is d * s * kIq4Levels[its nibble].
+inline constexpr int kIq4XsBlockBytes = 136;
+inline constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+int iq4_xs_scale(const uint8_t* block, int j);
+void iq4_xs_set_scale(uint8_t* block, int j, int scale);  // scale in [-32, 31]
+unsigned iq4_xs_nibble(const uint8_t* block, int e);
+void iq4_xs_set_nibble(uint8_t* block, int e, unsigned u);  // u < 16
 
 }  // namespace kiln

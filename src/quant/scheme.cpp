@@ -186,6 +186,8 @@ Status quantize_block_q45_k(const float* w, bool five, uint8_t* out, int64_t r, 
   }
   return Status::ok();
 }
+Status quantize_block_q4_k(const float* w, uint8_t* out, int64_t r, int64_t c0) { return quantize_block_q45_k(w, false, out, r, c0); }
+Status quantize_block_q5_k(const float* w, uint8_t* out, int64_t r, int64_t c0) { return quantize_block_q45_k(w, true, out, r, c0); }
 
 // One Q6_K block (w6a16) from 256 weights, as quant/scheme.h says.
 Status quantize_block_q6_k(const float* w, uint8_t* out, int64_t r, int64_t c0) {
@@ -215,6 +217,40 @@ Status quantize_block_q6_k(const float* w, uint8_t* out, int64_t r, int64_t c0) 
   return Status::ok();
 }
 
+// One IQ4_XS block (w4a16 g256 sym) from 256 weights, as quant/scheme.h says.
+Status quantize_block_iq4_xs(const float* w, uint8_t* out, int64_t r, int64_t c0) {
+  KILN_RETURN_IF_ERROR(check_finite(w, 256, r, c0));
+  std::memset(out, 0, kIq4XsBlockBytes);
+  float s[8], most = 0.0f;
+  for (int j = 0; j < 8; ++j) {  // the element of largest magnitude lands on the level -127
+    float far = 0.0f;
+    for (int i = 0; i < 32; ++i)
+      if (std::fabs(w[32 * j + i]) > std::fabs(far)) far = w[32 * j + i];
+    s[j] = far / -127.0f;
+    most = std::max(most, std::fabs(s[j]));
+  }
+  if (most / 31.0f > kF16Max)
+    return invalid_argument(where_row(r) + ", block at column " + std::to_string(c0) + ": weights too large for an FP16 scale");
+  const uint16_t hd = f16_round_up(most / 31.0f);
+  store_u16(out, hd);
+  const float d = f16_to_f32(hd);
+  for (int j = 0; j < 8; ++j) {
+    const int ls = d == 0.0f ? 0 : static_cast<int>(std::clamp(std::round(s[j] / d), -31.0f, 31.0f));
+    iq4_xs_set_scale(out, j, ls);
+    const float step = d * static_cast<float>(ls);
+    for (int i = 0; i < 32; ++i) {
+      unsigned best = 8;  // level 1: the nearest to 0 when the step is 0
+      float err = std::numeric_limits<float>::infinity();
+      for (unsigned u = 0; u < 16 && step != 0.0f; ++u) {
+        const float e = std::fabs(step * static_cast<float>(kIq4Levels[u]) - w[32 * j + i]);
+        if (e < err) err = e, best = u;
+      }
+      iq4_xs_set_nibble(out, 32 * j + i, best);
+    }
+  }
+  return Status::ok();
+}
+
 class RoundToNearest final : public WeightQuantizer {
  public:
   Status quantize(const QuantParams& p, const float* w, int64_t rows, int64_t cols,
@@ -231,12 +267,13 @@ class RoundToNearest final : public WeightQuantizer {
       uint8_t* o = out.data() + static_cast<uint64_t>(r) * row_bytes;
       if (is_float_scheme(p.scheme)) {
         KILN_RETURN_IF_ERROR(quantize_row_float(p.scheme, wr, cols, o, r));
-      } else if (is_k_quant(p)) {
-        const bool q6 = p.scheme == Scheme::kW6A16, five = p.scheme == Scheme::kW5A16;
-        const int bytes = dtype_info(k_quant_block(p)).block_bytes;
-        for (int64_t c = 0; c < cols; c += 256)
-          KILN_RETURN_IF_ERROR(q6 ? quantize_block_q6_k(wr + c, o + (c / 256) * bytes, r, c)
-                                  : quantize_block_q45_k(wr + c, five, o + (c / 256) * bytes, r, c));
+      } else if (is_ggml_superblock(p)) {
+        const auto block = p.scheme == Scheme::kW6A16   ? quantize_block_q6_k
+                           : p.scheme == Scheme::kW5A16 ? quantize_block_q5_k
+                           : p.symmetric                ? quantize_block_iq4_xs
+                                                        : quantize_block_q4_k;
+        const uint64_t bytes = *quantized_row_size(p, 256);
+        for (int64_t c = 0; c < cols; c += 256) KILN_RETURN_IF_ERROR(block(wr + c, o + (c / 256) * bytes, r, c));
       } else if (p.w8_group != 0) {
         const int g = p.w8_group;
         for (int64_t c = 0; c < cols; c += g)
@@ -281,12 +318,14 @@ int scale_group(const QuantParams& p) {
   if (p.scheme == Scheme::kW6A16 || p.scheme == Scheme::kW5A16) return 256;
   return p.scheme == Scheme::kW8A16 ? p.w8_group : 0;
 }
-bool is_k_quant(const QuantParams& p) {
-  return p.scheme == Scheme::kW6A16 || p.scheme == Scheme::kW5A16 || (p.scheme == Scheme::kW4A16 && p.group_size == 256 && !p.symmetric);
-}
-DType k_quant_block(const QuantParams& p) {
+DType ggml_block_type(const QuantParams& p) {
   if (p.scheme == Scheme::kW6A16) return DType::kQ6_K;
-  return p.scheme == Scheme::kW5A16 ? DType::kQ5_K : DType::kQ4_K;
+  if (p.scheme == Scheme::kW5A16) return DType::kQ5_K;
+  return p.symmetric ? DType::kIQ4_XS : DType::kQ4_K;
+}
+
+bool is_ggml_superblock(const QuantParams& p) {
+  return p.scheme == Scheme::kW6A16 || p.scheme == Scheme::kW5A16 || (p.scheme == Scheme::kW4A16 && p.group_size == 256);
 }
 bool quantizes_activations(Scheme s) { return s == Scheme::kW8A8 || s == Scheme::kW4A8; }
 
@@ -315,12 +354,11 @@ std::string describe(const QuantParams& p) {
 Status validate_params(const QuantParams& p) {
   if (scheme_name(p.scheme) == "?")
     return invalid_argument("unknown scheme " + std::to_string(static_cast<int>(p.scheme)));
-  if (is_4bit(p.scheme) && p.group_size == 256 && (p.scheme != Scheme::kW4A16 || p.symmetric))
-    return invalid_argument(std::string(scheme_name(p.scheme)) + (p.symmetric ? " sym" : " asym") +
-                            ": group size 256 (GGML's Q4_K super-block) is a w4a16 asymmetric layout only");
+  if (p.scheme == Scheme::kW4A8 && p.group_size == 256)
+    return invalid_argument("w4a8: group size 256 (GGML's Q4_K and IQ4_XS super-blocks) is a w4a16 layout only");
   if (is_4bit(p.scheme) && p.group_size != 32 && p.group_size != 64 && p.group_size != 128 && p.group_size != 256)
     return invalid_argument(std::string(scheme_name(p.scheme)) + ": group size " + std::to_string(p.group_size) +
-                            " is not one of 32, 64, 128 (or 256 for w4a16 asymmetric: GGML's Q4_K)");
+                            " is not one of 32, 64, 128 (or 256 for w4a16: GGML's Q4_K and IQ4_XS)");
   if (p.w8_group != 0 && p.scheme != Scheme::kW8A16)
     return invalid_argument(std::string(scheme_name(p.scheme)) + ": 8-bit groups are a w8a16 layout only");
   if (p.w8_group != 0 && p.w8_group != 32 && p.w8_group != 64 && p.w8_group != 128)
@@ -347,12 +385,12 @@ std::optional<uint64_t> quantized_row_size(const QuantParams& p, int64_t cols) {
     case Scheme::kW6A16:
     case Scheme::kW5A16:
       if (c % 256 != 0) return std::nullopt;
-      return (c / 256) * static_cast<uint64_t>(dtype_info(k_quant_block(p)).block_bytes);  // less than c: fits
+      return (c / 256) * static_cast<uint64_t>(dtype_info(ggml_block_type(p)).block_bytes);  // less than c: fits
     case Scheme::kW4A16:
     case Scheme::kW4A8: {
       const auto g = static_cast<uint64_t>(p.group_size);
       if (c % g != 0) return std::nullopt;
-      if (g == 256) return (c / g) * kQ4KBlockBytes;
+      if (g == 256) return (c / g) * (p.symmetric ? kIq4XsBlockBytes : kQ4KBlockBytes);
       return (c / g) * ((p.symmetric ? 2 : 4) + g / 2);  // at most c / 2 + c / 8: fits
     }
   }
@@ -394,8 +432,8 @@ Status dequantize_row(const QuantParams& p, std::span<const uint8_t> q, int64_t 
     return invalid_argument("dequantize " + describe(p) + ": row is " + std::to_string(q.size()) + " bytes, expected " +
                             std::to_string(want));
   const uint8_t* b = q.data();
-  if (is_k_quant(p))  // GGML's own blocks: its reference dequantization, bit for bit
-    return dequantize(k_quant_block(p), q, std::span<float>(out, static_cast<size_t>(cols)));
+  if (is_ggml_superblock(p))  // GGML's own blocks: its reference dequantization, bit for bit
+    return dequantize(ggml_block_type(p), q, std::span<float>(out, static_cast<size_t>(cols)));
   switch (p.scheme) {
     case Scheme::kF32:
       for (int64_t c = 0; c < cols; ++c) out[c] = load_f32(b + 4 * c);

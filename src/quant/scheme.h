@@ -38,7 +38,7 @@
 //     The directed roundings keep every w inside the representable range, so the round-trip
 //     error of each element is at most scale / 2 (the FP16 scale actually stored).
 //
-//   W4 super-blocks (w4a16 with group_size 256, asymmetric only): GGML's Q4_K block byte for
+//   W4 super-blocks (w4a16 with group_size 256, asymmetric): GGML's Q4_K block byte for
 //   byte, 144 bytes per 256 elements (cols a multiple of 256):
 //     [f16 d][f16 dmin][12 bytes: a 6-bit scale sc_j and min m_j for each sub-block j of 32]
 //     [128 bytes of nibbles: per 64 elements 32 bytes, elements 0-31 low, 32-63 high]
@@ -48,6 +48,14 @@
 //     -min(0, min w) / 63, both rounded *up* to FP16, m_j = ceil(-min / dmin),
 //     sc_j = ceil((max w + dmin m_j) / (15 d)) (at most 63), u = round((w + dmin m_j) / (d sc_j))
 //     in [0, 15].
+//
+//   W4 codebook super-blocks (w4a16 with group_size 256, symmetric): GGML's IQ4_XS block byte for
+//   byte, 136 bytes per 256 elements: [f16 d][u16: high 2 bits of 8 sub-block scales][4 bytes:
+//   their low 4 bits][128 bytes: per sub-block of 32, 16 bytes, elements 0-15 low, 16-31 high]
+//     w = d * s_j * L[u], s_j = ls_j - 32 in [-32, 31], L = GGML's 16 levels (-127 .. 113, denser
+//     near 0). Round-to-nearest writes per sub-block s = (its element of largest magnitude) / -127,
+//     d = the largest |s| / 31 rounded *up* to FP16, s_j = round(s / d), and each u the level
+//     nearest w / (d s_j).
 //
 //   W6 (w6a16: 6-bit weights, activations as w4a16's): GGML's Q6_K block byte for byte, 210
 //   bytes per 256 elements (cols a multiple of 256):
@@ -99,7 +107,7 @@ Scheme widen_to_w8(Scheme s);
 
 struct QuantParams {
   Scheme scheme = Scheme::kW4A16;
-  int group_size = 32;    // 4-bit schemes only: 32, 64 or 128 input elements per scale; w4a16 asym: 256 (Q4_K)
+  int group_size = 32;    // 4-bit schemes only: 32, 64 or 128 input elements per scale; w4a16: 256 (Q4_K, IQ4_XS)
   bool symmetric = true;  // 4-bit schemes only; W8 is always symmetric
   int w8_group = 0;       // w8a16 only: 0 = one f32 scale per row, else 32, 64 or 128 (f16 scales)
   friend bool operator==(const QuantParams&, const QuantParams&) = default;
@@ -112,17 +120,16 @@ QuantParams canonical(QuantParams p);
 // The group of `p`'s scales: group_size for 4-bit, w8_group for w8a16 (0: per row), 256 for
 // w6a16's and w5a16's super-blocks, else 0.
 int scale_group(const QuantParams& p);
-// GGML's k-quant super-blocks of 256, kept as they are: w4a16 g256 (Q4_K), w5a16 (Q5_K) and
-// w6a16 (Q6_K).
-bool is_k_quant(const QuantParams& p);
-// Which of GGML's blocks a k-quant layout (is_k_quant) is: Q4_K, Q5_K or Q6_K.
-DType k_quant_block(const QuantParams& p);
-// "w4a16 g32 sym", "w4a16 g128 asym", "w4a16 g256 asym" (Q4_K), "w8a16", "w8a16 g32", "w6a16",
-// "w5a16", "f16".
+// GGML's super-blocks of 256, kept as they are: w4a16 g256 asymmetric (Q4_K) and symmetric
+// (IQ4_XS), w5a16 (Q5_K) and w6a16 (Q6_K); ggml_block_type names the one p is (p must be one of them).
+bool is_ggml_superblock(const QuantParams& p);
+DType ggml_block_type(const QuantParams& p);
+// "w4a16 g32 sym", "w4a16 g128 asym", "w4a16 g256 asym" (Q4_K), "w4a16 g256 sym" (IQ4_XS), "w8a16",
+// "w8a16 g32", "w6a16", "w5a16", "f16".
 std::string describe(const QuantParams& p);
 
 // OK when the parameters are usable at all (a 4-bit group size of 32, 64 or 128, or 256 for
-// w4a16 asymmetric; a w8_group of 0, 32, 64 or 128, and only on w8a16).
+// w4a16; a w8_group of 0, 32, 64 or 128, and only on w8a16).
 Status validate_params(const QuantParams& p);
 // OK when `p` can store a [rows][cols] matrix: valid parameters, non-negative dimensions, cols a
 // multiple of the group size for 4-bit schemes and grouped w8a16, and a size that fits in 64 bits.

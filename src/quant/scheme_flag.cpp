@@ -51,6 +51,7 @@ Result<QuantParams> parse_scheme_flag(std::string_view name, int group_size, boo
   // Q6_K is w6a16.
   if (n == "q6_k") return QuantParams{Scheme::kW6A16, 0, true};
   if (n == "q5_k") return QuantParams{Scheme::kW5A16, 0, true};
+  if (n == "iq4_xs") return QuantParams{Scheme::kW4A16, 256, true};  // GGML's IQ4_XS: w4a16 g256 symmetric
   if (n == "q4_k") {
     if (group_size != 32 && group_size != 256)  // 32: the flag's default, not a choice
       return invalid_argument("scheme 'q4_k' is w4a16 in super-blocks of 256 (8 groups of 32 with 6-bit scales); "
@@ -76,7 +77,7 @@ Result<QuantParams> parse_scheme_flag(std::string_view name, int group_size, boo
                             "a16 keeps 16-bit activations (QNN's default), " + w + "a8 quantizes them to 8 bits too");
   }
   return invalid_argument("unknown scheme '" + std::string(name) + "' (known: " + std::string(scheme_names_list()) +
-                          "; aliases: fp32, fp16, bfloat16, q4_0, q4_1, q4_k, q5_k, q6_k, q8_0)");
+                          "; aliases: fp32, fp16, bfloat16, q4_0, q4_1, q4_k, q5_k, q6_k, q8_0, iq4_xs)");
 }
 
 }  // namespace kiln

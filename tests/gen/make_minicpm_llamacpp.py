@@ -24,7 +24,11 @@ Writes tests/data/hf-tiny/minicpm/:
                     a token a step): {"paths": [{"prompt", "tokens"}]}, 40 tokens after each of those prompts, each path's
                     smallest top-1 margin above 1e-3 of the largest |logit| (no near tie), each token the numpy pass's argmax
 
-Usage: python3 tests/gen/make_minicpm_llamacpp.py LLAMA_CPP_DIR [--out tests/data/hf-tiny]
+With --wide, tests/data/hf-tiny/minicpm-wide/ instead: the same model at hidden 256, intermediate 512, heads of 64
+(every row a whole number of 256-element k-quant super-blocks, so that llama-quantize keeps Q4_K, Q5_K and Q6_K
+tensors), only model-<type>.gguf and reference-<type>.json for its Q4_K_M, Q5_K_M and Q6_K (no F32 file, no HF folder).
+
+Usage: python3 tests/gen/make_minicpm_llamacpp.py LLAMA_CPP_DIR [--out tests/data/hf-tiny] [--wide]
 LLAMA_CPP_DIR: a llama.cpp checkout built with CMake into build/ (e.g. vendor/llama.cpp of PyPI's llama-cpp-python).
 """
 import argparse
@@ -46,6 +50,7 @@ LAYER_STD = 0.2
 GREEDY_NEW = 40
 STRONG_RES = 1.4 / math.sqrt(40)  # MiniCPM-2B's residual scale (40 layers): far from the tiny model's 0.99
 QUANTIZED = ("Q8_0", "Q4_0", "Q4_K_M", "Q5_0")  # llama-quantize's types; a Q4_K_M of these widths holds Q5_0 and Q8_0
+WIDE_QUANTIZED = ("Q4_K_M", "Q5_K_M", "Q6_K")  # at --wide's widths: the k-quant blocks themselves
 
 
 def weights(seed):
@@ -178,11 +183,37 @@ def quantized_references(llama, exe, d, f32_gguf, prompts, types=QUANTIZED):
             assert len(json.load(f)["exact"]) == len(prompts)
 
 
+def logits_tool(llama, tmp):
+    exe = os.path.join(tmp, "llama_logits")
+    subprocess.run(["cc", "-O1", os.path.join(os.path.dirname(os.path.abspath(__file__)), "llama_logits.c"),
+                    "-I" + llama + "/include", "-I" + llama + "/ggml/include", "-L" + llama + "/build/bin", "-lllama",
+                    "-lm", "-Wl,-rpath," + llama + "/build/bin", "-o", exe], check=True)
+    return exe
+
+
+def wide(args):
+    global D, FF, HD
+    D, FF, HD = 256, 512, 64
+    d = os.path.join(args.out, "minicpm-wide")
+    os.makedirs(d, exist_ok=True)
+    w = weights(1017)
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = logits_tool(args.llama_cpp, tmp)
+        f32 = os.path.join(tmp, "model.gguf")
+        write_gguf(f32, w)
+        quantized_references(args.llama_cpp, exe, d, f32, base.make_prompts(2013), WIDE_QUANTIZED)
+    print("done")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("llama_cpp")
     ap.add_argument("--out", default=base.DEFAULT_OUT)
+    ap.add_argument("--wide", action="store_true")
     args = ap.parse_args()
+    if args.wide:
+        wide(args)
+        return
     d = os.path.join(args.out, "minicpm")
     os.makedirs(d, exist_ok=True)
     w = weights(1013)
@@ -201,10 +232,7 @@ def main():
 
     llama = args.llama_cpp
     with tempfile.TemporaryDirectory() as tmp:
-        exe = os.path.join(tmp, "llama_logits")
-        subprocess.run(["cc", "-O1", os.path.join(os.path.dirname(os.path.abspath(__file__)), "llama_logits.c"),
-                        "-I" + llama + "/include", "-I" + llama + "/ggml/include", "-L" + llama + "/build/bin", "-lllama",
-                        "-lm", "-Wl,-rpath," + llama + "/build/bin", "-o", exe], check=True)
+        exe = logits_tool(llama, tmp)
         prompts = base.make_prompts(2013)
         logits = []
         for p in prompts:

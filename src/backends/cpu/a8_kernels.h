@@ -38,9 +38,7 @@ inline void w4a8_block(const PackedMatrix& w, const Activations& a, const Epilog
     else return a.q_group_sums[(t0 + t) * groups + b];
   };
   F y[RT][NT][V];
-  for (int r = 0; r < RT; ++r)
-    for (int t = 0; t < NT; ++t)
-      for (int v = 0; v < V; ++v) y[r][t][v] = S::zero();
+  fill_all(y, S::zero());
   const uint8_t* base = w.data + tile * w.tile_bytes;
   const uint8_t* end = packed_end(w);
   for (int64_t b = 0; b < groups; ++b) {

@@ -23,9 +23,7 @@ inline void dense_block(const PackedMatrix& w, const Activations& a, const Epilo
   constexpr int V = kTileRows / S::N;
   constexpr int P = kPanels ? S::kPrefillNT : 1;
   F y[RT][NT][V];
-  for (int r = 0; r < RT; ++r)
-    for (int t = 0; t < NT; ++t)
-      for (int v = 0; v < V; ++v) y[r][t][v] = S::zero();
+  fill_all(y, S::zero());
   const uint8_t* base = w.data + tile * w.tile_bytes;
   const float* x = kPanels ? a.x_panels + (t0 / P) * w.cols * P : a.x + t0 * a.x_stride;
   for (int64_t k = 0; k < w.cols; ++k)

@@ -152,6 +152,15 @@ struct Generic {
     for (int i = 0; i < N; ++i) r.v[i] = a.v[i] | b.v[i];
     return r;
   }
+  static I lookup16(const I& idx, const int8_t* table) {
+    I r;
+    for (int i = 0; i < N; ++i) {
+      uint32_t v = 0;
+      for (int b = 0; b < 4; ++b) v |= static_cast<uint32_t>(static_cast<uint8_t>(table[(idx.v[i] >> (8 * b)) & 15u])) << (8 * b);
+      r.v[i] = v;
+    }
+    return r;
+  }
   static I from_u8(const uint8_t* p) {
     I r;
     for (int i = 0; i < N; ++i) r.v[i] = p[i];
@@ -213,6 +222,7 @@ struct Generic {
   static constexpr int kW8DigitBias = 0;
   static I w8_prep(const I& w) { return w; }
   static I dot_w8(const I& acc, const I& w, int32_t x4) { return dot_s8(acc, w, x4); }
+  static I dot_lv(const I& acc, const I& w, int32_t x4) { return dot_s8(acc, w, x4); }
   static I dot_s8(const I& acc, const I& w, int32_t x4) {
     I r;
     for (int i = 0; i < N; ++i) r.v[i] = acc.v[i] + static_cast<uint32_t>(dot4(w.v[i], x4, true));

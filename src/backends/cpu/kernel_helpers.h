@@ -31,6 +31,14 @@ inline void static_for(Fn&& f) {
   static_for_impl(std::make_integer_sequence<int, n>{}, f);
 }
 
+// Every element of a [A][B][C] array (a block's sums) set to v.
+template <class T, size_t A, size_t B, size_t C>
+inline void fill_all(T (&a)[A][B][C], const T& v) {
+  for (auto& x : a)
+    for (auto& y : x)
+      for (auto& z : y) z = v;
+}
+
 inline int32_t load_i32(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);

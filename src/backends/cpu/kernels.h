@@ -162,7 +162,7 @@ struct KernelTable {
   }
   // W4A16 (its widths are multiples of the group, itself of 32): a16 for one token, the a16
   // panels (or, on matrix units, the bf16 tiles of s X) for more. W6A16, W5A16 and the k-quant
-  // super-blocks of W4A16 (is_k_quant) read the a16 rows of any number of tokens.
+  // super-blocks of W4A16 (is_ggml_superblock) read the a16 rows of any number of tokens.
   static bool reads_a16(Scheme s) { return a16_activations(s); }
   // The float kernels' many-token path reads them, and so does w8a16's one-token path where the
   // digits do not fit.
@@ -219,7 +219,7 @@ struct KernelTable {
   // prefill reads x panels (w8a16_prefill) where the scheme's would read bf16 tiles.
   ActivationFormat activation_format(const QuantParams& p, int n, int64_t cols) const {
     if (p.w8_group != 0 && reads_bf16_tiles(p.scheme, n, cols)) return ActivationFormat::kXPanels;
-    if (is_k_quant(p)) return ActivationFormat::kA16Rows;
+    if (is_ggml_superblock(p)) return ActivationFormat::kA16Rows;
     return activation_format(p.scheme, n, cols);
   }
   void (*make_digits)(const float* x, int64_t cols, int8_t* digits, float* scales, int32_t* sums,
@@ -263,7 +263,7 @@ inline int64_t w4_words_tile_bytes(const QuantParams& p, int64_t cols) {
 // digit sums per 16 elements there (w6a16_half_sums). 0 for every other kernel.
 inline int64_t matmul_work_bytes(const KernelTable& t, const QuantParams& p, int64_t cols, int n) {
   if (p.scheme == Scheme::kW6A16) return int64_t{n} * (cols / 16) * 2 * 4;
-  return p.scheme == Scheme::kW4A16 && !is_k_quant(p) && n > 1 && t.reads_a16_words(n) ? 4 * w4_words_tile_bytes(p, cols) : 0;
+  return p.scheme == Scheme::kW4A16 && !is_ggml_superblock(p) && n > 1 && t.reads_a16_words(n) ? 4 * w4_words_tile_bytes(p, cols) : 0;
 }
 
 // Fills a table with the kernels of one instruction set (defined in that set's file).

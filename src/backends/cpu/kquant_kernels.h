@@ -7,6 +7,8 @@
 #pragma once
 
 #include "backends/cpu/kernel_helpers.h"
+#include "backends/cpu/w4a16_kernels.h"
+#include "quant/ggml_blocks.h"
 
 namespace kiln::cpu {
 namespace {
@@ -24,6 +26,16 @@ inline typename S::I q4k_scale_min(const uint8_t* planes, int v) {
   }
 }
 
+// IQ4_XS's scale of sub-block j for lanes v.., ls - 32 in [-32, 31], from the 6 planes of the rows'
+// bytes 2-7 (quant/ggml_blocks.h: iq4_xs_scale, lane by lane).
+template <class S, int j>
+inline typename S::I iq4xs_scale(const uint8_t* planes, int v) {
+  auto plane = [&](int p) { return S::from_u8(planes + p * 16 + v * S::N); };
+  const auto low = S::andv(S::template srli<4 * (j % 2)>(plane(2 + j / 2)), S::set1i(15));
+  const auto high = S::andv(S::template srli<2 * (j % 4)>(plane(j / 4)), S::set1i(3));
+  return S::subi(S::orv(low, S::template slli<4>(high)), 32);
+}
+
 // Bit `from` of every byte of h moved to bit 4 (Q5_K's fifth bits beside the nibbles).
 template <class S, int from>
 inline typename S::I to_bit4(typename S::I h) {
@@ -32,29 +44,47 @@ inline typename S::I to_bit4(typename S::I h) {
   else return h;
 }
 
-// Q4_K (kFive false) and Q5_K (true), NT tokens from t0 (their a16 rows) and RT tiles: per
-// sub-block j of 32 elements (the a16 block kb), D = sum u X exactly, then, as
-// quant/ref_matmul.h up to f32 rounding,
-//   y += (d sc_j) (s_kb D)   and   y += (dmin m_j) (-(s_kb sum X)).
-// Q5_K's u is the chunk's nibble with its fifth bit (layouts.h) shifted to bit 4: 0..31.
+// Q5_K's values for nibble_chunk: chunk kC's nibbles of tile r with their fifth bits (layouts.h:
+// the low nibbles' at bit 2 kC of each byte of the sub-block's word, the high ones' at 2 kC + 1)
+// at bit 4, unsigned 0..31.
+template <class S, int kC>
+struct FifthBits {
+  static constexpr bool kUnsigned = true;
+  const uint8_t* words;  // tile 0's word of the sub-block, lanes v..
+  int64_t tile_bytes;
+  typename S::I operator()(const typename S::I& nibbles, int r, int half) const {
+    const typename S::I h = S::loadi(words + r * tile_bytes);
+    const typename S::I b = half == 0 ? to_bit4<S, 2 * kC>(h) : to_bit4<S, 2 * kC + 1>(h);
+    return S::orv(nibbles, S::andv(b, S::set1i(0x10101010)));
+  }
+};
+
+// The 4-bit super-blocks, NT tokens from t0 (their a16 rows) and RT tiles: per sub-block j of 32
+// elements (the a16 block kb) the exact integer D, then, as quant/ref_matmul.h up to f32 rounding,
+//   Q4_K (kIq4Xs false): D = sum u X,    y += (d sc_j) (s_kb D)  and  y += (dmin m_j) (-(s_kb sum X));
+//   IQ4_XS:              D = sum L[u] X (the nibbles' levels as signed weights, lookup16, summed by
+//                        dot_lv, whose bias the sums' start takes off),  y += (d s_j) (s_kb D);
+//   Q5_K (kFive):        as Q4_K with u the nibble and its fifth bit (FifthBits), 0..31.
 // A token's operations do not depend on NT: a batched step gives each token its solo bits.
-template <class S, int RT, int NT, bool kFive>
-inline void q45k_block(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile, int t0) {
+template <class S, int RT, int NT, bool kIq4Xs, bool kFive = false>
+inline void w4_superblock(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile, int t0) {
   using F = typename S::F;
   using I = typename S::I;
   constexpr int V = kTileRows / S::N;
-  constexpr int64_t kBlock = kFive ? kQ5KTileBlockBytes : kQ4KTileBlockBytes;
+  constexpr int64_t kBlock = kIq4Xs ? kIq4XsTileBlockBytes : kFive ? kQ5KTileBlockBytes : kQ4KTileBlockBytes;
+  constexpr int64_t kChunks = kIq4Xs ? kIq4XsChunks : kQ4KChunks;
   const int64_t nb = w.cols / 32;
   auto x4 = [&](int t, int plane, int64_t k4) { return load_i32(a.a16 + ((t0 + t) * 2 + plane) * w.cols + 4 * k4); };
   auto scale = [&](int t, int64_t kb) { return a.a16_scale[(t0 + t) * nb + kb]; };
-  auto xsum = [&](int t, int64_t kb) { return a.a16_sums[((t0 + t) * nb + kb) * 3]; };
+  auto sums = [&](int t, int64_t kb) { return a.a16_sums + ((t0 + t) * nb + kb) * 3; };  // sum X, -8 sum hi, -8 sum lo
+  auto levels = [](const I& q, int, int) {
+    if constexpr (kIq4Xs) return S::w8_prep(S::lookup16(q, kIq4Levels));
+    else return q;
+  };
   F y[RT][NT][V];
-  for (int r = 0; r < RT; ++r)
-    for (int t = 0; t < NT; ++t)
-      for (int v = 0; v < V; ++v) y[r][t][v] = S::zero();
+  fill_all(y, S::zero());
   const uint8_t* base = w.data + tile * w.tile_bytes;
   const uint8_t* end = packed_end(w);
-  [[maybe_unused]] const I m10 = S::set1i(0x10101010);  // Q5_K's fifth bits at bit 4
   for (int64_t sb = 0; sb < w.cols / 256; ++sb) {
     const int64_t off = sb * kBlock;
     if (NT == 1 || t0 == 0)
@@ -62,45 +92,29 @@ inline void q45k_block(const PackedMatrix& w, const Activations& a, const Epilog
     static_for<8>([&](auto j) {
       const int64_t kb = sb * 8 + j.value;
       I ah[RT][NT][V], al[RT][NT][V];
-      for (int r = 0; r < RT; ++r)
-        for (int t = 0; t < NT; ++t)
-          for (int v = 0; v < V; ++v) ah[r][t][v] = al[r][t][v] = S::zeroi();
-      // Four chunks of eight elements, inlined by force: with Q5_K's fifth bits a chunk is too big
-      // for GCC's own choice, and a call here spills every accumulator.
+      for (int t = 0; t < NT; ++t) {  // IQ4_XS: minus dot_lv's bias, kW8DigitBias times the digits' sums
+        const I h = kIq4Xs ? S::set1i(S::kW8DigitBias / 8 * sums(t, kb)[1]) : S::zeroi();
+        const I l = kIq4Xs ? S::set1i(S::kW8DigitBias / 8 * sums(t, kb)[2]) : S::zeroi();
+        for (int r = 0; r < RT; ++r)
+          for (int v = 0; v < V; ++v) {
+            ah[r][t][v] = h;
+            al[r][t][v] = l;
+          }
+      }
+      // Four chunks of eight elements, as w4a16_block's; inlined by force: with Q5_K's fifth bits
+      // GCC called them out of line, spilling every accumulator.
       auto chunk = [&](auto c) __attribute__((always_inline)) {
         constexpr int kC = decltype(c)::value;
-        const int64_t k4 = kb * 8 + 2 * kC, at = off + kQ4KChunks + (j.value * 4 + kC) * 64;
+        const uint8_t* at = base + off + kChunks + (j.value * 4 + kC) * 64;
         for (int v = 0; v < V; ++v) {
-          // Tile r's values of the chunk's elements k0..k0 + 3 (lo) and k0 + 4..k0 + 7 (hi).
-          auto values = [&](int r, I& lo, I& hi) {
-            const uint8_t* blk = base + r * w.tile_bytes;
-            const I q = S::loadi(blk + at + v * S::N * 4);
-            lo = S::lo_nibbles(q);
-            hi = S::hi_nibbles(q);
-            if constexpr (kFive) {
-              const I h = S::loadi(blk + off + kQ5KHighs + j.value * 64 + v * S::N * 4);
-              lo = S::orv(lo, S::andv(to_bit4<S, 2 * kC>(h), m10));
-              hi = S::orv(hi, S::andv(to_bit4<S, 2 * kC + 1>(h), m10));
-            }
-          };
-          if constexpr (NT == 1) {  // one token: each tile's values used at once
-            const int32_t h0 = x4(0, 0, k4), h1 = x4(0, 0, k4 + 1), l0 = x4(0, 1, k4), l1 = x4(0, 1, k4 + 1);
-            for (int r = 0; r < RT; ++r) {
-              I lo, hi;
-              values(r, lo, hi);
-              ah[r][0][v] = S::dot_u4(S::dot_u4(ah[r][0][v], lo, h0), hi, h1);
-              al[r][0][v] = S::dot_u4(S::dot_u4(al[r][0][v], lo, l0), hi, l1);
-            }
-            continue;
-          }
-          I lo[RT], hi[RT];
-          for (int r = 0; r < RT; ++r) values(r, lo[r], hi[r]);
-          for (int t = 0; t < NT; ++t) {
-            const int32_t h0 = x4(t, 0, k4), h1 = x4(t, 0, k4 + 1), l0 = x4(t, 1, k4), l1 = x4(t, 1, k4 + 1);
-            for (int r = 0; r < RT; ++r) {
-              ah[r][t][v] = S::dot_u4(S::dot_u4(ah[r][t][v], lo[r], h0), hi[r], h1);
-              al[r][t][v] = S::dot_u4(S::dot_u4(al[r][t][v], lo[r], l0), hi[r], l1);
-            }
+          auto col = [&](int r) { return at + r * w.tile_bytes + v * S::N * 4; };
+          if constexpr (kIq4Xs) {
+            nibble_chunk<S, RT, NT>(ah, al, v, kb * 8 + 2 * kC, col, x4, levels);
+          } else if constexpr (kFive) {
+            const FifthBits<S, kC> fifth{base + off + kQ5KHighs + j.value * 64 + v * S::N * 4, w.tile_bytes};
+            nibble_chunk<S, RT, NT>(ah, al, v, kb * 8 + 2 * kC, col, x4, fifth);
+          } else {
+            nibble_chunk<S, RT, NT>(ah, al, v, kb * 8 + 2 * kC, col, x4);
           }
         }
       };
@@ -111,13 +125,17 @@ inline void q45k_block(const PackedMatrix& w, const Activations& a, const Epilog
       for (int r = 0; r < RT; ++r) {
         const uint8_t* blk = base + r * w.tile_bytes + off;
         for (int v = 0; v < V; ++v) {
-          const F ds = S::mul(S::cvt(q4k_scale_min<S, j.value, false>(blk + kQ4KPlanes, v)), S::from_f16(blk + v * S::N * 2));
-          const F dm = S::mul(S::cvt(q4k_scale_min<S, j.value, true>(blk + kQ4KPlanes, v)), S::from_f16(blk + 32 + v * S::N * 2));
+          const F d = S::from_f16(blk + v * S::N * 2);
+          const F ds = S::mul(S::cvt(kIq4Xs ? iq4xs_scale<S, j.value>(blk + kIq4XsPlanes, v)
+                                            : q4k_scale_min<S, j.value, false>(blk + kQ4KPlanes, v)), d);
           for (int t = 0; t < NT; ++t) {
-            const float s = scale(t, kb);
             const I dv = S::addv(S::template slli<8>(ah[r][t][v]), al[r][t][v]);
-            y[r][t][v] = S::fma(S::cvt(dv), S::mul(ds, S::set1(s)), y[r][t][v]);
-            y[r][t][v] = S::fma(dm, S::set1(-(s * static_cast<float>(xsum(t, kb)))), y[r][t][v]);
+            y[r][t][v] = S::fma(S::cvt(dv), S::mul(ds, S::set1(scale(t, kb))), y[r][t][v]);
+          }
+          if constexpr (!kIq4Xs) {
+            const F dm = S::mul(S::cvt(q4k_scale_min<S, j.value, true>(blk + kQ4KPlanes, v)), S::from_f16(blk + 32 + v * S::N * 2));
+            for (int t = 0; t < NT; ++t)
+              y[r][t][v] = S::fma(dm, S::set1(-(scale(t, kb) * static_cast<float>(sums(t, kb)[0]))), y[r][t][v]);
           }
         }
       }
@@ -158,9 +176,7 @@ inline void q6k_block(const PackedMatrix& w, const Activations& a, const Epilogu
   const int64_t nb = w.cols / 32, nh = w.cols / 16;
   auto x4 = [&](int t, int plane, int64_t k4) { return load_i32(a.a16 + ((t0 + t) * 2 + plane) * w.cols + 4 * k4); };
   F y[RT][NT][V];
-  for (int r = 0; r < RT; ++r)
-    for (int t = 0; t < NT; ++t)
-      for (int v = 0; v < V; ++v) y[r][t][v] = S::zero();
+  fill_all(y, S::zero());
   const uint8_t* base = w.data + tile * w.tile_bytes;
   const uint8_t* end = packed_end(w);
   const I m30 = S::set1i(0x30303030);

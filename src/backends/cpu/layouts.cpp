@@ -44,13 +44,17 @@ void kquant_to_tile(const QuantParams& p, const uint8_t* ref, int lane, uint8_t*
   // The block's 256 values once, then their low 4 bits as 4-bit chunks and their high bits
   // beside them.
   const bool six = p.scheme == Scheme::kW6A16, five = p.scheme == Scheme::kW5A16;
+  const bool iq4 = !six && !five && p.symmetric;  // IQ4_XS, else Q4_K
   uint8_t u[256];
   for (int e = 0; e < 256; ++e)
-    u[e] = static_cast<uint8_t>(six ? q6_k_value(ref, e) : five ? q5_k_value(ref, e) : q4_k_nibble(ref, e));
+    u[e] = static_cast<uint8_t>(six    ? q6_k_value(ref, e)
+                                : five ? q5_k_value(ref, e)
+                                : iq4  ? iq4_xs_nibble(ref, e)
+                                       : q4_k_nibble(ref, e));
   for (int c = 0; c < 32; ++c) {
     uint32_t v = 0;
     for (int m = 0; m < 4; ++m) v |= ((u[8 * c + m] & 15u) | (u[8 * c + 4 + m] & 15u) << 4) << (8 * m);
-    store<uint32_t>(tb + (six ? kQ6KChunks : kQ4KChunks) + c * 64 + lane * 4, v);
+    store<uint32_t>(tb + (six ? kQ6KChunks : iq4 ? kIq4XsChunks : kQ4KChunks) + c * 64 + lane * 4, v);
   }
   if (six) {
     std::memcpy(tb + lane * 2, ref + 208, 2);
@@ -63,8 +67,13 @@ void kquant_to_tile(const QuantParams& p, const uint8_t* ref, int lane, uint8_t*
     }
     return;
   }
-  // Q4_K and Q5_K: the same d, dmin and scales; Q5_K's values have a fifth bit.
+  // IQ4_XS: d and 6 bytes of scales; Q4_K and Q5_K: d, dmin and 12 bytes of scales and mins,
+  // and Q5_K's fifth bits.
   std::memcpy(tb + lane * 2, ref, 2);
+  if (iq4) {
+    for (int pl = 0; pl < 6; ++pl) tb[kIq4XsPlanes + pl * 16 + lane] = ref[2 + pl];
+    return;
+  }
   std::memcpy(tb + 32 + lane * 2, ref + 2, 2);
   for (int pl = 0; pl < 12; ++pl) tb[kQ4KPlanes + pl * 16 + lane] = ref[4 + pl];
   if (!five) return;
@@ -93,6 +102,11 @@ void kquant_from_tile(const QuantParams& p, const uint8_t* tb, int lane, uint8_t
     return;
   }
   std::memcpy(ref, tb + lane * 2, 2);
+  if (p.scheme == Scheme::kW4A16 && p.symmetric) {  // IQ4_XS
+    for (int pl = 0; pl < 6; ++pl) ref[2 + pl] = tb[kIq4XsPlanes + pl * 16 + lane];
+    for (int e = 0; e < 256; ++e) iq4_xs_set_nibble(ref, e, chunk_value(kIq4XsChunks, e));
+    return;
+  }
   std::memcpy(ref + 2, tb + 32 + lane * 2, 2);
   for (int pl = 0; pl < 12; ++pl) ref[4 + pl] = tb[kQ4KPlanes + pl * 16 + lane];
   if (p.scheme != Scheme::kW5A16) {
@@ -108,9 +122,10 @@ void kquant_from_tile(const QuantParams& p, const uint8_t* tb, int lane, uint8_t
 
 int64_t kquant_tile_block(const QuantParams& p) {
   if (p.scheme == Scheme::kW6A16) return kQ6KTileBlockBytes;
-  return p.scheme == Scheme::kW5A16 ? kQ5KTileBlockBytes : kQ4KTileBlockBytes;
+  if (p.scheme == Scheme::kW5A16) return kQ5KTileBlockBytes;
+  return p.symmetric ? kIq4XsTileBlockBytes : kQ4KTileBlockBytes;
 }
-int64_t kquant_ref_block(const QuantParams& p) { return dtype_info(k_quant_block(p)).block_bytes; }
+int64_t kquant_ref_block(const QuantParams& p) { return static_cast<int64_t>(*quantized_row_size(p, 256)); }
 
 }  // namespace
 
@@ -121,7 +136,7 @@ std::string_view matmul_layout(Scheme s) {
 std::optional<uint64_t> tile_bytes(const QuantParams& p, std::string_view layout, int64_t cols) {
   if (cols <= 0 || layout != matmul_layout(p.scheme) || !validate_params(p)) return std::nullopt;
   const auto k = static_cast<uint64_t>(cols);
-  if (is_k_quant(p)) {
+  if (is_ggml_superblock(p)) {
     if (cols % 256 != 0) return std::nullopt;
     return static_cast<uint64_t>(kquant_tile_block(p)) * (k / 256);
   }
@@ -171,7 +186,7 @@ Status pack_matrix(const QuantParams& p, std::string_view layout, std::span<cons
       const int64_t r = t * kTileRows + lane;
       if (r >= rows) break;  // padding rows stay zero
       const uint8_t* row = ref.data() + static_cast<size_t>(r) * *row_bytes;
-      if (is_k_quant(p)) {
+      if (is_ggml_superblock(p)) {
         for (int64_t sb = 0; sb < cols / 256; ++sb)
           kquant_to_tile(p, row + sb * kquant_ref_block(p), lane, tile + sb * kquant_tile_block(p));
         continue;
@@ -244,7 +259,7 @@ Status unpack_matrix(const QuantParams& p, std::string_view layout, std::span<co
     const uint8_t* tile = packed.data() + static_cast<size_t>(r / kTileRows) * tb;
     const int lane = static_cast<int>(r % kTileRows);
     uint8_t* row = ref.data() + static_cast<size_t>(r) * *row_bytes;
-    if (is_k_quant(p)) {
+    if (is_ggml_superblock(p)) {
       for (int64_t sb = 0; sb < cols / 256; ++sb)
         kquant_from_tile(p, tile + sb * kquant_tile_block(p), lane, row + sb * kquant_ref_block(p));
       continue;
@@ -305,11 +320,11 @@ void unpack_row(const QuantParams& p, std::string_view layout, const uint8_t* pa
   const uint64_t tb = *tile_bytes(p, layout, cols);
   const uint8_t* tile = packed + static_cast<size_t>(r / kTileRows) * tb;
   const int lane = static_cast<int>(r % kTileRows);
-  if (is_k_quant(p)) {  // the lane's GGML blocks, dequantized by the reference (bit for bit)
+  if (is_ggml_superblock(p)) {  // the lane's GGML blocks, dequantized by the reference (bit for bit)
     uint8_t blk[kQ6KBlockBytes];  // the largest of them
     for (int64_t sb = 0; sb < cols / 256; ++sb) {
       kquant_from_tile(p, tile + sb * kquant_tile_block(p), lane, blk);
-      (void)dequantize(k_quant_block(p), std::span<const uint8_t>(blk, static_cast<size_t>(kquant_ref_block(p))),
+      (void)dequantize(ggml_block_type(p), std::span<const uint8_t>(blk, static_cast<size_t>(kquant_ref_block(p))),
                        std::span<float>(out + sb * 256, 256));
     }
     return;

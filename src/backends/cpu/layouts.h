@@ -23,6 +23,10 @@
 //                 [16] f16 d, [16] f16 dmin, 12 planes of [16] bytes (plane p: byte p of each
 //                 row's 12 packed 6-bit scales and mins), then 32 chunks of 64 bytes as above
 //                 (the 8 sub-blocks of 32 elements, four chunks each).
+//          w4a16 g256 symmetric (GGML's IQ4_XS; K a multiple of 256), per super-block of 256,
+//                 2176 bytes (16 x 136): [16] f16 d, 6 planes of [16] bytes (plane p: byte 2 + p of
+//                 each row's block: its packed sub-block scales), then 32 chunks of 64 bytes as
+//                 above holding each element's level index.
 //          w6a16 (GGML's Q6_K; K a multiple of 256), per super-block of 256, 3360 bytes
 //                 (16 x 210): [16] f16 d, 16 planes of [16] int8 scales (plane i: sub-block i of
 //                 16 elements), 32 chunks of 64 bytes holding the low 4 bits of the values as
@@ -69,6 +73,7 @@ inline constexpr int64_t kW8GroupBlockBytes = 32 + 8 * 64;
 inline constexpr int64_t kQ4KTileBlockBytes = 16 * 144, kQ4KPlanes = 64, kQ4KChunks = 256;
 inline constexpr int64_t kQ5KTileBlockBytes = 16 * 176, kQ5KHighs = kQ4KTileBlockBytes;  // then as Q4_K's
 inline constexpr int64_t kQ6KTileBlockBytes = 16 * 210, kQ6KScales = 32, kQ6KChunks = 288, kQ6KHighs = 2336;
+inline constexpr int64_t kIq4XsTileBlockBytes = 16 * 136, kIq4XsPlanes = 32, kIq4XsChunks = 128;
 
 // The layout the matmul kernels read for a scheme.
 std::string_view matmul_layout(Scheme s);

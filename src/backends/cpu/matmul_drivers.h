@@ -91,25 +91,23 @@ void matmul_w4a16_words(const PackedMatrix& w, const Activations& a, const Epilo
   });
 }
 
-// GGML's k-quant super-blocks (is_k_quant) read the a16 rows of every token: one token over
+// GGML's k-quant super-blocks (is_ggml_superblock) read the a16 rows of every token: one token over
 // runs of tiles, more in the prefill blocks (the rows of a block of tokens stay in L1).
-// Q4_K (kFive false) and Q5_K (true).
-template <class S, bool kFive>
-void matmul_q45k(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
+// IQ4_XS (kIq4Xs), Q4_K, Q5_K (kFive).
+template <class S, bool kIq4Xs, bool kFive = false>
+void matmul_w4_superblocks(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
+  auto block = [&](auto rt, auto nt, int64_t t, int t0) { w4_superblock<S, rt.value, nt.value, kIq4Xs, kFive>(w, a, e, t, t0); };
   if (a.n == 1) {
-    over_decode_tiles<S::kA16DecodeRT>(w, tb, te,
-                                       [&](auto rt, int64_t t) { q45k_block<S, rt.value, 1, kFive>(w, a, e, t, 0); });
+    over_decode_tiles<S::kA16DecodeRT>(w, tb, te, [&](auto rt, int64_t t) { block(rt, std::integral_constant<int, 1>{}, t, 0); });
     return;
   }
-  over_tile_runs<S::kA16RT, S::kA16NT>(w, tb, te, a.n, [&](auto rt, auto nt, int64_t t, int t0) {
-    q45k_block<S, rt.value, nt.value, kFive>(w, a, e, t, t0);
-  });
+  over_tile_runs<S::kA16RT, S::kA16NT>(w, tb, te, a.n, block);
 }
 
 template <class S>
 void matmul_w5a16(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te, uint8_t* work) {
   (void)work;  // the min term takes the a16 rows' own block sums: no scratch
-  matmul_q45k<S, true>(w, a, e, tb, te);
+  matmul_w4_superblocks<S, false, true>(w, a, e, tb, te);
 }
 
 template <class S>
@@ -130,8 +128,9 @@ void matmul_w6a16(const PackedMatrix& w, const Activations& a, const Epilogue& e
 template <class S>
 void matmul_w4a16(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te, uint8_t* work) {
   (void)work;  // only the 16-bit products' prefill uses it
-  if (is_k_quant(w.params)) {
-    matmul_q45k<S, false>(w, a, e, tb, te);
+  if (is_ggml_superblock(w.params)) {  // GGML's IQ4_XS (symmetric) or Q4_K
+    if (w.params.symmetric) matmul_w4_superblocks<S, true>(w, a, e, tb, te);
+    else matmul_w4_superblocks<S, false>(w, a, e, tb, te);
     return;
   }
   if (a.format == ActivationFormat::kA16Rows) {

@@ -15,12 +15,15 @@
 //   lo_nibbles(I), hi_nibbles(I)   v & 0x0f0f0f0f, (v >> 4) & 0x0f0f0f0f
 //   andv(I, I), orv(I, I)          bitwise and, or
 //   from_u8(p)         N bytes at p, each widened to a u32 lane
+//   lookup16(I, t)     each byte b (0..15) replaced by the int8 t[b]
 //   dot_u4(acc, w, x4) acc[i] += sum_j u8(w[4i+j]) * s8(x4[j])      (w: nibbles 0..15)
 //   dot_s8(acc, w, x4) acc[i] += sum_j s8(w[4i+j]) * s8(x4[j]) + kW8Bias * sum_j s8(w[4i+j])
 //   zeroi set1i(int32) subi(I, int32) addv(I, I) subv(I, I) slli<s>(I) cvt(I)
 //   sext_byte<j>(I)    byte j of each u32, sign-extended
 //   w8_prep(I), dot_w8(acc, w', x4)   acc[i] += sum_j s8(w[4i+j]) * s8(x4[j]) + kW8DigitBias *
 //                                     sum_j s8(x4[j]), with w' = w8_prep(w) computed once
+//   dot_lv(acc, w', x4)                the same for w in [-127, 127] and any int8 x4 (IQ4_XS's levels
+//                                     times a16 digits, whose low one reaches -128)
 //   kDecodeRT, kDigitRT, kPrefillNT   tiles per decode block (float, digit kernels), tokens
 //                                     per prefill block
 //   kPrefillRT         tiles per float prefill block (each activation broadcast serves them all)

@@ -9,6 +9,58 @@ namespace {
 
 // ---- 4-bit weights, 16-bit activations ----
 
+// The nibbles as they are: unsigned weights 0..15 (dot_u4). A map takes the lo (half 0) or hi
+// (1) nibbles of tile r; kUnsigned: its weights are unsigned bytes (dot_u4), else signed (dot_lv).
+struct NibblesAsIs {
+  static constexpr bool kUnsigned = true;
+  template <class I>
+  I operator()(const I& q, int, int) const { return q; }
+};
+template <class Map>
+constexpr bool unsigned_weights() {
+  if constexpr (requires { Map::kUnsigned; }) return Map::kUnsigned;
+  else return false;
+}
+
+// One chunk of eight elements (k4, k4 + 1: its two quads) of RT tiles' 4-bit columns, lanes v..
+// (each row's u32 at col(r): nibbles lo elements 0-3, hi 4-7), into NT tokens' two digit sums
+// ah (times the hi digits) and al (lo), the digits from x4(t, plane, quad). The nibbles are the
+// weights (dot_u4), or with another `map` the weights it gives: unsigned (kUnsigned: Q5_K's five
+// bits) for dot_u4, else signed, prepared for dot_lv (IQ4_XS's levels: the sums gain
+// kW8DigitBias times the digits' sums).
+template <class S, int RT, int NT, class Col, class X4, class Map = NibblesAsIs>
+inline void nibble_chunk(typename S::I (&ah)[RT][NT][kTileRows / S::N], typename S::I (&al)[RT][NT][kTileRows / S::N], int v,
+                         int64_t k4, Col&& col, X4&& x4, Map&& map = {}) {
+  using I = typename S::I;
+  auto dot = [](const I& acc, const I& w, int32_t x) {
+    if constexpr (unsigned_weights<std::decay_t<Map>>()) return S::dot_u4(acc, w, x);
+    else return S::dot_lv(acc, w, x);
+  };
+  if constexpr (NT == 1) {  // many tiles, one token: each tile's nibbles used at once
+    const int32_t h0 = x4(0, 0, k4), h1 = x4(0, 0, k4 + 1), l0 = x4(0, 1, k4), l1 = x4(0, 1, k4 + 1);
+    for (int r = 0; r < RT; ++r) {
+      const I q = S::loadi(col(r));
+      const I lo = map(S::lo_nibbles(q), r, 0), hi = map(S::hi_nibbles(q), r, 1);
+      ah[r][0][v] = dot(dot(ah[r][0][v], lo, h0), hi, h1);
+      al[r][0][v] = dot(dot(al[r][0][v], lo, l0), hi, l1);
+    }
+  } else {
+    I lo[RT], hi[RT];
+    for (int r = 0; r < RT; ++r) {
+      const I q = S::loadi(col(r));
+      lo[r] = map(S::lo_nibbles(q), r, 0);
+      hi[r] = map(S::hi_nibbles(q), r, 1);
+    }
+    for (int t = 0; t < NT; ++t) {
+      const int32_t h0 = x4(t, 0, k4), h1 = x4(t, 0, k4 + 1), l0 = x4(t, 1, k4), l1 = x4(t, 1, k4 + 1);
+      for (int r = 0; r < RT; ++r) {
+        ah[r][t][v] = dot(dot(ah[r][t][v], lo[r], h0), hi[r], h1);
+        al[r][t][v] = dot(dot(al[r][t][v], lo[r], l0), hi[r], l1);
+      }
+    }
+  }
+}
+
 
 // W4A16, NT tokens from t0 and RT tiles: per block of 32 elements the exact integer
 // D = 256 sum u hi + sum u lo = sum u X (|D| < 2^24), both sums from one load of the nibbles;
@@ -47,9 +99,7 @@ inline void w4a16_block(const PackedMatrix& w, const Activations& a, const Epilo
     else return a.a16_sums[((t0 + t) * nb + kb) * 3 + j];
   };
   F y[RT][NT][V];
-  for (int r = 0; r < RT; ++r)
-    for (int t = 0; t < NT; ++t)
-      for (int v = 0; v < V; ++v) y[r][t][v] = S::zero();
+  fill_all(y, S::zero());
   const uint8_t* base = w.data + tile * w.tile_bytes;
   const uint8_t* end = packed_end(w);
   for (int64_t b = 0; b < groups; ++b) {
@@ -72,32 +122,9 @@ inline void w4a16_block(const PackedMatrix& w, const Activations& a, const Epilo
       // Four steps of eight elements (nibbles lo: elements 0-3, hi: 4-7 of each row's u32), each
       // into both sums; unrolled, as a loop GCC kept the sums in memory.
       static_for<4>([&](auto c) {
-        const int64_t k4 = kb * 8 + 2 * c.value;
-        for (int v = 0; v < V; ++v) {
-          if constexpr (NT == 1) {  // many tiles, one token: each tile's nibbles used at once
-            const int32_t h0 = x4(0, 0, k4), h1 = x4(0, 0, k4 + 1), l0 = x4(0, 1, k4), l1 = x4(0, 1, k4 + 1);
-            for (int r = 0; r < RT; ++r) {
-              const I q = S::loadi(base + r * w.tile_bytes + b * gb + hdr + (blk * 4 + c.value) * 64 + v * S::N * 4);
-              const I lo = S::lo_nibbles(q), hi = S::hi_nibbles(q);
-              ah[r][0][v] = S::dot_u4(S::dot_u4(ah[r][0][v], lo, h0), hi, h1);
-              al[r][0][v] = S::dot_u4(S::dot_u4(al[r][0][v], lo, l0), hi, l1);
-            }
-            continue;
-          }
-          I lo[RT], hi[RT];
-          for (int r = 0; r < RT; ++r) {
-            const I q = S::loadi(base + r * w.tile_bytes + b * gb + hdr + (blk * 4 + c.value) * 64 + v * S::N * 4);
-            lo[r] = S::lo_nibbles(q);
-            hi[r] = S::hi_nibbles(q);
-          }
-          for (int t = 0; t < NT; ++t) {
-            const int32_t h0 = x4(t, 0, k4), h1 = x4(t, 0, k4 + 1), l0 = x4(t, 1, k4), l1 = x4(t, 1, k4 + 1);
-            for (int r = 0; r < RT; ++r) {
-              ah[r][t][v] = S::dot_u4(S::dot_u4(ah[r][t][v], lo[r], h0), hi[r], h1);
-              al[r][t][v] = S::dot_u4(S::dot_u4(al[r][t][v], lo[r], l0), hi[r], l1);
-            }
-          }
-        }
+        const uint8_t* at = base + b * gb + hdr + (blk * 4 + c.value) * 64;
+        for (int v = 0; v < V; ++v)
+          nibble_chunk<S, RT, NT>(ah, al, v, kb * 8 + 2 * c.value, [&](int r) { return at + r * w.tile_bytes + v * S::N * 4; }, x4);
       });
       for (int r = 0; r < RT; ++r)
         for (int t = 0; t < NT; ++t)

@@ -34,9 +34,7 @@ inline void w8a16_prefill(const PackedMatrix& w, const Activations& a, const Epi
   constexpr int V = kTileRows / S::N;
   constexpr int P = S::kPrefillNT;
   F y[RT][NT][V];
-  for (int r = 0; r < RT; ++r)
-    for (int t = 0; t < NT; ++t)
-      for (int v = 0; v < V; ++v) y[r][t][v] = S::zero();
+  fill_all(y, S::zero());
   const uint8_t* base = w.data + tile * w.tile_bytes;
   const float* xp = a.x_panels + (t0 / P) * w.cols * P;
   const uint8_t* end = packed_end(w);
@@ -89,9 +87,7 @@ inline void w8a16_digits(const PackedMatrix& w, const Activations& a, const Epil
   auto scale = [&](int t, int64_t kb) { return a.digit_scale[(t0 + t) * nb + kb]; };
   auto psum = [&](int t, int j, int64_t kb) { return a.digit_plane_sums[((t0 + t) * 3 + j) * nb + kb]; };
   F y[RT][NT][V];
-  for (int r = 0; r < RT; ++r)
-    for (int t = 0; t < NT; ++t)
-      for (int v = 0; v < V; ++v) y[r][t][v] = S::zero();
+  fill_all(y, S::zero());
   const uint8_t* base = w.data + tile * w.tile_bytes;
   const uint8_t* end = packed_end(w);
   for (int64_t kb = 0; kb < nb; ++kb) {

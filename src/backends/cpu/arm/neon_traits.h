@@ -64,6 +64,9 @@ struct Neon {
   static F cvt(I a) { return vcvtq_f32_s32(vreinterpretq_s32_u32(a)); }
   static I andv(I a, I b) { return vandq_u32(a, b); }
   static I orv(I a, I b) { return vorrq_u32(a, b); }
+  static I lookup16(I idx, const int8_t* table) {
+    return vreinterpretq_u32_s8(vqtbl1q_s8(vld1q_s8(table), vreinterpretq_u8_u32(idx)));
+  }
   static I from_u8(const uint8_t* p) {
     uint32_t v;
     std::memcpy(&v, p, 4);
@@ -100,6 +103,7 @@ struct Neon {
   static constexpr int kW8DigitBias = 0;
   static I w8_prep(I w) { return w; }
   static I dot_w8(I acc, I w, int32_t x4) { return dot4(acc, w, x4); }
+  static I dot_lv(I acc, I w, int32_t x4) { return dot4(acc, w, x4); }
   static I dot_u4(I acc, I w, int32_t x4) { return dot4(acc, w, x4); }  // nibbles 0..15 are valid s8
   static I dot_s8(I acc, I w, int32_t x4) { return dot4(acc, w, x4); }
 };

@@ -74,6 +74,9 @@ struct Avx2 {
   static F cvt(I a) { return _mm256_cvtepi32_ps(a); }
   static I andv(I a, I b) { return _mm256_and_si256(a, b); }
   static I orv(I a, I b) { return _mm256_or_si256(a, b); }
+  static I lookup16(I idx, const int8_t* table) {
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table))), idx);
+  }
   static I from_u8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
   static I lo_nibbles(I a) { return _mm256_and_si256(a, _mm256_set1_epi8(0x0f)); }
   static I hi_nibbles(I a) { return _mm256_and_si256(_mm256_srli_epi32(a, 4), _mm256_set1_epi8(0x0f)); }
@@ -94,6 +97,13 @@ struct Avx2 {
   static constexpr int kW8DigitBias = 0;  // dot_s8 multiplies |w| by sign(x, w): no bias
   static I w8_prep(I w) { return w; }
   static I dot_w8(I acc, I w, int32_t x4) { return dot_s8(acc, w, x4); }
+  // As dot_w8 for weights in [-127, 127] and any x4 (a16's low digit reaches -128, which dot_s8's
+  // sign trick would negate into itself): |x| unsigned times w carrying x's sign.
+  static I dot_lv(I acc, I w, int32_t x4) {
+    const __m256i x = _mm256_set1_epi32(x4);
+    const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(x), _mm256_sign_epi8(w, x));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+  }
   static I dot_s8(I acc, I w, int32_t x4) {
     const __m256i x = _mm256_set1_epi32(x4);
     const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));

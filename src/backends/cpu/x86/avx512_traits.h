@@ -74,6 +74,9 @@ struct Avx512 {
   static F cvt(I a) { return _mm512_cvtepi32_ps(a); }
   static I andv(I a, I b) { return _mm512_and_si512(a, b); }
   static I orv(I a, I b) { return _mm512_or_si512(a, b); }
+  static I lookup16(I idx, const int8_t* table) {
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table))), idx);
+  }
   static I from_u8(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
   static I lo_nibbles(I a) { return _mm512_and_si512(a, _mm512_set1_epi8(0x0f)); }
   static I hi_nibbles(I a) { return _mm512_and_si512(_mm512_srli_epi32(a, 4), _mm512_set1_epi8(0x0f)); }
@@ -106,6 +109,7 @@ struct Avx512 {
   static constexpr int kW8DigitBias = 128;
   static I w8_prep(I w) { return _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80))); }
   static I dot_w8(I acc, I w, int32_t x4) { return _mm512_dpbusd_epi32(acc, w, _mm512_set1_epi32(x4)); }
+  static I dot_lv(I acc, I w, int32_t x4) { return dot_w8(acc, w, x4); }  // exact for any x4
   static I dot_s8(I acc, I w, int32_t x4) {
     return _mm512_dpbusd_epi32(acc, _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(x4) ^ 0x80808080u)), w);
   }
