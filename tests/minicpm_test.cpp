@@ -269,13 +269,13 @@ TEST(MiniCPM, Q8AndQ5GgufAreLossless) {
 }
 
 // At widths of whole 256-element super-blocks llama-quantize keeps its k-quants: the wide model's
-// Q4_K_M holds Q4_K and Q6_K tensors, its Q6_K file Q6_K only (tests/gen/make_minicpm_llamacpp.py
-// --wide). Compiled in the file's own precision, every Q4_K tensor is w4a16 g256 asymmetric and every
-// Q6_K one w6a16, their CPU tiles the file's blocks (unpacked: the same bytes), and the logits are
+// Q4_K_M holds Q4_K and Q6_K tensors, its Q5_K_M Q5_K and Q6_K, its Q6_K file Q6_K only
+// (tests/gen/make_minicpm_llamacpp.py --wide). Compiled in the file's own precision, every Q4_K
+// tensor is w4a16 g256 asymmetric, every Q5_K one w5a16 and every Q6_K one w6a16, their CPU tiles the file's blocks (unpacked: the same bytes), and the logits are
 // the exact pass's over the file's values up to the activations' rounding to 16 bits, at every
 // step size; llama.cpp (8-bit activations) is further from it.
 TEST(MiniCPM, WideKQuantGgufKeepsItsBlocks) {
-  for (const std::string type : {"q4_k_m", "q6_k"}) {
+  for (const std::string type : {"q4_k_m", "q5_k_m", "q6_k"}) {
     SCOPED_TRACE(type);
     const std::string path = test::data_path("hf-tiny/minicpm-wide/model-" + type + ".gguf");
     const json ref = json::parse(test::read_file(test::data_path("hf-tiny/minicpm-wide/reference-" + type + ".json")));
@@ -288,25 +288,28 @@ TEST(MiniCPM, WideKQuantGgufKeepsItsBlocks) {
     o.guard_classifier = false;
     auto img = compile_model(*imp, o, nullptr);
     ASSERT_TRUE(img) << img.status().message();
-    int q4k = 0, q6k = 0;
+    int q4k = 0, q5k = 0, q6k = 0;
     for (size_t i = 0; i < img->program.graph.weights.size(); ++i) {
       const WeightDesc& w = img->program.graph.weights[i];
       const TensorSource& t = imp->model.tensors.at(w.name);
-      if (t.dtype != DType::kQ4_K && t.dtype != DType::kQ6_K) continue;
+      if (t.dtype != DType::kQ4_K && t.dtype != DType::kQ5_K && t.dtype != DType::kQ6_K) continue;
       auto p = weight_params(w);
       ASSERT_TRUE(p) << w.name;
-      const QuantParams want = t.dtype == DType::kQ4_K ? QuantParams{Scheme::kW4A16, 256, false} : canonical({Scheme::kW6A16});
+      const QuantParams want = t.dtype == DType::kQ4_K   ? QuantParams{Scheme::kW4A16, 256, false}
+                               : t.dtype == DType::kQ5_K ? canonical({Scheme::kW5A16})
+                                                         : canonical({Scheme::kW6A16});
       EXPECT_EQ(*p, want) << w.name;
       std::vector<uint8_t> back(img->weights[i].begin(), img->weights[i].end());
       if (w.layout != kRowMajorLayout) {
         ASSERT_TRUE(cpu::unpack_matrix(*p, w.layout, img->weights[i], w.shape[0], w.shape[1], back)) << w.name;
       }
       EXPECT_TRUE(back.size() == t.bytes.size() && std::equal(back.begin(), back.end(), t.bytes.begin())) << w.name;
-      ++(t.dtype == DType::kQ4_K ? q4k : q6k);
+      ++(t.dtype == DType::kQ4_K ? q4k : t.dtype == DType::kQ5_K ? q5k : q6k);
     }
-    EXPECT_EQ(q4k + q6k, 15);  // 14 projections and the tied embedding
+    EXPECT_EQ(q4k + q5k + q6k, 15);  // 14 projections and the tied embedding
     EXPECT_GT(q6k, 0);
     EXPECT_EQ(q4k > 0, type == "q4_k_m");
+    EXPECT_EQ(q5k > 0, type == "q5_k_m");
     auto m = Model::create(std::move(img).value());
     ASSERT_TRUE(m) << m.status().message();
     for (size_t chunk : {1, 4, 16}) {
@@ -314,8 +317,8 @@ TEST(MiniCPM, WideKQuantGgufKeepsItsBlocks) {
       const double err = test::worst_against(exact, run), vs_llama = test::worst_against(ref, run);
       std::printf("minicpm-wide %s, %zu tokens a step: max relative logit error vs the exact pass %.3g, vs llama.cpp %.3g\n",
                   type.c_str(), chunk, err, vs_llama);
-      EXPECT_LT(err, 1e-3);               // 3e-4 (Q4_K_M) and 8e-4 (Q6_K): the 16-bit activations
-      EXPECT_LT(err, 0.05 * vs_llama);    // llama.cpp: 0.15-0.16 (8-bit activations, small logits)
+      EXPECT_LT(err, 1e-3);               // 3e-4 (Q4_K_M), 8e-4 (Q5_K_M, Q6_K): the 16-bit activations
+      EXPECT_LT(err, 0.05 * vs_llama);    // llama.cpp: 0.12-0.16 (8-bit activations, small logits)
     }
   }
 }
