@@ -524,7 +524,9 @@ TEST(QuantKQuant, LayoutsAreGgmlBlocks) {
   q6_k_set_value(b6.data(), 200, 0x2b);
   EXPECT_EQ(q6_k_value(b6.data(), 200), 0x2bu);
   for (int e = 0; e < 256; ++e)
-    if (e != 200) ASSERT_EQ(q6_k_value(b6.data(), e), 0u) << e;
+    if (e != 200) {
+      ASSERT_EQ(q6_k_value(b6.data(), e), 0u) << e;
+    }
 
   // Round to nearest then GGML's dequantization: what dequantize_row gives.
   const int64_t rows = 3, cols = 512;
@@ -583,7 +585,9 @@ TEST(QuantKQuant, W5A16IsGgmlQ5K) {
   EXPECT_EQ(q5_k_value(b.data(), 70), 0x1bu);
   EXPECT_EQ(q5_k_value(b.data(), 255), 0x16u);
   for (int e = 0; e < 256; ++e)
-    if (e != 70 && e != 255) ASSERT_EQ(q5_k_value(b.data(), e), 0u) << e;
+    if (e != 70 && e != 255) {
+      ASSERT_EQ(q5_k_value(b.data(), e), 0u) << e;
+    }
   q5_k_set_value(b.data(), 70, 0x05);  // clears the fifth bit, leaves the neighbours
   EXPECT_EQ(b[16 + 6], 0x00);
   EXPECT_EQ(q5_k_value(b.data(), 255), 0x16u);
