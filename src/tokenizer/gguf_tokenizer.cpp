@@ -1,7 +1,10 @@
 // The vocabulary a GGUF file carries (tokenizer.ggml.*), as llama.cpp reads it: "llama"
 // (SentencePiece-style, spm_bpe.h) or "gpt2" (byte-level BPE, bytelevel_bpe.h, with the
 // pre-tokenizer that tokenizer.ggml.pre names).
+#include <algorithm>
 #include <cstring>
+#include <string>
+#include <vector>
 #include <initializer_list>
 #include <unordered_map>
 
@@ -62,6 +65,73 @@ constexpr const char* kTekkenRegex =
     R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+)"
     R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*)"
     R"(|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// GPT-2's pattern, a step of several of llama.cpp's sets below.
+constexpr const char* kGpt2Regex = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))";
+constexpr const char* kCjk = "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+";
+
+// llama.cpp's other regex sets for byte-level vocabularies (its src/llama-vocab.cpp reads
+// tokenizer.ggml.pre so), each a list of splits applied in turn to every piece the one before
+// left, by the names that select them. \z where llama.cpp's std::regex has $ (end of text only).
+struct RegexSet {
+  std::vector<const char*> names;
+  std::vector<std::string> regexes;
+};
+const std::vector<RegexSet>& regex_sets() {
+  static const std::vector<RegexSet> sets = {
+      {{"default"}, {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2Regex, R"(\p{N}+)", "[0-9][0-9][0-9]"}},
+      {{"deepseek-llm"},
+       {"[\r\n]",
+        "\\s?[A-Za-z\u00b5\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u01ba\u01bc-\u01bf\u01c4-\u0293\u0295-\u02af\u0370-\u0373"
+        "\u0376\u0377\u037b-\u037d\u037f\u0386\u0388-\u038a\u038c\u038e-\u03a1\u03a3-\u03f5\u03f7-\u0481\u048a-\u052f"
+        "\u0531-\u0556\u10a0-\u10c5\u13a0-\u13f5\u13f8-\u13fd\u1c90-\u1cba\u1cbd-\u1cbf\u1d00-\u1d2b\u1d6b-\u1d77"
+        "\u1d79-\u1d9a\u1e00-\u1f15\u1f18-\u1f1d\u1f20-\u1f45\u1f48-\u1f4d\u1f50-\u1f57\u1f59\u1f5b\u1f5d\u1f5f-\u1f7d"
+        "\u1f80-\u1fb4\u1fb6-\u1fbc\u1fbe\u1fc2-\u1fc4\u1fc6-\u1fcc\u1fd0-\u1fd3\u1fd6-\u1fdb\u1fe0-\u1fec\u1ff2-\u1ff4"
+        "\u1ff6-\u1ffc\u2102\u2107\u210a-\u2113\u2115\u2119-\u211d\u2124\u2126\u2128\u212a-\u212d\u212f-\u2134\u2139"
+        "\u213c-\u213f\u2145-\u2149\u214e\u2183\u2184\u2c00-\u2c7b\u2c7e-\u2ce4\u2ceb-\u2cee\u2cf2\u2cf3\ua640-\ua66d"
+        "\ua680-\ua69b\ua722-\ua76f\ua771-\ua787\ua78b-\ua78e\uab70-\uabbf\ufb00-\ufb06\ufb13-\ufb17\uff21-\uff3a"
+        "\uff41-\uff5a\U00010400-\U0001044f\U000104b0-\U000104d3\U000104d8-\U000104fb\U00010c80-\U00010cb2"
+        "\U00010cc0-\U00010cf2\U000118a0-\U000118df\U0001e900-\U0001e943]+",
+        "\\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002]+", "\\s+\\z", kCjk, "\\p{N}+"}},
+      {{"deepseek-v3", "hunyuan-dense", "joyai-llm", "hy_v4"},
+       {"\\p{N}{1,3}", "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+        R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}},
+      {{"deepseek-coder"}, {"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", kCjk, "\\p{N}"}},
+      {{"falcon"}, {R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2Regex, "[0-9][0-9][0-9]"}},
+      {{"poro-chat", "bloom", "gpt3-finnish"}, {" ?[^(\\s|.,!?\u2026\u3002\uff0c\u3001\u0964\u06d4\u060c)]+"}},
+      {{"viking"}, {" ?[^(\\s|.,!?\u2026\u3002\uff0c\u3001\u0964\u06d4\u060c)]+", "\\p{N}"}},
+      {{"jais-2"},
+       {R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+)"
+        R"(|\s{512}(?!\S)|\s{256}(?!\S)|\s{128}(?!\S)|\s{64}(?!\S)|\s{32}(?!\S)|\s{16}(?!\S)|\s{8}(?!\S)|\s{4}(?!\S)|\s{1,2}(?!\S)|\s{1})"}},
+      {{"laguna"}, {R"([^\n]+|[\n]+)", kQwen2Regex}},
+      {{"kormo", "f2llmv2", "stablelm2", "hunyuan", "solar-open", "grok-2"}, {kQwen2Regex}},
+      {{"qwen35"},
+       {R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}},
+      {{"seed-coder"},
+       {R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+)"}},
+      {{"ufakzeka"}, {R"([^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}},
+      {{"bailingmoe", "bailingmoe2", "llada-moe"},
+       {R"('(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+)"}},
+      {{"exaone-moe"},
+       {R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n]|\s+(?!\S)|\s+)"}},
+      {{"minicpm5"},
+       {"\\p{N}{1,3}", R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}+| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}},
+      {{"spark2_5"},
+       {"\\p{N}{1,3}", "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+        R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+|[\r\n]|\s+(?!\S)|\s+)",
+        "\\p{N}"}},
+      {{"youtu"},
+       {"[\uac00-\ud7a3\u3131-\u318e]+|[\uff01\u2026\u201c\u201d\u2018\u2019\u2014\uff1a\uff1b\uff0c\u3001-\u303f\ufe30-\ufe4f]+"
+        "|[\u3105-\u312f]+|[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+        R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+        R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+        R"(|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}},
+      {{"chameleon"},
+       {"<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", "([\t\n]|    |  )", "\\p{N}", R"([\p{P}!-/:-@\[-`{-~])",
+        kGpt2Regex}},
+  };
+  return sets;
+}
 
 bool one_of(const std::string& s, std::initializer_list<const char*> names) {
   for (const char* n : names)
@@ -148,13 +218,27 @@ Result<std::unique_ptr<Tokenizer>> gguf_byte_level(const GgufFile& g, const std:
   split.kind = PreTokenizerStep::Kind::kSplit;
   split.regex = true;
   split.behavior = SplitBehavior::kIsolated;
-  if (one_of(pre, {"default", "gpt-2", "gpt2", "phi-2", "roberta-bpe"})) {
+  // The names llama.cpp reads, by the set of regexes it splits with (src/llama-vocab.cpp);
+  // tests/data/tokenizer-vectors/gguf-pre-llamacpp.json holds its ids for each.
+  const auto set = std::find_if(regex_sets().begin(), regex_sets().end(), [&](const RegexSet& r) {
+    return std::find_if(r.names.begin(), r.names.end(), [&](const char* n) { return pre == n; }) != r.names.end();
+  });
+  if (one_of(pre, {"gpt-2", "gpt2", "phi-2", "roberta-bpe", "mpt", "olmo", "jais", "trillion", "granite-docling", "jina-es",
+                   "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum", "modern-bert", "jina-v1-en",
+                   "jina-v2-code", "exaone4"})) {
     byte_level.use_regex = true;
-  } else if (one_of(pre, {"llama3", "llama-v3", "llama-bpe", "falcon3", "dbrx", "smaug-bpe"})) {
+  } else if (one_of(pre, {"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2",
+                          "jina-v5-nano", "dbrx", "smaug-bpe", "chatglm-bpe", "glm4", "glm5"})) {
     split.pattern = kLlama3Regex;
     spec.pre_tokenizer.push_back(split);
-    spec.ignore_merges = one_of(pre, {"llama3", "llama-v3", "llama-bpe", "falcon3"});
-  } else if (one_of(pre, {"gpt-4o", "llama4"})) {
+    spec.ignore_merges = !one_of(pre, {"dbrx", "smaug-bpe", "chatglm-bpe"});
+  } else if (set != regex_sets().end()) {
+    for (const std::string& r : set->regexes) {
+      split.pattern = r;
+      spec.pre_tokenizer.push_back(split);
+    }
+    spec.ignore_merges = one_of(pre, {"youtu", "minicpm5"});
+  } else if (one_of(pre, {"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"})) {
     split.pattern = kGpt4oRegex;
     spec.pre_tokenizer.push_back(split);
   } else if (pre == "tekken") {
@@ -167,7 +251,7 @@ Result<std::unique_ptr<Tokenizer>> gguf_byte_level(const GgufFile& g, const std:
     TextNormalizer nfc;  // Qwen's tokenizer.json normalizes to NFC
     nfc.kind = TextNormalizer::Kind::kNfc;
     spec.normalizers.push_back(nfc);
-  } else if (one_of(pre, {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"})) {
+  } else if (one_of(pre, {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b", "mellum2"})) {
     // Each digit alone, then GPT-2's regex: SmolLM's tokenizer.json (Digits individual_digits,
     // ByteLevel use_regex) and llama.cpp's \p{N} split before the GPT-2 pattern.
     PreTokenizerStep digits;
@@ -177,9 +261,9 @@ Result<std::unique_ptr<Tokenizer>> gguf_byte_level(const GgufFile& g, const std:
     byte_level.use_regex = true;
   } else {
     return unsupported(path + ": pre-tokenizer '" + pre +
-                       "' (tokenizer.ggml.pre) is not supported; kiln knows gpt-2, llama-bpe (llama3, falcon3, dbrx, "
-                       "smaug-bpe), gpt-4o (llama4), tekken, qwen2 (deepseek-r1-qwen, megrez) and smollm (starcoder, refact, command-r, "
-                       "codeshell, exaone, minerva-7b); use the model's tokenizer.json instead");
+                       "' (tokenizer.ggml.pre) is not supported; kiln knows the byte-level ones llama.cpp reads but kimi-k2, "
+                       "afmoe, superbpe, tiny_aya, cohere2moe, granite-embed-multi (97m, 311m) and the SentencePiece-style "
+                       "gemma4, sarvam-moe and whitespace; use the model's tokenizer.json instead");
   }
   spec.pre_tokenizer.push_back(byte_level);
   KILN_ASSIGN_OR_RETURN(auto t, ByteLevelBpeTokenizer::create(std::move(spec)));

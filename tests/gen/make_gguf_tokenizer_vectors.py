@@ -48,7 +48,9 @@ def field_value(f):
     return f.parts[f.data[0]][0].item()
 
 
-def write_vocab(src_path, out_path):
+def write_vocab(src_path, out_path, overrides=None):
+    """The tokenizer.* and general.* keys of src_path (string values in `overrides` replaced), no tensors."""
+    overrides = overrides or {}
     src = gguf.GGUFReader(src_path)
     arch = field_value(src.fields["general.architecture"])
     w = gguf.GGUFWriter(out_path, arch)
@@ -57,6 +59,9 @@ def write_vocab(src_path, out_path):
         if key.startswith("GGUF.") or key == "general.architecture":
             continue
         if not (key.startswith("tokenizer.") or key.startswith("general.") or key == f"{arch}.vocab_size"):
+            continue
+        if key in overrides:
+            w.add_string(key, overrides[key])
             continue
         v = field_value(f)
         if f.types[0] == T.ARRAY:
