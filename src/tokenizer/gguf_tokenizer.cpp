@@ -1,6 +1,7 @@
 // The vocabulary a GGUF file carries (tokenizer.ggml.*), as llama.cpp reads it: "llama"
 // (SentencePiece-style, spm_bpe.h) or "gpt2" (byte-level BPE, bytelevel_bpe.h, with the
-// pre-tokenizer that tokenizer.ggml.pre names).
+// pre-tokenizer that tokenizer.ggml.pre names; under four names SentencePiece-style BPE with
+// ranked merges, spm_bpe.h).
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -69,6 +70,16 @@ constexpr const char* kTekkenRegex =
 // GPT-2's pattern, a step of several of llama.cpp's sets below.
 constexpr const char* kGpt2Regex = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))";
 constexpr const char* kCjk = "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+";
+// llama.cpp's lookahead rewrite of GPT-4o's letters (std::regex has no \p{Lu}), with \p{M}.
+constexpr const char* kGpt4oLookaheadRegex =
+    R"([^\r\n\p{L}\p{N}]?((?=[\p{L}\p{M}])([^a-z]))*((?=[\p{L}\p{M}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?)"
+    R"(|[^\r\n\p{L}\p{N}]?((?=[\p{L}\p{M}])([^a-z]))+((?=[\p{L}\p{M}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?)"
+    R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// A run of digits cut into threes from the right ("1234567": 1, 234, 567): llama.cpp's hand-written
+// split for afmoe and tiny_aya (whose tokenizer.json has \d{1,3}(?=(?:\d{3})*\b)), over \p{N}.
+constexpr const char* kDigitsFromRight = R"(\p{N}{1,3}(?=(?:\p{N}{3})*(?!\p{N})))";
+// Han as llama.cpp's unicode_cpt_is_han has it (kimi-k2).
+#define KILN_HAN "[\\x{3400}-\\x{4DBF}\\x{4E00}-\\x{9FFF}\\x{F900}-\\x{FAFF}\\x{20000}-\\x{2A6DF}\\x{2A700}-\\x{2EBEF}\\x{2F800}-\\x{2FA1F}]"
 
 // llama.cpp's other regex sets for byte-level vocabularies (its src/llama-vocab.cpp reads
 // tokenizer.ggml.pre so), each a list of splits applied in turn to every piece the one before
@@ -126,6 +137,28 @@ const std::vector<RegexSet>& regex_sets() {
         R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
         R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
         R"(|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}},
+      {{"granite-embed-multi-97m"}, {kGpt4oLookaheadRegex}},
+      {{"tiny_aya", "cohere2moe"},
+       {kDigitsFromRight,
+        R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?)"
+        R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?)"
+        R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}},
+      // Numbers apart, each cut where a multiple of three ASCII digits is left: llama.cpp splits with
+      // the empty match (?=(\d{3})+(?!\d)); here each piece runs from one such place to the next.
+      // Everything else stays whole, spaces included (SuperBPE's tokens span words).
+      {{"superbpe"}, {R"(\p{N}+)", R"((?s:.(?:[^0-9]|(?!(?:[0-9]{3})+(?![0-9]))[0-9])*))"}},
+      // The second class as llama.cpp's source spells it: its "豈-﫿" starts at U+8C48 (the NFC
+      // form of U+F900) and its Thai range at U+0E40.
+      {{"afmoe"},
+       {kDigitsFromRight,
+        "[\u4e00-\u9fff\u3400-\u4dbf\u8c48-\ufaff\u3040-\u309f\u30a0-\u30ff\uff65-\uff9f\u2f00-\u2fdf"
+        "\u0e40-\u0e7f\u0e80-\u0eff\u1780-\u17ff\u1000-\u109f\uaa60-\uaa7f\ua9e0-\ua9ff\uac00-\ud7af\u1100-\u11ff]+",
+        R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}},
+      // llama.cpp's hand-written kimi-k2 split (unicode.cpp), which differs from Kimi's regex: Han
+      // runs, then letters of any case (no \p{M}) with an optional leading character and contraction.
+      {{"kimi-k2"},
+       {KILN_HAN "+|[^\\r\\n\\p{L}\\p{N}]?(?:(?!" KILN_HAN ")\\p{L})+(?:'[sStTmMdD]|'[rR][eE]|'[vV][eE]|'[lL][lL])?"
+                 "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
       {{"chameleon"},
        {"<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", "([\t\n]|    |  )", "\\p{N}", R"([\p{P}!-/:-@\[-`{-~])",
         kGpt2Regex}},
@@ -133,10 +166,116 @@ const std::vector<RegexSet>& regex_sets() {
   return sets;
 }
 
+// What a SentencePiece-style piece of llama.cpp's token type `t` is.
+Result<PieceKind> piece_kind(int64_t t, const std::string& piece, size_t i, const std::string& path) {
+  switch (t) {
+    case kUndefined: case kNormal: case kUserDefined: return PieceKind::kNormal;
+    case kUnknown: return PieceKind::kUnknown;
+    case kControl: case kUnused: return PieceKind::kControl;
+    case kByte:
+      if (parse_byte_piece(piece) < 0)
+        return corrupt(path + ": token " + std::to_string(i) + " has the byte type but is not spelled <0xXX>");
+      return PieceKind::kByte;
+    default:
+      return corrupt(path + ": token " + std::to_string(i) + " has unknown type " + std::to_string(t));
+  }
+}
+
+// tokenizer.ggml.merges ("a b", best first) as pairs of ids.
+Result<std::vector<std::pair<int, int>>> read_merges(const GgufFile& g, const std::string& path,
+                                                     const std::unordered_map<std::string_view, int>& ids) {
+  KILN_ASSIGN_OR_RETURN(const GgufArray* merges, find_array(g, path, "tokenizer.ggml.merges", true));
+  if (merges->type != GgufType::kString) return corrupt(path + ": 'tokenizer.ggml.merges' must be an array of strings");
+  std::vector<std::pair<int, int>> out;
+  out.reserve(merges->strings.size());
+  for (size_t r = 0; r < merges->strings.size(); ++r) {
+    const std::string& m = merges->strings[r];
+    const std::string where = path + ": tokenizer.ggml.merges[" + std::to_string(r) + "]";
+    const size_t sp = m.find(' ');
+    if (sp == std::string::npos || m.find(' ', sp + 1) != std::string::npos)
+      return corrupt(where + ": '" + m + "' is not two tokens separated by one space");
+    auto a = ids.find(std::string_view(m).substr(0, sp)), b = ids.find(std::string_view(m).substr(sp + 1));
+    if (a == ids.end()) return corrupt(where + ": '" + m.substr(0, sp) + "' is not in the vocabulary");
+    if (b == ids.end()) return corrupt(where + ": '" + m.substr(sp + 1) + "' is not in the vocabulary");
+    out.emplace_back(a->second, b->second);
+  }
+  return out;
+}
+
 bool one_of(const std::string& s, std::initializer_list<const char*> names) {
   for (const char* n : names)
     if (s == n) return true;
   return false;
+}
+
+// The pre-tokenizer names under which llama.cpp reads a "gpt2" vocabulary as SentencePiece-style
+// BPE: pieces of raw UTF-8 (a space spelled "▁" where escaped), ranked merges, "<0xXX>" byte tokens.
+bool spm_style_pre(const std::string& pre) {
+  return one_of(pre, {"gemma4", "granite-embed-multi-311m", "sarvam-moe", "whitespace"});
+}
+
+// llama.cpp's BPE without byte encoding (src/llama-vocab.cpp, byte_encode = false): spaces become
+// "▁" (not under "whitespace"), the text is cut by one regex into words that merge apart, and a
+// piece left without a token becomes its "<0xXX>" byte tokens (a byte without one is dropped).
+Result<std::unique_ptr<Tokenizer>> gguf_spm_style(const GgufFile& g, const std::string& path, const std::string& pre) {
+  KILN_ASSIGN_OR_RETURN(const GgufArray* tokens, find_array(g, path, "tokenizer.ggml.tokens", true));
+  if (tokens->type != GgufType::kString) return corrupt(path + ": 'tokenizer.ggml.tokens' must be an array of strings");
+  const size_t n = tokens->strings.size();
+  if (n == 0) return corrupt(path + ": 'tokenizer.ggml.tokens' is empty");
+  if (n > static_cast<size_t>(INT32_MAX / 2)) return corrupt(path + ": 'tokenizer.ggml.tokens' is too large");
+  SpmBpeSpec spec;
+  spec.name = path;
+  spec.pieces = tokens->strings;
+  std::unordered_map<std::string_view, int> ids;
+  ids.reserve(n);
+  for (size_t i = 0; i < n; ++i) ids.emplace(spec.pieces[i], static_cast<int>(i));  // the first id wins, as llama.cpp
+  KILN_ASSIGN_OR_RETURN(spec.merges, read_merges(g, path, ids));
+
+  KILN_ASSIGN_OR_RETURN(const GgufArray* types, find_array(g, path, "tokenizer.ggml.token_type", false));
+  spec.kinds.assign(n, PieceKind::kNormal);
+  if (types != nullptr && (types->ints.size() != n || !types->floats.empty() || !types->strings.empty()))
+    return corrupt(path + ": 'tokenizer.ggml.token_type' must hold " + std::to_string(n) + " integers, one per token");
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t t = types != nullptr ? types->ints[i] : (parse_byte_piece(spec.pieces[i]) >= 0 ? kByte : kNormal);
+    KILN_ASSIGN_OR_RETURN(spec.kinds[i], piece_kind(t, spec.pieces[i], i, path));
+    if ((t == kControl || t == kUserDefined) && !spec.pieces[i].empty()) {
+      AddedToken a;  // matched in the text, as llama.cpp's parse_special does
+      a.content = spec.pieces[i];
+      a.id = static_cast<int>(i);
+      a.special = t == kControl;
+      spec.added.push_back(std::move(a));
+    }
+  }
+  spec.byte_ids.assign(256, -1);
+  for (size_t i = n; i-- > 0;)
+    if (spec.kinds[i] == PieceKind::kByte) spec.byte_ids[static_cast<size_t>(parse_byte_piece(spec.pieces[i]))] = static_cast<int>(i);
+
+  const int ni = static_cast<int>(n);
+  KILN_ASSIGN_OR_RETURN(spec.bos_id, token_id(g, path, "tokenizer.ggml.bos_token_id", INT32_MAX, ni));
+  KILN_ASSIGN_OR_RETURN(spec.eos_id, token_id(g, path, "tokenizer.ggml.eos_token_id", INT32_MAX, ni));
+  // llama.cpp turns Gemma 4's BOS on whatever the file says.
+  KILN_ASSIGN_OR_RETURN(bool add_bos, optional_bool(g, path, "tokenizer.ggml.add_bos_token", false));
+  KILN_ASSIGN_OR_RETURN(bool add_eos, optional_bool(g, path, "tokenizer.ggml.add_eos_token", false));
+  if (pre == "gemma4" || pre == "granite-embed-multi-311m") add_bos = true;
+  if (add_bos && spec.bos_id >= 0) spec.special_prefix.push_back(spec.bos_id);
+  if (add_eos && spec.eos_id >= 0) spec.special_suffix.push_back(spec.eos_id);
+
+  spec.merge_rule = MergeRule::kRank;
+  spec.initial = InitialSymbols::kBytesLast;
+  spec.byte_fallback = true;
+  spec.unk_id = -1;  // llama.cpp drops a byte without a token
+  spec.strip_leading_space = false;
+  if (pre == "whitespace") {
+    spec.split_regex = R"(\S+)";
+    spec.space_piece = " ";
+  } else {
+    spec.text_ops.push_back({TextOp::Kind::kReplace, "\xE2\x96\x81", " ", false});
+    spec.split_regex = R"([^\n]+|\n+)";
+    spec.space_piece = "\xE2\x96\x81";
+    spec.whole_newline_words = pre != "sarvam-moe";
+  }
+  KILN_ASSIGN_OR_RETURN(auto t, SpmBpeTokenizer::create(std::move(spec)));
+  return std::unique_ptr<Tokenizer>(std::move(t));
 }
 
 Result<std::unique_ptr<Tokenizer>> gguf_byte_level(const GgufFile& g, const std::string& path) {
@@ -154,20 +293,7 @@ Result<std::unique_ptr<Tokenizer>> gguf_byte_level(const GgufFile& g, const std:
     if (!ids.emplace(spec.tokens[i], static_cast<int>(i)).second)
       return corrupt(path + ": token '" + spec.tokens[i] + "' appears twice in 'tokenizer.ggml.tokens'");
 
-  KILN_ASSIGN_OR_RETURN(const GgufArray* merges, find_array(g, path, "tokenizer.ggml.merges", true));
-  if (merges->type != GgufType::kString) return corrupt(path + ": 'tokenizer.ggml.merges' must be an array of strings");
-  spec.merges.reserve(merges->strings.size());
-  for (size_t r = 0; r < merges->strings.size(); ++r) {
-    const std::string& m = merges->strings[r];
-    const std::string where = path + ": tokenizer.ggml.merges[" + std::to_string(r) + "]";
-    const size_t sp = m.find(' ');
-    if (sp == std::string::npos || m.find(' ', sp + 1) != std::string::npos)
-      return corrupt(where + ": '" + m + "' is not two tokens separated by one space");
-    auto a = ids.find(std::string_view(m).substr(0, sp)), b = ids.find(std::string_view(m).substr(sp + 1));
-    if (a == ids.end()) return corrupt(where + ": '" + m.substr(0, sp) + "' is not in the vocabulary");
-    if (b == ids.end()) return corrupt(where + ": '" + m.substr(sp + 1) + "' is not in the vocabulary");
-    spec.merges.emplace_back(a->second, b->second);
-  }
+  KILN_ASSIGN_OR_RETURN(spec.merges, read_merges(g, path, ids));
 
   // Control tokens are special added tokens; user-defined ones are added tokens that are not
   // special: both match in the text (as HF matches its added tokens).
@@ -237,7 +363,7 @@ Result<std::unique_ptr<Tokenizer>> gguf_byte_level(const GgufFile& g, const std:
       split.pattern = r;
       spec.pre_tokenizer.push_back(split);
     }
-    spec.ignore_merges = one_of(pre, {"youtu", "minicpm5"});
+    spec.ignore_merges = one_of(pre, {"youtu", "minicpm5", "granite-embed-multi-97m"});
   } else if (one_of(pre, {"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"})) {
     split.pattern = kGpt4oRegex;
     spec.pre_tokenizer.push_back(split);
@@ -261,9 +387,8 @@ Result<std::unique_ptr<Tokenizer>> gguf_byte_level(const GgufFile& g, const std:
     byte_level.use_regex = true;
   } else {
     return unsupported(path + ": pre-tokenizer '" + pre +
-                       "' (tokenizer.ggml.pre) is not supported; kiln knows the byte-level ones llama.cpp reads but kimi-k2, "
-                       "afmoe, superbpe, tiny_aya, cohere2moe, granite-embed-multi (97m, 311m) and the SentencePiece-style "
-                       "gemma4, sarvam-moe and whitespace; use the model's tokenizer.json instead");
+                       "' (tokenizer.ggml.pre) is not supported; kiln knows the names that "
+                       "llama-cpp-python 0.3.36's llama.cpp reads; use the model's tokenizer.json instead");
   }
   spec.pre_tokenizer.push_back(byte_level);
   KILN_ASSIGN_OR_RETURN(auto t, ByteLevelBpeTokenizer::create(std::move(spec)));
@@ -278,7 +403,12 @@ Result<std::unique_ptr<Tokenizer>> tokenizer_from_gguf(const GgufFile& g) {
   if (model == nullptr) return not_found(path + ": the GGUF file has no tokenizer ('tokenizer.ggml.model' is missing)");
   const std::string* kind = model->as_string();
   if (kind == nullptr) return corrupt(path + ": 'tokenizer.ggml.model' must be a string");
-  if (*kind == "gpt2") return gguf_byte_level(g, path);
+  if (*kind == "gpt2") {
+    const GgufValue* pre = g.find("tokenizer.ggml.pre");
+    if (pre != nullptr && pre->as_string() != nullptr && spm_style_pre(*pre->as_string()))
+      return gguf_spm_style(g, path, *pre->as_string());
+    return gguf_byte_level(g, path);
+  }
   if (*kind != "llama")
     return unsupported(path + ": tokenizer model '" + *kind +
                        "' is not supported (kiln reads 'llama', SentencePiece BPE, and 'gpt2', byte-level BPE)");
@@ -305,18 +435,7 @@ Result<std::unique_ptr<Tokenizer>> tokenizer_from_gguf(const GgufFile& g) {
     if (types->ints.size() != n || !types->floats.empty() || !types->strings.empty())
       return corrupt(path + ": 'tokenizer.ggml.token_type' must hold " + std::to_string(n) + " integers, one per token");
     for (size_t i = 0; i < n; ++i) {
-      switch (types->ints[i]) {
-        case kUndefined: case kNormal: case kUserDefined: spec.kinds[i] = PieceKind::kNormal; break;
-        case kUnknown: spec.kinds[i] = PieceKind::kUnknown; break;
-        case kControl: case kUnused: spec.kinds[i] = PieceKind::kControl; break;
-        case kByte:
-          if (parse_byte_piece(spec.pieces[i]) < 0)
-            return corrupt(path + ": token " + std::to_string(i) + " has the byte type but is not spelled <0xXX>");
-          spec.kinds[i] = PieceKind::kByte;
-          break;
-        default:
-          return corrupt(path + ": token " + std::to_string(i) + " has unknown type " + std::to_string(types->ints[i]));
-      }
+      KILN_ASSIGN_OR_RETURN(spec.kinds[i], piece_kind(types->ints[i], spec.pieces[i], i, path));
     }
   } else {
     for (size_t i = 0; i < n; ++i)

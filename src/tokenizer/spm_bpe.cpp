@@ -98,6 +98,10 @@ Status SpmBpeTokenizer::build() {
     if (op.kind == TextOp::Kind::kReplace && op.from.empty())
       return invalid_argument(name + ": a normalizer replaces the empty string");
 
+  if (!s.split_regex.empty()) {
+    KILN_ASSIGN_OR_RETURN(split_regex_, Regex::compile(s.split_regex, name + ": the word split"));
+  }
+
   // Text lookups: the first id wins where a piece is spelled twice.
   lookup_.reserve(ns);
   for (int id = 0; id < n; ++id) {
@@ -343,6 +347,12 @@ void SpmBpeTokenizer::encode_word(std::string_view word, size_t prefix_len, std:
       return;
     }
     case InitialSymbols::kBytesLast: {
+      if (spec_.whole_newline_words && word.find_first_not_of('\n') == std::string_view::npos) {
+        if (const int id = find(word); id >= 0) {
+          out.push_back(id);
+          return;
+        }
+      }
       for (size_t i = 0; i < word.size();) {
         const size_t len = utf8_char_len(word, i);
         add(find(word.substr(i, len)), i, len);
@@ -380,6 +390,20 @@ void SpmBpeTokenizer::encode_segment(std::string_view segment, bool at_start, st
     }
   }
   const std::string_view v(s);
+  if (split_regex_) {
+    std::vector<std::pair<uint32_t, uint32_t>> hits;
+    // The regexes are checked at build and the text is valid UTF-8 (encode's contract); a failing
+    // match can only be PCRE2 running out of memory, and then the segment stays one word.
+    if (!split_regex_->find_all(v, hits).is_ok()) hits.clear();
+    size_t at = 0;
+    for (const auto& [b, e] : hits) {
+      if (b > at) encode_word(v.substr(at, b - at), 0, out);
+      if (e > b) encode_word(v.substr(b, e - b), 0, out);
+      at = e;
+    }
+    if (at < v.size()) encode_word(v.substr(at), 0, out);
+    return;
+  }
   const std::string& sep = spec_.split_before;
   if (sep.empty()) {
     encode_word(v, prefix_len, out);

@@ -26,6 +26,7 @@
 
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe_merge.h"
+#include "tokenizer/regex.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kiln {
@@ -86,6 +87,11 @@ struct SpmBpeSpec {
 
   std::vector<TextOp> text_ops;
   std::string split_before;  // non-empty: words start before each occurrence (Metaspace split)
+  // Non-empty: the words are this regex's matches and the text between them, as llama.cpp cuts
+  // a SentencePiece-style BPE text (gemma4: runs of newlines and of the rest; whitespace: \S+).
+  std::string split_regex;
+  // A word of newlines only that is a piece is taken whole (llama.cpp's Gemma 4 rule).
+  bool whole_newline_words = false;
   std::vector<AddedToken> added;
 
   bool byte_fallback = true;
@@ -158,6 +164,7 @@ class SpmBpeTokenizer final : public Tokenizer {
   std::unordered_map<uint64_t, PairMerge> pair_merges_;  // kRank
   std::array<int, 256> byte_ids_{};
   std::vector<std::string> decoded_;  // decode_piece's text of each id (before stripping)
+  std::unique_ptr<Regex> split_regex_;  // spec_.split_regex, compiled
 
   // Added tokens: a byte trie, for leftmost-longest matching.
   struct TrieNode {
