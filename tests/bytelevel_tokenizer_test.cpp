@@ -249,6 +249,17 @@ GgufFile gguf_from_json(const std::string& rel, const std::string& pre, int bos,
   return g;
 }
 
+// The Gemma-style tokenizer.json as a SentencePiece-style GGUF vocabulary: its "<0xXX>" pieces
+// typed BYTE (6), as llama.cpp's converter writes them.
+GgufFile gemma_style_gguf(const std::string& pre) {
+  GgufFile g = gguf_from_json("tokenizer-vectors/tokenizers/gemma-style/tokenizer.json", pre, -1, false);
+  const auto& tokens = g.metadata["tokenizer.ggml.tokens"].as_array()->strings;
+  auto& types = std::get<GgufArray>(g.metadata["tokenizer.ggml.token_type"].v).ints;
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (parse_byte_piece(tokens[i]) >= 0) types[i] = 6;
+  return g;
+}
+
 TEST(ByteLevelGguf, MatchesTheVectors) {
   struct Case {
     const char* tokenizer;
@@ -322,6 +333,17 @@ TEST(ByteLevelGguf, BadInput) {
   err(StatusCode::kCorrupt, "token 5 has unknown type 9");
   g.metadata["tokenizer.ggml.token_type"] = gints({1, 2, 3});
   err(StatusCode::kCorrupt, "must hold 50257 integers");
+  {  // Text that is not UTF-8 is one word, its stray bytes byte tokens, never handed to PCRE2.
+    GgufFile v = gemma_style_gguf("gemma4");
+    auto t = tokenizer_from_gguf(v);
+    ASSERT_TRUE(t) << t.status().message();
+    const std::string bad = "ab\xFF\xFE\xC3 cd\n\n\xE4\xB8";
+    auto ids = (*t)->encode(bad, {});
+    ASSERT_TRUE(ids) << ids.status().message();
+    DecodeOptions keep;
+    keep.skip_special = false;
+    EXPECT_EQ((*t)->decode(*ids, keep), bad);
+  }
   g = gguf_from_json("tokenizers/gpt2/tokenizer.json", "whitespace", -1, false);
   g.metadata["tokenizer.ggml.merges"] = gstrings({"NOT_A_TOKEN q"});
   err(StatusCode::kCorrupt, "merges[0]: 'NOT_A_TOKEN' is not in the vocabulary");
@@ -882,13 +904,7 @@ TEST(ByteLevelGguf, EveryPreTokenizerNameMatchesLlamaCpp) {
   auto smollm2 = read_gguf(*file);
   ASSERT_TRUE(smollm2) << smollm2.status().message();
   GgufFile gpt2 = gguf_from_json("tokenizers/gpt2/tokenizer.json", "gpt-2", -1, false);
-  GgufFile gemma = gguf_from_json("tokenizer-vectors/tokenizers/gemma-style/tokenizer.json", "gemma4", -1, false);
-  {  // its "<0xXX>" pieces typed BYTE, as llama.cpp's converter writes them
-    const auto& tokens = gemma.metadata["tokenizer.ggml.tokens"].as_array()->strings;
-    auto& types = std::get<GgufArray>(gemma.metadata["tokenizer.ggml.token_type"].v).ints;
-    for (size_t i = 0; i < tokens.size(); ++i)
-      if (parse_byte_piece(tokens[i]) >= 0) types[i] = 6;
-  }
+  GgufFile gemma = gemma_style_gguf("gemma4");
   const json v = json::parse(test::read_file(test::data_path("tokenizer-vectors/gguf-pre-llamacpp.json")));
   const std::vector<std::string> texts = v["texts"].get<std::vector<std::string>>();
   ASSERT_EQ(texts.size(), 122u);

@@ -390,10 +390,10 @@ void SpmBpeTokenizer::encode_segment(std::string_view segment, bool at_start, st
     }
   }
   const std::string_view v(s);
-  if (split_regex_) {
+  // PCRE2 matches valid UTF-8 only (kiln skips its check); a segment that is not stays one word,
+  // its stray bytes byte tokens. A failing match can only be PCRE2 out of memory: one word too.
+  if (split_regex_ && is_valid_utf8(v)) {
     std::vector<std::pair<uint32_t, uint32_t>> hits;
-    // The regexes are checked at build and the text is valid UTF-8 (encode's contract); a failing
-    // match can only be PCRE2 running out of memory, and then the segment stays one word.
     if (!split_regex_->find_all(v, hits).is_ok()) hits.clear();
     size_t at = 0;
     for (const auto& [b, e] : hits) {
