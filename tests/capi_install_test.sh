@@ -15,6 +15,15 @@ cc -std=c11 -Wall -Wextra -Werror -pedantic "$src/examples/c/stream.c" $(pkg-con
   -Wl,-rpath,"$work/prefix/lib" -o "$work/stream"
 "$work/stream" "$src/models/stories260K/stories260K.bin" "" 200 0 2>/dev/null >"$work/out.txt"
 cmp "$work/out.txt" "$src/tests/data/golden/stories260K_greedy200.txt"
+# The same through the portable table (KILN_CPU caps the kernels for the C API too), and a cap
+# kiln does not know refused by kiln_runtime_create with the name in its message.
+KILN_CPU=portable "$work/stream" "$src/models/stories260K/stories260K.bin" "" 200 0 2>/dev/null >"$work/out.txt"
+cmp "$work/out.txt" "$src/tests/data/golden/stories260K_greedy200.txt"
+if KILN_CPU=sse9 "$work/stream" "$src/models/stories260K/stories260K.bin" "" 4 0 >/dev/null 2>"$work/err.txt"; then
+  echo "KILN_CPU=sse9 was not refused"; exit 1
+fi
+grep -qx 'stream: runtime: KILN_E_INVALID_ARGUMENT: kiln_runtime_create: KILN_CPU=sse9 is not a kernel table (portable, generic, avx2, avx512, amx, neon, dotprod, i8mm)' "$work/err.txt" ||
+  { echo "KILN_CPU=sse9: unexpected message:"; cat "$work/err.txt"; exit 1; }
 others=$(nm -D --defined-only "$work/prefix/lib/libkiln.so" | awk '{print $3}' | grep -v '^kiln_' || true)
 if [ -n "$others" ]; then
   echo "libkiln.so exports symbols besides kiln_*:"

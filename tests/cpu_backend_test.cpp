@@ -29,6 +29,9 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/layouts.h"
+#if defined(__x86_64__)
+#include "backends/cpu/x86/amx_tile_config.h"
+#endif
 #include "backends/ref/kernels.h"
 #include "backends/ref/ref_backend.h"
 #include "backends/registry.h"
@@ -144,16 +147,19 @@ TEST(ThreadPool, ParallelForAllocatesNothing) {
 
 // The tables this machine runs; on x86 machines without AMX, the amx kernels too, over the
 // software model of the tiles (the same code, so they are tested wherever AVX-512 is).
+// Filled only where this machine may run AVX-512: the filler is AVX-512 code itself.
 const cpu::KernelTable* emulated_amx_table() {
 #if defined(KILN_TEST_AMX_EMULATION)
+  if ((kCpuSetAvx512 & ~host_cpu_features()) != 0 || (host_cpu_features() & kCpuAmxBf16) != 0) return nullptr;
   static const cpu::KernelTable t = [] {
     cpu::KernelTable k;
     cpu::fill_amx_emulated(k);
     return k;
   }();
-  if ((t.features & ~host_cpu_features()) == 0 && (host_cpu_features() & kCpuAmxBf16) == 0) return &t;
-#endif
+  return &t;
+#else
   return nullptr;
+#endif
 }
 
 std::vector<const cpu::KernelTable*> tables() {
@@ -182,6 +188,93 @@ TEST(CpuDispatch, TablesOfThisMachine) {
   for (const auto* t : ts) std::printf(" %s", t->name);
   std::printf("\n");
 }
+
+// A table is filled (by code built for its instruction set) only where the OS lets this process
+// use that set, whatever the caller asks for: asking for every feature gives this machine's.
+TEST(CpuDispatch, NoTableBeyondWhatThisMachineRuns) {
+  const cpu::KernelTable* all[8];
+  const int n = cpu::available_kernel_tables(~0ull, all, 8);
+  ASSERT_GE(n, 1);
+  for (int i = 0; i < n; ++i) EXPECT_EQ(all[i]->features & ~host_cpu().enabled, 0u) << all[i]->name;
+  EXPECT_STREQ(all[n - 1]->name, "generic");
+  // Naming a table runs none of it.
+  EXPECT_STREQ(cpu::kernel_table_name(kCpuSetAmx), "amx");
+  EXPECT_STREQ(cpu::kernel_table_name(kCpuSetAvx512 | kCpuAvxVnni), "avx512");
+  EXPECT_STREQ(cpu::kernel_table_name(0), "generic");
+}
+
+TEST(CpuDispatch, HostFeaturesCountOnlyWhatTheOsEnables) {
+  const HostCpu& h = host_cpu();
+  EXPECT_EQ(h.enabled & ~h.reported, 0u);
+  EXPECT_EQ(h.usable & ~h.enabled, 0u);
+  EXPECT_EQ(host_cpu_features(), h.usable);
+#if defined(__x86_64__)
+  if (h.enabled & kCpuAvx2) EXPECT_EQ(h.xcr0 & 0x6, 0x6u);             // SSE and AVX state
+  if (h.enabled & kCpuAvx512f) EXPECT_EQ(h.xcr0 & 0xe6, 0xe6u);        // and opmask, ZMM
+  if (h.enabled & kCpuAmxTile) {
+    EXPECT_EQ(h.xcr0 & 0x60000, 0x60000u);  // XTILECFG, XTILEDATA
+    EXPECT_TRUE(h.amx_permitted);
+  }
+#endif
+}
+
+// Why a faster table does not run, in words a user can act on.
+TEST(CpuDispatch, KernelChoiceSaysWhichTableAndWhy) {
+  const std::string here = cpu::kernel_choice(kCpuBestTable);
+  const std::string best = cpu::select_kernels(host_cpu_features()).name;
+  EXPECT_EQ(here.substr(0, best.size()), best) << here;
+  const std::string generic = cpu::kernel_choice(0);  // a file for the generic target
+  EXPECT_EQ(generic.substr(0, 7), "generic") << generic;
+  if (best != "generic") {
+    EXPECT_NE(generic.find("the file's target stops at generic"), std::string::npos) << generic;
+  }
+#if defined(__x86_64__)
+  if ((host_cpu().reported & kCpuAvx512f) == 0) {
+    EXPECT_NE(here.find("not avx512: the CPU lacks avx512f"), std::string::npos) << here;
+  }
+  if ((host_cpu_features() & kCpuSetAvx2) == kCpuSetAvx2) {
+    const std::string capped = cpu::kernel_choice(kCpuSetAvx2);
+    EXPECT_EQ(capped.substr(0, 4), "avx2") << capped;
+    if (best != "avx2") {
+      EXPECT_NE(capped.find("the file's target stops at avx2"), std::string::npos) << capped;
+    }
+  }
+#endif
+}
+
+#if defined(__x86_64__)
+// The one tile configuration every AMX path loads (x86/amx_tile_config.h): every field stored,
+// read back as the bytes LDTILECFG reads, on any CPU.
+TEST(CpuDispatch, AmxTileConfigHasEveryField) {
+  uint8_t b[64];
+  std::memcpy(b, &cpu::kAmxTileConfig, 64);
+  EXPECT_EQ(b[0], 1);  // palette 1
+  EXPECT_EQ(b[1], 0);  // start row
+  for (int i = 2; i < 16; ++i) EXPECT_EQ(b[i], 0) << "reserved byte " << i;
+  for (int t = 0; t < 16; ++t) {
+    const uint16_t colsb = static_cast<uint16_t>(b[16 + 2 * t] | b[17 + 2 * t] << 8);
+    EXPECT_EQ(colsb, t < cpu::kAmxTilesUsed ? 64 : 0) << "tile " << t;
+    EXPECT_EQ(b[48 + t], t < cpu::kAmxTilesUsed ? 16 : 0) << "tile " << t;
+  }
+}
+
+#endif
+
+#if defined(KILN_TEST_AMX_EMULATION)
+// The bytes the AMX kernels and their product loop really hand LDTILECFG (through the emulated
+// tiles, which record them), wherever AVX-512 runs the emulation.
+TEST(CpuDispatch, AmxPathsLoadTheWholeTileConfig) {
+  const cpu::KernelTable* t = emulated_amx_table();
+  if (t == nullptr) GTEST_SKIP() << "the emulated tiles need AVX-512 (or this machine has real ones)";
+  for (Scheme s : {Scheme::kW4A16, Scheme::kW8A16, Scheme::kBF16, Scheme::kF16}) {
+    uint8_t got[64];
+    cpu::amx_emulated_forget_config();
+    ASSERT_GT(t->product_loop(s, 16, 2), 0.0);
+    cpu::amx_emulated_last_config(got);
+    EXPECT_EQ(std::memcmp(got, &cpu::kAmxTileConfig, 64), 0) << scheme_name(s);
+  }
+}
+#endif
 
 // The products each table's product_loop says it did: rounds x 12 sums x the scheme's products
 // per instruction of the kernel it stands for (N lanes; a 16-bit activation through int8 digits
@@ -1073,7 +1166,7 @@ TEST(CpuModel, DecodeAllocatesNothing) {
 
 // The targets this machine can run.
 std::vector<std::string> runnable_targets() {
-  std::vector<std::string> out = {"generic"};
+  std::vector<std::string> out = {"generic", "auto"};
   for (const char* t : {"x86-avx2", "x86-avx512", "x86-amx", "arm64-dotprod", "arm64-i8mm"}) {
     auto r = resolve_target(t);
     if (r && (r->cpu_features & ~host_cpu_features()) == 0) out.push_back(t);
@@ -1098,6 +1191,59 @@ TEST(CpuModel, TargetsRecordTheirKernelsFeatures) {
   // Every table of this build records what its own fill_ function says it uses.
   for (const cpu::KernelTable* t : tables()) EXPECT_EQ(cpu_kernel_features(t->features), t->features) << t->name;
   EXPECT_FALSE(resolve_target("x86-sse2"));
+  // The default: what the file needs (nothing, for the cpu back end's layouts), and the best
+  // table of whichever machine opens it.
+  auto best = resolve_target("auto");
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->cpu_features, kCpuBestTable);
+  EXPECT_EQ(best->cpu_feature_names, "best");
+  EXPECT_EQ(cpu_features_for(best->cpu_features), host_cpu_features());
+  EXPECT_EQ(cpu_features_for(n->cpu_features), n->cpu_features);
+}
+
+// A file of the default target runs on every table this machine has, each capped by KILN_CPU
+// as a user would, with the golden text; `inspect` says what it needs and what runs here. A
+// name kiln does not know, or a table this machine cannot run, is one line and exit 1.
+TEST(CpuModel, DefaultTargetRunsOnEveryTableAndKilnCpuCapsIt) {
+  const std::string golden = test::read_file(test::data_path("golden/stories260K_greedy200.txt"));
+  const std::string path = test::temp_dir() + "/auto_target.kiln";
+  auto c = test::run_kiln("compile " + test::shell_quote(test::shipped_model()) + " -q f32 -o " + test::shell_quote(path));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  auto ins = test::run_kiln("inspect " + test::shell_quote(path));
+  ASSERT_EQ(ins.exit_code, 0) << ins.err;
+  EXPECT_NE(ins.out.find("needs: nothing beyond the architecture; runs the best kernels of the machine that opens it"),
+            std::string::npos) << ins.out;
+  EXPECT_NE(ins.out.find(std::string("kernels here: cpu: ") + cpu::select_kernels(host_cpu_features()).name),
+            std::string::npos) << ins.out;
+  const char* saved = std::getenv("KILN_CPU");
+  const std::string keep = saved ? saved : "";
+  int ran = 0;
+  for (const CpuCap& cap : kCpuCaps) {
+    setenv("KILN_CPU", cap.name, 1);
+    auto r = test::run_kiln("run " + test::shell_quote(path) + " --temp 0 -n 200");
+    if ((cap.features & ~host_cpu().enabled) != 0) {
+      EXPECT_EQ(r.exit_code, 1) << cap.name;
+      EXPECT_NE(r.err.find(std::string("kiln: error: KILN_CPU=") + cap.name + ": this machine cannot run that table ("),
+                std::string::npos) << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+      continue;
+    }
+    ASSERT_EQ(r.exit_code, 0) << cap.name << ": " << r.err;
+    EXPECT_EQ(r.out.substr(0, golden.size()), golden) << cap.name;
+    auto b = test::run_kiln("bench " + test::shell_quote(path) + " -p 0 -n 2 -r 1 --bw-mib 8 --bw-passes 1");
+    ASSERT_EQ(b.exit_code, 0) << cap.name << ": " << b.err;
+    EXPECT_NE(b.out.find(std::string("kernels  cpu: ") + cpu::kernel_table_name(cap.features)), std::string::npos)
+        << cap.name << ": " << b.out;
+    ++ran;
+  }
+  setenv("KILN_CPU", "sse9", 1);
+  auto bad = test::run_kiln("run " + test::shell_quote(path) + " -n 1");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_EQ(bad.err, "kiln: error: KILN_CPU=sse9 is not a kernel table (portable, generic, avx2, avx512, amx, neon, "
+                     "dotprod, i8mm)\n");
+  if (saved) setenv("KILN_CPU", keep.c_str(), 1);
+  else unsetenv("KILN_CPU");
+  EXPECT_GE(ran, 2);  // portable, generic and this machine's own at least
 }
 
 TEST(CpuModel, GreedyTextIsTheGoldenOnEveryTarget) {
@@ -1140,6 +1286,10 @@ TEST(CpuModel, FileForMissingFeaturesRefused) {
   auto k = open_kiln_image(path, false);
   ASSERT_FALSE(k);
   EXPECT_NE(k.status().message().find("kiln compile --target native"), std::string::npos) << k.status().message();
+  // inspect still reads it, and says why it cannot run here.
+  auto ins = test::run_kiln("inspect " + test::shell_quote(path));
+  ASSERT_EQ(ins.exit_code, 0) << ins.err;
+  EXPECT_NE(ins.out.find("kernels here: none: this machine lacks"), std::string::npos) << ins.out;
 }
 
 // W4A16 prefill on 16-bit products widens tiles into scratch of each thread's own, planned with

@@ -90,6 +90,7 @@ void print_json(const BenchCmd& c, const SpeedBenchReport& r) {
   j["scheme"] = r.weights.scheme;
   j["group"] = r.weights.group;
   j["threads"] = r.threads;
+  j["kernels"] = r.kernels;
   j["session_threads"] = r.session_threads;
   j["kv_type"] = c.kv_type;
   j["parameters"] = r.weights.parameters;
@@ -202,6 +203,7 @@ void print_text(const BenchCmd& c, const SpeedBenchReport& r) {
               static_cast<double>(ws.parameters) / 1e6, r.open_seconds);
   std::printf("scheme   %s, weights %s\n", scheme_desc.c_str(), mib(static_cast<double>(ws.weight_bytes)).c_str());
   std::printf("threads  %d, KV cache %s\n", c.threads, c.kv_type.c_str());
+  std::printf("kernels  %s\n", r.kernels.c_str());
   const std::string at_depth = c.depth > 0 ? " @ d" + std::to_string(c.depth) : "";
   print_speed_table(c, r, at_depth);
   print_prefill_rooflines(r, at_depth);

@@ -16,7 +16,7 @@ namespace kiln::cli {
 namespace {
 
 struct CompileCmd {
-  std::string model, out, scheme, overrides, target = "native", tokenizer;  // scheme "": see CompileRequest
+  std::string model, out, scheme, overrides, target = "auto", tokenizer;  // scheme "": see CompileRequest
   int group = 32;
   bool group_given = false;
   bool asymmetric = false;
@@ -126,7 +126,8 @@ void add_compile_command(CLI::App& app, int& exit_code) {
                 "fail on a 4-bit tensor whose width the group does not divide (default: store it as 8-bit, with a note)");
   cmd->add_option("--overrides", c->overrides, "JSON file of per-tensor schemes (see README)");
   cmd->add_option("--target", c->target,
-                  "native, generic, x86-avx2, x86-avx512, x86-amx, arm64-dotprod or arm64-i8mm");
+                  "auto (the default: the file runs the best kernels of whichever machine opens it), native (this "
+                  "machine's best, required wherever it runs), generic, x86-avx2, x86-avx512, x86-amx, arm64-dotprod or arm64-i8mm");
   cmd->add_option("--tokenizer", c->tokenizer, "tokenizer file, if not the model's own");
   cmd->add_option("--max-tokens", c->max_tokens, "tokens per step the memory plan is made for")->check(between(1, 4096));
   cmd->add_flag("--no-fuse", c->no_fuse, "skip the fusion passes");

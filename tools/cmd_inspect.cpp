@@ -68,7 +68,7 @@ int inspect(const InspectCmd& c) {
     if (!fmt) return fail(fmt.status());
     return inspect_source(c);
   }
-  auto k = open_kiln_image(c.file, c.verify);
+  auto k = open_kiln_image(c.file, c.verify, /*check_target=*/false);  // inspect says what it needs
   if (!k) return fail(k.status());
   nlohmann::json j = describe(*k);
   if (c.json) {
@@ -80,6 +80,8 @@ int inspect(const InspectCmd& c) {
               h["format_version"].get<int>(), h["writer"].get<std::string>().c_str(),
               h["target"]["backend"].get<std::string>().c_str(), h["target"]["cpu_features"].get<std::string>().c_str(),
               static_cast<unsigned long long>(h["file_bytes"].get<uint64_t>()), c.verify ? ", checksums verified" : "");
+  std::printf("needs: %s\nkernels here: %s\n", h["target"]["needs"].get<std::string>().c_str(),
+              h["target"]["kernels_here"].get<std::string>().c_str());
   std::printf("\nsections:\n");
   for (const auto& s : j["sections"])
     std::printf("  %-14s offset %10llu  %12llu bytes\n", s["kind"].get<std::string>().c_str(),

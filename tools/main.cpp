@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/cpu_features.h"
 #include "tools/cli_common.h"
 
 namespace {
@@ -112,6 +113,12 @@ int main(int argc, char** argv) {
         return kiln::cli::kExitUsage;
       }
     }
+  }
+  // KILN_CPU caps the kernel table (README); a name kiln does not know, or one this machine
+  // cannot run, stops here with one line rather than being ignored.
+  if (kiln::Status st = kiln::check_cpu_cap(); !st) {
+    std::fprintf(stderr, "kiln: error: %s\n", st.message().c_str());
+    return kiln::cli::kExitUsage;
   }
   try {
     app.parse(argc, argv);

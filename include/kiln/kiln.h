@@ -90,6 +90,9 @@ typedef struct kiln_runtime_params {
 } kiln_runtime_params;
 
 KILN_API kiln_runtime_params kiln_runtime_default_params(void);
+/* The CPU kernels are the best this machine and its OS allow; the environment variable KILN_CPU
+ * (portable, generic, avx2, avx512, amx, neon, dotprod, i8mm) caps them. A name kiln does not
+ * know, or a table this machine cannot run, makes this call fail with KILN_E_INVALID_ARGUMENT. */
 KILN_API kiln_status kiln_runtime_create(const kiln_runtime_params* params, kiln_runtime** out);
 /* Frees the runtime once its models are freed (they keep it alive until then). */
 KILN_API void kiln_runtime_free(kiln_runtime* runtime);

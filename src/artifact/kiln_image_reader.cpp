@@ -34,10 +34,11 @@ Result<KilnImage> open_kiln_image(std::shared_ptr<const KilnFile> file) {
   return out;
 }
 
-Result<KilnImage> open_kiln_image(const std::string& path, bool verify) {
+Result<KilnImage> open_kiln_image(const std::string& path, bool verify, bool check_target) {
   KilnOpenOptions o;
   o.verify_checksums = verify;
-  o.host_cpu_features = host_cpu_features();
+  o.check_target = check_target;
+  o.host_cpu_features = host_cpu_features() | kCpuBestTable;  // a file for "the best table here" runs anywhere
   KILN_ASSIGN_OR_RETURN(auto file, open_kiln(path, o));
   return open_kiln_image(std::move(file));
 }

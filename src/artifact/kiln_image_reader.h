@@ -14,8 +14,9 @@ struct KilnImage {
   ProgramImage image;
 };
 
-// `verify` also checks the weights' checksum (reads every page).
-Result<KilnImage> open_kiln_image(const std::string& path, bool verify);
+// `verify` also checks the weights' checksum (reads every page); `check_target` refuses a file
+// whose target needs CPU features this machine may not use (off: for inspecting it).
+Result<KilnImage> open_kiln_image(const std::string& path, bool verify, bool check_target = true);
 Result<KilnImage> open_kiln_image(std::shared_ptr<const KilnFile> file);
 
 }  // namespace kiln

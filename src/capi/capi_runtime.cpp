@@ -4,6 +4,7 @@
 
 #include "capi/guard.h"
 #include "core/byte_reader.h"
+#include "core/cpu_features.h"
 #include "core/utf8.h"
 #include "engine/defaults.h"
 
@@ -57,6 +58,7 @@ KILN_API kiln_status kiln_runtime_create(const kiln_runtime_params* params, kiln
                                                " is outside 0..256 (0: chosen by perf_mode)");
     if (p.perf_mode < KILN_PERF_BALANCED || p.perf_mode > KILN_PERF_POWER_SAVER)
       return fail(KILN_E_INVALID_ARGUMENT, "kiln_runtime_create: unknown perf_mode " + std::to_string(p.perf_mode));
+    if (Status cap = check_cpu_cap(); !cap) return fail(KILN_E_INVALID_ARGUMENT, "kiln_runtime_create: " + cap.message());
     RuntimeOptions o;
     o.n_threads = p.n_threads;
     o.memory_budget = p.memory_budget_bytes;

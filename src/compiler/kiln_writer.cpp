@@ -6,17 +6,24 @@
 namespace kiln {
 
 Result<KilnTarget> resolve_target(const std::string& name) {
-  // Each target names the most its kernels may use; the file records what the cpu back end's
+  // Each named target is the most its kernels may use; the file records what the cpu back end's
   // best kernel table within that needs (the same on any machine that compiles it), and the
-  // runtime runs that table, or refuses the file on a CPU without those features.
+  // runtime runs that table, or refuses the file on a CPU without those features. "auto" (the
+  // default) records only what the file needs: the cpu back end's layouts are the same for every
+  // table, so that is nothing, and the file runs the best table of whichever machine opens it.
   KilnTarget t;
   t.backend = "cpu";
   uint64_t wanted = 0;
+  if (name == "auto") {
+    t.cpu_features = kCpuBestTable;
+    t.cpu_feature_names = cpu_feature_names(t.cpu_features);
+    return t;
+  }
   if (name == "native") {
     wanted = host_cpu_features();
   } else {
     bool found = false;
-    std::string names = "native";
+    std::string names = "auto, native";
     for (const CpuTarget& n : kCpuTargets) {
       names += std::string(", ") + n.name;
       if (name == n.name) {

@@ -10,9 +10,11 @@
 
 namespace kiln {
 
-// The machine a .kiln is made for: "native" (this CPU), "generic" (no ISA extension),
-// "x86-avx2", "x86-avx512", "arm64-dotprod", "arm64-i8mm". The target records the CPU features
-// of the kernels that will run (a .kiln opens only on a CPU that has them).
+// The machine a .kiln is made for: "auto" (any CPU: the best kernels of the machine that opens
+// it; what the file needs, which for the cpu back end's layouts is nothing), "native" (this
+// CPU), "generic" (no ISA extension), "x86-avx2", "x86-avx512", "x86-amx", "arm64-dotprod",
+// "arm64-i8mm". A named target records the CPU features of the kernels that will run (such a
+// .kiln opens only on a CPU that has them, and runs those kernels everywhere).
 Result<KilnTarget> resolve_target(const std::string& name);
 
 // The image with its compile report's totals, written by this version of kiln.

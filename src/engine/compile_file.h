@@ -21,7 +21,7 @@ struct CompileRequest {
   bool symmetric = true;
   bool strict = false;              // a 4-bit tensor the group does not divide fails (else 8-bit, noted)
   std::string overrides;            // JSON rules file; "" : none
-  std::string target = "native";
+  std::string target = "auto";
   std::string tokenizer;            // "" : the model's own
   int max_tokens = kDefaultMaxTokens;
   bool fuse = true;

@@ -3,6 +3,9 @@
 #include <map>
 #include <set>
 
+#include "backends/registry.h"
+#include "core/cpu_features.h"
+
 namespace kiln {
 
 nlohmann::json describe(const KilnImage& k) {
@@ -12,8 +15,22 @@ nlohmann::json describe(const KilnImage& k) {
   const MemoryPlan& plan = img.program.plan;
   const ModelConfig& c = img.config;
   nlohmann::json j;
+  // What the file needs of a CPU, and which kernels it runs on this one (and why not faster).
+  const uint64_t tf = f.target().cpu_features;
+  const std::string needed = cpu_feature_names(tf & ~kCpuBestTable);
+  std::string needs = needed.empty() ? "nothing beyond the architecture" : needed;
+  needs += (tf & kCpuBestTable) ? "; runs the best kernels of the machine that opens it" : "; runs those kernels everywhere";
+  std::string here;
+  if (const uint64_t missing = tf & ~kCpuBestTable & ~host_cpu_features(); missing != 0) {
+    here = "none: this machine lacks " + cpu_feature_names(missing) + " (" + why_cpu_lacks(missing) + ")";
+  } else if (const Backend* b = find_backend(f.target().backend); b != nullptr) {
+    PrepareOptions po;
+    po.cpu_features = tf;
+    here = f.target().backend + ": " + b->kernel_choice(po);
+  }
   j["header"] = {{"format_version", f.format_version()}, {"writer", f.writer_version()},
-                 {"target", {{"backend", f.target().backend}, {"cpu_features", f.target().cpu_feature_names}}},
+                 {"target", {{"backend", f.target().backend}, {"cpu_features", f.target().cpu_feature_names},
+                             {"needs", needs}, {"kernels_here", here}}},
                  {"file_bytes", f.file_size()}};
   nlohmann::json sections = nlohmann::json::array();
   for (const auto& s : f.sections())

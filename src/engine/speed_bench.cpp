@@ -138,6 +138,7 @@ Result<SpeedBenchReport> run_speed_bench(const SpeedBenchOptions& o) {
   KILN_ASSIGN_OR_RETURN(OpenedModel opened, open_model(o.model, o.open));
   r.open_seconds = now_s() - t_open0;
   r.kind = opened.kind;
+  r.kernels = opened.model->kernel_choice();
   r.config = opened.model->config();
   r.weights = summarize_weights(*opened.model);
   r.threads = o.threads;

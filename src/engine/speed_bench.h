@@ -60,6 +60,7 @@ struct SpeedBenchReport {
   ModelConfig config;
   WeightSummary weights;
   double open_seconds = 0;
+  std::string kernels;  // Model::kernel_choice(): the table that ran, and why not a faster one
   int threads = 0, session_threads = 0;
   std::vector<PrefillResult> prefill;
   SampleStats decode_tps;  // empty without a decode test

@@ -556,7 +556,8 @@ Result<std::shared_ptr<const KilnFile>> open_kiln_bytes(std::shared_ptr<const Ma
         ++name_index;
       }
       return unsupported(path + ": compiled for CPU features this machine lacks (" + list +
-                         "): recompile it with `kiln compile --target native`");
+                         "): recompile it with `kiln compile --target native`, or with the default target "
+                         "(auto), which runs on every CPU");
     }
   }
 

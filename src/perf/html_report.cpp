@@ -219,6 +219,7 @@ std::string profile_to_html(const Profile& p) {
       "svg text{font:11px sans-serif}.charts{display:flex;flex-wrap:wrap;gap:24px}</style></head><body>";
   o += fmt("<h1>kiln profile</h1><p>%s &mdash; level %s, %d threads; time to first token %.3f ms</p>", esc(p.model).c_str(),
            std::string(profile_level_name(p.level)).c_str(), p.n_threads, p.time_to_first_token_s * 1e3);
+  if (!p.kernels.empty()) o += "<p>kernels: " + esc(p.kernels) + "</p>";
   if (p.fault) o += "<p><b>numerics:</b> " + esc(p.fault->message()) + "</p>";
   o += "<div class=\"charts\"><div><h3>time per layer, by op kind</h3>" + layer_chart(p) + "</div>";
   o += "<div><h3>roofline</h3>" + roofline_chart(p) + "</div>";

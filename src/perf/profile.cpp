@@ -145,6 +145,7 @@ Profile build_profile(const Model& model, const StepTracer& tracer, DType kv_dty
   Profile p;
   p.level = tracer.level();
   p.n_threads = n_threads;
+  p.kernels = model.kernel_choice();
   p.memory = memory;
   p.ceilings = ceilings;
   p.fault = tracer.fault();

@@ -88,6 +88,7 @@ struct PhaseSummary {
 struct Profile {
   ProfileLevel level = ProfileLevel::kOff;
   std::string model;  // a label (the path)
+  std::string kernels;  // Model::kernel_choice(): the table each back end ran, and why not a faster one
   int n_threads = 1;
   std::vector<NodeInfo> nodes;
   std::vector<StepSample> steps;

@@ -55,6 +55,7 @@ nlohmann::ordered_json profile_to_json(const Profile& p, size_t top) {
   OJ j{{"level", profile_level_name(p.level)}};
   if (!p.model.empty()) j["model"] = p.model;
   j["threads"] = p.n_threads;
+  j["kernels"] = p.kernels;
   j["time_to_first_token_s"] = p.time_to_first_token_s;
   j["prefill"] = phase_json(p.prefill, p.ceilings.bandwidth_gbs, top);
   j["decode"] = phase_json(p.decode, p.ceilings.bandwidth_gbs, top);

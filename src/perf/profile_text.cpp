@@ -60,6 +60,7 @@ std::string profile_to_text(const Profile& p, size_t top) {
   std::string out;
   put(out, "profile (%s, %d thread%s)%s%s\n", std::string(profile_level_name(p.level)).c_str(), p.n_threads,
       p.n_threads == 1 ? "" : "s", p.model.empty() ? "" : ": ", p.model.c_str());
+  if (!p.kernels.empty()) put(out, "kernels %s\n", p.kernels.c_str());
   put(out, "time to first token %.2f ms\n", p.time_to_first_token_s * 1e3);
   phase(out, "prefill", p.prefill, p, top);
   phase(out, "decode", p.decode, p, top);

@@ -125,6 +125,17 @@ void Model::prefault() const {
 #endif
 }
 
+std::string Model::kernel_choice() const {
+  PrepareOptions po;
+  po.cpu_features = image_.cpu_features;
+  std::string out;
+  for (const Backend* b : backends_) {
+    const std::string c = b->kernel_choice(po);
+    if (!c.empty()) out += (out.empty() ? "" : "; ") + std::string(b->name()) + ": " + c;
+  }
+  return out;
+}
+
 uint64_t Model::weight_bytes() const {
   uint64_t n = 0;
   for (const auto& w : image_.weights) n += w.size();

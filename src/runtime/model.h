@@ -30,6 +30,8 @@ class Model {
   }
   std::span<const std::unique_ptr<Kernel>> kernels() const { return kernels_; }
   std::span<const Backend* const> backends() const { return backends_; }  // those the program uses
+  // The kernels each back end runs here and why not faster ones: "cpu: avx2 (not avx512: ...)".
+  std::string kernel_choice() const;
   // A fingerprint of the program and every weight byte (a session snapshot is bound to it);
   // computed on first use, as it reads every page of the weights.
   uint64_t identity() const;

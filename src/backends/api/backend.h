@@ -76,7 +76,8 @@ class Kernel {
 // How the kernels of a program are chosen when it is bound.
 struct PrepareOptions {
   // The CPU features the kernels may use: those the .kiln target records (for a model compiled
-  // in memory, this machine's). The same file therefore runs the same kernels everywhere.
+  // in memory, and a file compiled for "auto", kCpuBestTable: whatever this machine may use).
+  // A file for a named target therefore runs the same kernels everywhere.
   uint64_t cpu_features = 0;
 };
 
@@ -91,6 +92,9 @@ class Backend {
                                                   std::span<const BoundWeight> weights,
                                                   std::span<const int64_t> value_offsets,
                                                   int max_tokens) const = 0;
+  // Which kernels prepare() picks here with these options, and why not faster ones (a line for
+  // bench, profile and inspect); "" for back ends without a choice.
+  virtual std::string kernel_choice(const PrepareOptions&) const { return ""; }
   // The same, with the kernel choice; back ends without choices keep the default.
   virtual Result<std::unique_ptr<Kernel>> prepare(const Node& node, const Graph& graph,
                                                   std::span<const BoundWeight> weights,

@@ -544,7 +544,7 @@ class CpuKernel final : public Kernel {
 CpuBackend::CpuBackend() : decode_one_stream_(host_reads_one_stream_faster()) {}
 
 uint64_t cpu_kernel_features(uint64_t features) { return cpu::target_kernel_features(features); }
-const char* cpu_kernel_name(uint64_t features) { return cpu::select_kernels(features).name; }
+const char* cpu_kernel_name(uint64_t features) { return cpu::kernel_table_name(features); }
 
 bool CpuBackend::supports(const Node& node, const Graph& graph) const {
   for (int wi : node.weights) {
@@ -613,14 +613,18 @@ Result<std::unique_ptr<Kernel>> CpuBackend::prepare(const Node& node, const Grap
                                                     std::span<const BoundWeight> weights,
                                                     std::span<const int64_t> value_offsets, int max_tokens,
                                                     const PrepareOptions& options) const {
-  const KernelTable& k = cpu::select_kernels(options.cpu_features & host_cpu_features());
+  const KernelTable& k = cpu::select_kernels(cpu_features_for(options.cpu_features));
   auto kernel = std::make_unique<CpuKernel>(node, graph, k, value_offsets, max_tokens, decode_one_stream_);
   KILN_RETURN_IF_ERROR(kernel->bind(weights));
   return std::unique_ptr<Kernel>(std::move(kernel));
 }
 
+std::string CpuBackend::kernel_choice(const PrepareOptions& options) const {
+  return cpu::kernel_choice(options.cpu_features);
+}
+
 std::optional<double> CpuBackend::product_rate(Scheme s, int tokens, const PrepareOptions& options, double seconds) const {
-  const KernelTable& k = cpu::select_kernels(options.cpu_features & host_cpu_features());
+  const KernelTable& k = cpu::select_kernels(cpu_features_for(options.cpu_features));
   if (k.product_loop == nullptr) return std::nullopt;
   using Clock = std::chrono::steady_clock;
   auto since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };

@@ -45,6 +45,7 @@ class CpuBackend final : public Backend {
                                           const PrepareOptions& options) const override;
   size_t scratch_bytes(const Graph& graph, int max_tokens, int n_ctx) const override;
   size_t session_scratch_bytes(const Graph& graph, int max_tokens, int n_ctx, int threads) const override;
+  std::string kernel_choice(const PrepareOptions& options) const override;
   std::optional<double> product_rate(Scheme s, int tokens, const PrepareOptions& options, double seconds) const override;
 
   Result<std::string> layout_for(const Node& node, const Graph& graph, const WeightDesc& w) const override;
@@ -64,5 +65,6 @@ class CpuBackend final : public Backend {
 uint64_t cpu_kernel_features(uint64_t features);
 // The name of that kernel table ("avx512", "avx2", "dotprod", "neon", "generic").
 const char* cpu_kernel_name(uint64_t features);
+
 
 }  // namespace kiln

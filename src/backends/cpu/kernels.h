@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "quant/scheme.h"
 
@@ -246,8 +247,15 @@ const KernelTable& generic_kernels();
 // The features of the best table of any architecture (built here or not) within `wanted`: what a
 // .kiln for a target with `wanted` records.
 uint64_t target_kernel_features(uint64_t wanted);
+// The best table this machine can run within `cpu_features` (never one whose features the OS
+// does not enable here, whatever the caller asks), and its name without running it.
 const KernelTable& select_kernels(uint64_t cpu_features);
-// Every table this build has whose features are a subset of `cpu_features` (for tests).
+const char* kernel_table_name(uint64_t cpu_features);
+// The table a program whose target records `target` runs here, and why each faster table does
+// not: "avx2 (not amx: the CPU lacks ...; not avx512: KILN_CPU=avx2 caps it)".
+std::string kernel_choice(uint64_t target);
+// Every table this build has whose features are a subset of `cpu_features` and that this
+// machine can run, best first (for tests).
 int available_kernel_tables(uint64_t cpu_features, const KernelTable** out, int max);
 
 // Bytes of one W4A16 tile widened to 16-bit pairs (the a16 words kernel): [cols / 2][16] u32
@@ -274,6 +282,9 @@ void fill_amx(KernelTable& t);
 // Tests only (x86 builds of kiln_tests): the amx kernels over a software model of the tiles
 // (x86/amx_emulation.h), runnable wherever the avx512 table is.
 void fill_amx_emulated(KernelTable& t);
+// The 64 bytes the emulated tiles' last LDTILECFG read on this thread (tests only).
+void amx_emulated_last_config(uint8_t out[64]);
+void amx_emulated_forget_config();
 void fill_neon(KernelTable& t);
 void fill_dotprod(KernelTable& t);
 void fill_i8mm(KernelTable& t);

@@ -16,6 +16,7 @@
 #include <immintrin.h>
 
 #include "backends/cpu/microkernels.h"
+#include "backends/cpu/x86/amx_tile_config.h"
 #include "backends/cpu/x86/avx512_traits.h"
 #include "core/cpu_features.h"
 
@@ -30,24 +31,7 @@ namespace kiln::cpu {
 
 namespace {
 
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-// Every tile 16 rows of 64 bytes. w4a16: 0 (C, f32 16 x 16), 1 (B, 16 pairs x 16 rows), 2 and 3
-// (A hi and lo, 16 x 32 bf16). The others: 0-3 (C of four token blocks), 4 and 5 (B, and the low
-// part of f16 weights), 6 and 7 (A hi and lo).
-inline void configure_tiles() {
-  TileConfig c;
-  for (int i = 0; i < 8; ++i) {
-    c.colsb[i] = 64;
-    c.rows[i] = 16;
-  }
-  _tile_loadconfig(&c);
-}
+inline void configure_tiles() { _tile_loadconfig(&kAmxTileConfig); }
 
 // The avx512 table's kernels (x86/avx512.cpp), where the tiles do not pay (decode, few tokens):
 // taken from that file rather than instantiated here a second time (they dominate build time).
@@ -333,6 +317,11 @@ double product_loop_amx(Scheme s, int tokens, int64_t rounds) {
 }
 
 }  // namespace
+
+#if defined(KILN_AMX_EMULATION)
+void amx_emulated_last_config(uint8_t out[64]) { std::memcpy(out, amx_emulation::tiles().config, 64); }
+void amx_emulated_forget_config() { std::memset(amx_emulation::tiles().config, 0, 64); }
+#endif
 
 void KILN_FILL_AMX(KernelTable& t) {
   fill_avx512(t);

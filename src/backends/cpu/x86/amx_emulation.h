@@ -19,6 +19,7 @@ struct Tiles {
   alignas(64) uint8_t data[8][16][64];
   int rows[8];
   int colsb[8];
+  uint8_t config[64];  // the bytes the last LDTILECFG read, for the tests to check
 };
 
 inline Tiles& tiles() {
@@ -26,9 +27,15 @@ inline Tiles& tiles() {
   return t;
 }
 
+// As the hardware does, a palette other than 1 leaves every tile unconfigured (0 rows).
 inline void loadconfig(const void* config) {
   const auto* c = static_cast<const uint8_t*>(config);
+  std::memcpy(tiles().config, c, 64);
   for (int i = 0; i < 8; ++i) {
+    if (c[0] != 1) {
+      tiles().colsb[i] = tiles().rows[i] = 0;
+      continue;
+    }
     uint16_t colsb;
     std::memcpy(&colsb, c + 16 + 2 * i, 2);
     tiles().colsb[i] = colsb;
