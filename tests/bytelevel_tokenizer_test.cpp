@@ -99,6 +99,7 @@ const VectorFile kVectorFiles[] = {
     {"llama2_style", "tokenizer-vectors/llama2-style.json", "tokenizer-vectors/tokenizers/llama2-style/tokenizer.json", 200},
     {"mistral_style", "tokenizer-vectors/mistral-style.json", "tokenizer-vectors/tokenizers/mistral-style/tokenizer.json", 200},
     {"gemma_style", "tokenizer-vectors/gemma-style.json", "tokenizer-vectors/tokenizers/gemma-style/tokenizer.json", 200},
+    {"gemma3_style", "tokenizer-vectors/gemma3-style.json", "tokenizer-vectors/tokenizers/gemma3-style/tokenizer.json", 260},
     {"qwen3_shared", "tokenizers/qwen3/vectors.json", "tokenizers/qwen3/tokenizer.json", 60},
     {"gpt2_shared", "tokenizers/gpt2/vectors.json", "tokenizers/gpt2/tokenizer.json", 60},
 };

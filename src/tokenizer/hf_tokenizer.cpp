@@ -1,7 +1,7 @@
 // Hugging Face tokenizer.json, two kinds of BPE model:
-//  - SentencePiece-style (what HF's LlamaConverter writes): byte_fallback, "▁" for spaces via a
-//    Prepend/Replace normalizer or a Metaspace pre-tokenizer, a Replace/ByteFallback/Fuse/Strip
-//    (or Metaspace) decoder; SpmBpeTokenizer.
+//  - SentencePiece-style (what HF's LlamaConverter and GemmaConverter write): byte_fallback, "▁"
+//    for spaces via a Prepend/Replace normalizer or a Metaspace pre-tokenizer, optionally a Split
+//    on a string (Gemma 3), a Replace/ByteFallback/Fuse/Strip (or Metaspace) decoder; SpmBpeTokenizer.
 //  - byte-level (GPT-2, Llama 3, Qwen): a ByteLevel pre-tokenizer (after Split regexes) and
 //    decoder, NFC or other normalizers; ByteLevelBpeTokenizer.
 //
@@ -63,6 +63,36 @@ Result<std::string> replace_pattern(const Json& obj, const std::string& where) {
   return corrupt(where + ": Replace pattern must have 'String' or 'Regex'");
 }
 
+Result<SplitBehavior> parse_behavior(const Json& p, const std::string& where, SplitBehavior fallback) {
+  KILN_ASSIGN_OR_RETURN(std::string b, json_string(p, "behavior", "", where));
+  if (b.empty()) return fallback;
+  if (b == "Removed") return SplitBehavior::kRemoved;
+  if (b == "Isolated") return SplitBehavior::kIsolated;
+  if (b == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
+  if (b == "MergedWithNext") return SplitBehavior::kMergedWithNext;
+  if (b == "Contiguous") return SplitBehavior::kContiguous;
+  return corrupt(where + ": split behavior '" + b + "' is not Removed, Isolated, MergedWithPrevious, MergedWithNext or Contiguous");
+}
+
+// A Split or Replace pattern: {"String": s} or {"Regex": r}.
+Status parse_pattern(const Json& obj, const std::string& where, std::string& pattern, bool& regex) {
+  const Json* p = member(obj, "pattern");
+  if (p == nullptr || !p->is_object()) return corrupt(where + ": needs a 'pattern' object");
+  if (const Json* s = member(*p, "String")) {
+    if (!s->is_string()) return corrupt(where + ": pattern 'String' must be a string");
+    pattern = s->get<std::string>();
+    regex = false;
+    return Status::ok();
+  }
+  if (const Json* r = member(*p, "Regex")) {
+    if (!r->is_string()) return corrupt(where + ": pattern 'Regex' must be a string");
+    pattern = r->get<std::string>();
+    regex = true;
+    return Status::ok();
+  }
+  return corrupt(where + ": pattern must have 'String' or 'Regex'");
+}
+
 Status parse_normalizer(const Json& n, const std::string& where, std::vector<TextOp>& ops) {
   if (!n.is_object()) return corrupt(where + ": must be an object");
   const std::string type = type_of(n);
@@ -119,13 +149,35 @@ Status parse_pre_tokenizer(const Json& p, const std::string& where, SpmBpeSpec& 
     for (const Json& e : *list) KILN_RETURN_IF_ERROR(parse_pre_tokenizer(e, where, spec));
     return Status::ok();
   }
+  if (type == "Split") {
+    // A literal string only, merged into the word before or after it (Metaspace's split is the
+    // latter). It runs on the normalized text: Gemma 3's Split(" ") finds no " " after its
+    // Replace(" " -> "▁"), so there it cuts nothing, as in HF.
+    std::string pattern;
+    bool regex = false;
+    KILN_RETURN_IF_ERROR(parse_pattern(p, where + ": Split", pattern, regex));
+    if (regex) return unsupported(where + ": Split with a Regex pattern is not supported in a SentencePiece-style BPE yet");
+    if (pattern.empty()) return corrupt(where + ": Split pattern is empty");
+    KILN_ASSIGN_OR_RETURN(SplitBehavior b, parse_behavior(p, where + ": Split", SplitBehavior::kIsolated));
+    KILN_ASSIGN_OR_RETURN(bool invert, json_bool(p, "invert", false, where));
+    if (invert) return unsupported(where + ": Split with invert=true is not supported in a SentencePiece-style BPE yet");
+    if (b != SplitBehavior::kMergedWithPrevious && b != SplitBehavior::kMergedWithNext) {
+      KILN_ASSIGN_OR_RETURN(std::string name, json_string(p, "behavior", "Isolated", where));
+      return unsupported(where + ": Split behavior '" + name +
+                         "' is not supported in a SentencePiece-style BPE yet (MergedWithPrevious and MergedWithNext are)");
+    }
+    if (!spec.split_at.empty()) return unsupported(where + ": two pre-tokenizers that split words");
+    spec.split_at = pattern;
+    spec.split_after = b == SplitBehavior::kMergedWithPrevious;
+    return Status::ok();
+  }
   if (type == "Metaspace") {
-    if (!spec.split_before.empty()) return unsupported(where + ": two Metaspace pre-tokenizers");
+    if (!spec.split_at.empty()) return unsupported(where + ": two pre-tokenizers that split words");
     KILN_ASSIGN_OR_RETURN(MetaspaceSettings m, parse_metaspace(p, where));
     spec.text_ops.push_back({TextOp::Kind::kReplace, m.replacement, " ", false});
     if (m.scheme != "never")
       spec.text_ops.push_back({TextOp::Kind::kPrependIfMissing, m.replacement, "", m.scheme == "first"});
-    if (m.split) spec.split_before = m.replacement;
+    if (m.split) spec.split_at = m.replacement;
     return Status::ok();
   }
   if (type.empty()) return corrupt(where + ": a pre-tokenizer has no 'type'");
@@ -374,36 +426,6 @@ Status parse_post_processor(const Json* pp, const std::string& where, const std:
 
 // ---------------------------------------------------------------------------------------------
 // Byte-level BPE
-
-Result<SplitBehavior> parse_behavior(const Json& p, const std::string& where, SplitBehavior fallback) {
-  KILN_ASSIGN_OR_RETURN(std::string b, json_string(p, "behavior", "", where));
-  if (b.empty()) return fallback;
-  if (b == "Removed") return SplitBehavior::kRemoved;
-  if (b == "Isolated") return SplitBehavior::kIsolated;
-  if (b == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
-  if (b == "MergedWithNext") return SplitBehavior::kMergedWithNext;
-  if (b == "Contiguous") return SplitBehavior::kContiguous;
-  return corrupt(where + ": split behavior '" + b + "' is not Removed, Isolated, MergedWithPrevious, MergedWithNext or Contiguous");
-}
-
-// A Split or Replace pattern: {"String": s} or {"Regex": r}.
-Status parse_pattern(const Json& obj, const std::string& where, std::string& pattern, bool& regex) {
-  const Json* p = member(obj, "pattern");
-  if (p == nullptr || !p->is_object()) return corrupt(where + ": needs a 'pattern' object");
-  if (const Json* s = member(*p, "String")) {
-    if (!s->is_string()) return corrupt(where + ": pattern 'String' must be a string");
-    pattern = s->get<std::string>();
-    regex = false;
-    return Status::ok();
-  }
-  if (const Json* r = member(*p, "Regex")) {
-    if (!r->is_string()) return corrupt(where + ": pattern 'Regex' must be a string");
-    pattern = r->get<std::string>();
-    regex = true;
-    return Status::ok();
-  }
-  return corrupt(where + ": pattern must have 'String' or 'Regex'");
-}
 
 Status parse_bl_normalizer(const Json& n, const std::string& where, std::vector<TextNormalizer>& out) {
   if (!n.is_object()) return corrupt(where + ": must be an object");

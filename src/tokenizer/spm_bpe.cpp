@@ -404,18 +404,19 @@ void SpmBpeTokenizer::encode_segment(std::string_view segment, bool at_start, st
     if (at < v.size()) encode_word(v.substr(at), 0, out);
     return;
   }
-  const std::string& sep = spec_.split_before;
+  const std::string& sep = spec_.split_at;
   if (sep.empty()) {
     encode_word(v, prefix_len, out);
     return;
   }
+  // The occurrences as HF finds them: leftmost first, not overlapping.
   size_t start = 0;
-  for (size_t hit = v.find(sep, 1); hit != std::string_view::npos; hit = v.find(sep, hit + sep.size())) {
-    if (hit == start) continue;
-    encode_word(v.substr(start, hit - start), 0, out);
-    start = hit;
+  for (size_t hit = v.find(sep); hit != std::string_view::npos; hit = v.find(sep, hit + sep.size())) {
+    const size_t cut = spec_.split_after ? hit + sep.size() : hit;
+    if (cut > start) encode_word(v.substr(start, cut - start), 0, out);
+    start = cut;
   }
-  encode_word(v.substr(start), 0, out);
+  if (start < v.size()) encode_word(v.substr(start), 0, out);
 }
 
 std::string SpmBpeTokenizer::decode(const std::vector<int>& ids, const DecodeOptions& options) const {

@@ -10,7 +10,7 @@
 //   2. the text is cut at the added tokens it contains (only when the spec lists any; matched
 //      leftmost-longest on the raw text, as HF does for tokens that are not normalized);
 //   3. each remaining segment is normalized by `text_ops` (prepend, replace) and optionally split
-//      into words before each occurrence of `split_before` (Metaspace split=true);
+//      into words at each occurrence of `split_at` (Metaspace split=true; HF's Split on a string);
 //   4. each word is cut into initial symbols (see InitialSymbols), which bpe_merge() merges by
 //      `merge_rule`;
 //   5. symbols that are still no token become byte-fallback tokens (or unk).
@@ -86,7 +86,11 @@ struct SpmBpeSpec {
   bool lookup_bytes = true;    // include kByte pieces
 
   std::vector<TextOp> text_ops;
-  std::string split_before;  // non-empty: words start before each occurrence (Metaspace split)
+  // Non-empty: the normalized text is cut into words at each occurrence of this string, which
+  // starts a word (Metaspace split=true, HF's MergedWithNext) or, with split_after, ends one (HF's
+  // Split MergedWithPrevious; Gemma 3 splits after " ", which its normalizer has already replaced).
+  std::string split_at;
+  bool split_after = false;
   // Non-empty: the words are this regex's matches and the text between them, as llama.cpp cuts
   // a SentencePiece-style BPE text (gemma4: runs of newlines and of the rest; whitespace: \S+).
   std::string split_regex;
