@@ -5,7 +5,13 @@
 #include <httplib.h>
 #include <signal.h>
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -436,9 +442,46 @@ void Server::routes() {
   });
 }
 
+namespace {
+
+// Why binding host:port failed, from the OS (httplib keeps errno to itself): binds a socket of
+// the same kind, with the same SO_REUSEADDR, and names the error.
+std::string why_cannot_bind(const std::string& host, int port) {
+  const std::string where = host + ":" + std::to_string(port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  if (const int e = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); e != 0)
+    return "cannot listen on " + where + ": " + gai_strerror(e);
+  int err = 0;
+  for (addrinfo* a = res; a != nullptr && err == 0; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    int yes = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0) err = errno;
+    close(fd);
+  }
+  freeaddrinfo(res);
+  if (err == EADDRINUSE) return "address " + where + " is in use";
+  if (err == EADDRNOTAVAIL) return "cannot listen on " + where + ": not an address of this machine";
+  if (err != 0) return "cannot listen on " + where + ": " + std::strerror(err);
+  return "cannot listen on " + where;
+}
+
+}  // namespace
+
 int Server::start() {
   if (!load()) return 2;
   routes();
+  // SO_REUSEADDR alone: httplib's default also sets SO_REUSEPORT, with which a second server on
+  // the same port binds too and the kernel splits the requests between two different servers.
+  http_.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   int port = opt_.port;
   if (port == 0) {
     port = http_.bind_to_any_port(opt_.host);
@@ -447,8 +490,7 @@ int Server::start() {
       return 2;
     }
   } else if (!http_.bind_to_port(opt_.host, port)) {
-    std::fprintf(stderr, "kiln: error: cannot listen on %s:%d (in use, or not an address of this machine)\n",
-                 opt_.host.c_str(), port);
+    std::fprintf(stderr, "kiln: error: %s\n", why_cannot_bind(opt_.host, port).c_str());
     return 2;
   }
   // SIGINT/SIGTERM stop the server from a thread of their own (httplib's stop() is not

@@ -2,6 +2,7 @@
 // statuses, llama.cpp's flags, flags a .kiln cannot use, write errors, defaults in --help.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -85,6 +86,12 @@ TEST(CliUsage, RangeErrorsNameTheFlag) {
   expect_usage("bench -r 0", "--repetitions must be at least 1\n");
   expect_usage("bench --threads -1", "--threads must be from 0 to 256\n");
   expect_usage("synth --preset tiny-llama -o x --layers 0", "--layers must be at least 1\n");
+  // Each one line with kiln's prefix, as every other error.
+  for (const std::string args : {"run -n -5", "run --ctx -1", "run --no-such-flag", "bench -r 0"}) {
+    auto e = test::run_kiln(args);
+    EXPECT_EQ(e.err.rfind("kiln: error: ", 0), 0u) << args << "\n" << e.err;
+    EXPECT_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1) << args << "\n" << e.err;
+  }
   // No CLI11 range text with DBL_MAX in full.
   auto r = test::run_kiln("run --threads -1");
   EXPECT_EQ(r.err.find("179769313486231"), std::string::npos) << r.err;
@@ -442,6 +449,35 @@ TEST(CliUsage, InspectDescribesASourceModel) {
   auto verify = test::run_kiln("inspect --verify " + test::shell_quote(gguf));
   EXPECT_EQ(verify.exit_code, 1);
   EXPECT_NE(verify.err.find("--verify checks a .kiln's checksums"), std::string::npos) << verify.err;
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Every path kiln writes (a .kiln, a profile's trace and report) is a regular file or nothing
+// yet: a FIFO, a folder or a device is one line and exit 2, and stays what it was.
+TEST(CliUsage, WritesOnlyRegularFiles) {
+  const std::string dir = test::temp_dir() + "/cli_not_regular";
+  std::filesystem::create_directories(dir);
+  const std::string fifo = dir + "/out.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string model = test::shell_quote(test::shipped_model());
+  for (const std::string& args : {"compile " + model + " -o " + fifo, "compile " + model + " -o " + dir,
+                                  "profile " + model + " -p 4 -n 2 --level detailed --no-ceilings --trace " + fifo,
+                                  "profile " + model + " -p 4 -n 2 --level detailed --no-ceilings --report " + dir}) {
+    auto r = test::run_kiln(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(", not a regular file: kiln writes a file by renaming a finished copy onto it"), std::string::npos)
+        << args << "\n" << r.err;
+  }
+  struct stat st;
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Files are written to a temporary name and renamed; a signal or a killed run leaves none behind.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -67,6 +68,46 @@ TEST(TempFile, CommitAndDiscardLeaveNoSlotBehind) {
   }
   EXPECT_EQ(temp_files_beside(test::temp_dir() + "/many.bin"), 0u);
   EXPECT_EQ(test::read_file(test::temp_dir() + "/many.bin"), std::string(1, static_cast<char>(99)));
+}
+
+// A rename replaces whatever is at the target, so only a regular file (or none) may be one: run as
+// root, `kiln compile -o /dev/null` once replaced the system's /dev/null with a file. create()
+// refuses before anything is written (these tests never commit onto such a path).
+TEST(TempFile, RefusesEverythingButARegularFile) {
+  const std::string dir = test::temp_dir() + "/not_regular";
+  fs::create_directories(dir);
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  struct Case {
+    std::string path, kind;
+  };
+  for (const Case& c : {Case{"/dev/null", "a character device"}, Case{fifo, "a FIFO"}, Case{dir, "a directory"}}) {
+    TempFile f;
+    Status st = f.create(c.path);
+    ASSERT_FALSE(st) << c.path;
+    EXPECT_EQ(st.message(), c.path + " is " + c.kind +
+                                ", not a regular file: kiln writes a file by renaming a finished copy onto it, "
+                                "which would replace it; give the path of a file");
+    EXPECT_FALSE(write_file_atomically(c.path, {})) << c.path;
+  }
+  struct stat st;
+  ASSERT_EQ(::stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_EQ(temp_files_beside(fifo), 0u);
+}
+
+// A symbolic link is written through: the file it names gets the bytes, the link stays a link.
+TEST(TempFile, WritesThroughASymbolicLink) {
+  const std::string real = test::temp_dir() + "/real.bin", link = test::temp_dir() + "/link.bin";
+  test::write_file(real, "old");
+  fs::remove(link);
+  fs::create_symlink(real, link);
+  const std::string text = "new";
+  ASSERT_TRUE(write_file_atomically(link, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), 3)));
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_EQ(test::read_file(real), "new");
 }
 
 }  // namespace

@@ -112,6 +112,10 @@ int profile(ProfileCmd c) {
   if (*level == ProfileLevel::kOff && !c.check_numerics) return usage_error("--level off profiles nothing");
   if ((!c.trace.empty() || !c.report.empty()) && *level != ProfileLevel::kDetailed)
     return usage_error("--trace and --report need --level detailed");
+  // Before the run: a trace or report path that is not a regular file is refused now.
+  for (const std::string* out : {&c.trace, &c.report})
+    if (!out->empty())
+      if (auto t = regular_file_target(*out); !t) return fail(t.status());
   if (c.scheme_given)
     if (std::string e = kiln_file_fixes(c.model, "-q", "quantization"); !e.empty()) return usage_error(e);
   OpenOptions oo;

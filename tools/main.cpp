@@ -64,10 +64,13 @@ int main(int argc, char** argv) {
   // Every --help shows each option's default (the subcommands inherit this).
   app.option_defaults()->always_capture_default();
   // Range errors come as "--threads: must be at least 1" (tools/cli_common.h): say it plainly.
+  // Every error one line with kiln's prefix, as the subcommands' own errors are.
   app.failure_message([](const CLI::App* a, const CLI::Error& e) {
-    std::string m = CLI::FailureMessage::simple(a, e);
+    std::string m = e.what();
     if (const size_t p = m.find(": must "); p != std::string::npos) m.erase(p, 1);
-    return m;
+    if (const size_t nl = m.find('\n'); nl != std::string::npos) m.erase(nl);
+    (void)a;
+    return "kiln: error: " + m + "\n";
   });
   int exit_code = 0;
   kiln::cli::add_run_command(app, exit_code);

@@ -1,7 +1,7 @@
 // A console chat over kiln's Java binding: each reply streams token by token.
 //
 //   javac -cp kiln.jar Chat.java
-//   java -Djava.library.path=DIR_OF_libkiln_jni.so -cp kiln.jar:. Chat model.kiln [--system TEXT]
+//   java -cp kiln.jar:. Chat model.kiln [--system TEXT]   (libkiln_jni.so beside kiln.jar, as the build puts it)
 //        [--max-tokens N] [--temp T] [--seed S]
 //
 // One user message per line; /clear starts over, /exit (or end of input) leaves. A model without a

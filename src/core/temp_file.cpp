@@ -1,6 +1,7 @@
 #include "core/temp_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -81,9 +82,40 @@ std::vector<std::string> remove_stale_temp_files(const std::string& target) {
   return removed;
 }
 
+Result<std::string> regular_file_target(const std::string& target) {
+  struct stat st;
+  if (::lstat(target.c_str(), &st) != 0) {
+    if (errno == ENOENT) return target;  // a new file
+    return io_error(target + ": " + std::strerror(errno));
+  }
+  std::string path = target;
+  if (S_ISLNK(st.st_mode)) {
+    // Written through the link, which stays: the file it points to is what the user named.
+    std::error_code ec;
+    const auto real = std::filesystem::weakly_canonical(target, ec);
+    if (ec) return io_error(target + ": cannot resolve the symbolic link: " + ec.message());
+    path = real.string();
+    if (::stat(path.c_str(), &st) != 0) {
+      if (errno == ENOENT) return path;
+      return io_error(target + ": " + std::strerror(errno));
+    }
+  }
+  if (S_ISREG(st.st_mode)) return path;
+  const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                     : S_ISCHR(st.st_mode)  ? "a character device"
+                     : S_ISBLK(st.st_mode)  ? "a block device"
+                     : S_ISFIFO(st.st_mode) ? "a FIFO"
+                     : S_ISSOCK(st.st_mode) ? "a socket"
+                                            : "not a regular file";
+  return invalid_argument(target + " is " + kind + ", not a regular file: kiln writes a file by renaming a finished "
+                          "copy onto it, which would replace it; give the path of a file");
+}
+
 TempFile::~TempFile() { discard(); }
 
-Status TempFile::create(const std::string& target) {
+Status TempFile::create(const std::string& requested) {
+  KILN_ASSIGN_OR_RETURN(std::string target, regular_file_target(requested));
+  target_ = target;
   static std::atomic<uint64_t> counter{0};
   for (int attempt = 0; attempt < 100; ++attempt) {
     std::string name = target + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
@@ -126,7 +158,10 @@ Status TempFile::pwrite_at(uint64_t offset, std::span<const uint8_t> bytes) {
   return Status::ok();
 }
 
-Status TempFile::commit(const std::string& target) {
+Status TempFile::commit(const std::string& requested) {
+  // Checked again just before the rename: the path may have become a device or a folder since.
+  KILN_ASSIGN_OR_RETURN(std::string target, regular_file_target(requested));
+  if (target != target_) return invalid_argument(requested + ": not the file this temporary file was made for");
   if (::fsync(fd_) != 0) return io_error(path_ + ": fsync failed: " + std::strerror(errno));
   int fd = fd_;
   fd_ = -1;

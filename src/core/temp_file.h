@@ -1,6 +1,8 @@
 // Writing a file so that a crash never leaves half of it: the bytes go to
 // `<path>.tmp.<pid>.<n>` in the same folder, are fsync'ed and renamed onto `path`; a TempFile
-// destroyed before commit() removes its temporary file.
+// destroyed before commit() removes its temporary file. `path` must be a regular file or not
+// exist: a rename would replace a device (/dev/null), a FIFO, a socket or a folder with a file,
+// so those are refused; a symbolic link is written through (the link stays).
 #pragma once
 
 #include <cstdint>
@@ -34,8 +36,13 @@ class TempFile {
   int fd_ = -1;
   std::string path_;
   uint64_t pos_ = 0;
+  std::string target_;  // the regular file create() resolved `target` to
   int slot_ = -1;  // its place among the files a signal removes
 };
+
+// Where writing `target` goes: itself (a regular file, or none yet), or the file a symbolic link
+// names; an error naming the kind of file for anything else.
+Result<std::string> regular_file_target(const std::string& target);
 
 // The whole file in one call.
 Status write_file_atomically(const std::string& path, std::span<const uint8_t> bytes);

@@ -13,6 +13,8 @@ namespace kiln {
 Result<CompileSummary> compile_to_file(const CompileRequest& c) {
   const auto t0 = std::chrono::steady_clock::now();
   CompileSummary s;
+  // Before minutes of compiling: a device, FIFO or folder as the output is refused now.
+  KILN_RETURN_IF_ERROR(regular_file_target(c.output).status());
   s.stale_removed = remove_stale_temp_files(c.output);
   KILN_ASSIGN_OR_RETURN(Import imp, import_model(c.model));
   const bool keep = c.scheme.empty() && has_quantized_weights(imp.model);

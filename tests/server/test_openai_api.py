@@ -246,3 +246,15 @@ def test_repeated_system_prompt_reuses_the_cache(server):
     t2 = min((t for _, t in reuses), key=lambda t: t["ttft_ms"])
     print("ttft first %.1f ms, second %.1f ms" % (t1["ttft_ms"], t2["ttft_ms"]))
     assert t2["ttft_ms"] <= 0.2 * t1["ttft_ms"], (t1, t2)
+
+
+def test_second_server_on_a_taken_port_fails(server):
+    """A second kiln serve on the port of a running one must not listen beside it (with
+    SO_REUSEPORT both did, and the kernel split the requests between two servers)."""
+    import subprocess
+    from conftest import KILN
+    r = subprocess.run([str(KILN), "serve", "--model", f"stories260K={STORIES}", "--port", str(server.port)],
+                       capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.splitlines()[-1] == f"kiln: error: address 127.0.0.1:{server.port} is in use", r.stderr
+    assert server.health()["status"] == "ok"

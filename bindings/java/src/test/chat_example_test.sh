@@ -10,7 +10,9 @@ trap 'rm -rf "$work"' EXIT
 cp "$src/examples/java/Chat.java" "$work/"
 (cd "$work" && "$javac" --release 17 -cp "$jar" Chat.java)
 model="$src/models/stories260K/stories260K.bin"
-printf 'Once upon a time\n/exit\n' | (cd "$work" && "$java" -Djava.library.path="$(dirname "$lib")" -cp "$jar:." \
+# As the README prints it: no -Djava.library.path; kiln.jar finds the libkiln_jni.so beside it.
+[ "$(dirname "$lib")" = "$(dirname "$jar")" ] || { echo "libkiln_jni.so is not beside kiln.jar"; exit 1; }
+printf 'Once upon a time\n/exit\n' | (cd "$work" && "$java" -cp "$jar:." \
   Chat "$model" --temp 0 --max-tokens 60 2>/dev/null) >"$work/chat.txt"
 "$kiln" run "$model" -p "Once upon a time" --temp 0 -n 60 2>/dev/null >"$work/run.txt"
 printf '\n' >>"$work/run.txt"  # Chat ends each reply with a newline

@@ -5,14 +5,22 @@ final class Native {
   private static final Throwable LOAD_ERROR;
 
   static {
-    // An explicit file (tests, a desktop app) or the platform's search (an APK's jniLibs).
+    // An explicit file (tests, a desktop app), the platform's search (an APK's jniLibs,
+    // java.library.path), else the libkiln_jni.so beside kiln.jar, where the build puts it, so that
+    // `java -cp kiln.jar:. App` works as it is.
     Throwable error = null;
     try {
       String path = System.getProperty("kiln.library");
       if (path != null) {
         System.load(new java.io.File(path).getAbsolutePath());
       } else {
-        System.loadLibrary("kiln_jni");
+        try {
+          System.loadLibrary("kiln_jni");
+        } catch (UnsatisfiedLinkError notOnPath) {
+          java.io.File beside = besideJar();
+          if (beside == null || !beside.isFile()) throw notOnPath;
+          System.load(beside.getAbsolutePath());
+        }
       }
     } catch (UnsatisfiedLinkError | SecurityException e) {
       error = e;
@@ -21,6 +29,19 @@ final class Native {
   }
 
   private Native() {}
+
+  /** libkiln_jni.so in the folder of the jar this class came from; null where that is unknown. */
+  private static java.io.File besideJar() {
+    try {
+      java.security.CodeSource src = Native.class.getProtectionDomain().getCodeSource();
+      if (src == null) return null;
+      java.io.File jar = new java.io.File(src.getLocation().toURI());
+      java.io.File dir = jar.isDirectory() ? jar : jar.getParentFile();
+      return dir == null ? null : new java.io.File(dir, System.mapLibraryName("kiln_jni"));
+    } catch (java.net.URISyntaxException | SecurityException | IllegalArgumentException e) {
+      return null;
+    }
+  }
 
   /** Every way into the binding starts here: a library that did not load is a KilnException too. */
   static void check() {
