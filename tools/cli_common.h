@@ -16,6 +16,12 @@ constexpr int kExitUsage = 1;
 // Exit status for a model, file or input that kiln rejects (or output it cannot write).
 constexpr int kExitBadInput = 2;
 
+// --group's help, one text for every command that takes it (run, chat, bench, ppl, profile,
+// compare, compile).
+inline constexpr const char* kGroupHelp =
+    "group size of -q's scheme: 32, 64 or 128 for the 4-bit schemes and w8a16 (grouped when given), "
+    "256 for GGML's super-blocks (w4a16 g256: IQ4_XS, or Q4_K with compile's --asym)";
+
 // Prints "kiln: error: <message>" on stderr and returns kExitBadInput.
 int fail(const Status& s);
 // Prints "kiln: error: <message>" on stderr and returns kExitUsage.

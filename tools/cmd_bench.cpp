@@ -279,7 +279,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   add_kv_type_flag(cmd, c->kv_type);
   CLI::Option* quant = cmd->add_option("-q,--quant", c->scheme, "scheme a source model is compiled in memory to (default: its own precision, as kiln run: "
                                        "a GGUF's quantization, an HF folder's F16/BF16)");
-  CLI::Option* group = cmd->add_option("--group", c->group, "group size of a 4-bit scheme (default 32)");
+  CLI::Option* group = cmd->add_option("--group", c->group, kGroupHelp);
   cmd->add_option("--tokenizer", c->tokenizer, "tokenizer file, if not the model's own");
   cmd->add_flag("--json", c->json, "print one JSON object");
   cmd->add_flag("--no-warmup", c->no_warmup, "skip the untimed warm-up run");

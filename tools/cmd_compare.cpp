@@ -9,6 +9,7 @@
 #include "engine/open_model.h"
 #include "perf/model_compare.h"
 #include "tools/cli_common.h"
+#include "tools/generation_flags.h"
 
 namespace kiln::cli {
 
@@ -17,7 +18,8 @@ namespace {
 struct CompareCmd {
   std::string a, b, file, tokenizer, quant_a = "f32", quant_b = "f32";
   std::string text = "Once upon a time, there was a little girl named Lily. She loved to play outside in the sun.";
-  int group = 32, n_ctx = 0, threads = 1;
+  int group = 32, n_ctx = 0, threads = 0;
+  std::string perf;
   bool json = false;
 };
 
@@ -42,9 +44,13 @@ int compare(const CompareCmd& c) {
   // A's tokenizer, with the BOS rule of `kiln ppl`.
   auto tokens = a->tokenizer->encode(text, add_bos_by_default(*a->tokenizer));
   if (!tokens) return fail(tokens.status());
+  // Every command's thread default, the C API's: --perf (balanced when not given) picks.
+  auto plan = thread_plan_for(c.perf, c.threads);
+  if (!plan) return fail(plan.status());
+  std::fprintf(stderr, "kiln: %s\n", plan->summary.c_str());
   CompareOptions o;
   o.n_ctx = c.n_ctx;
-  o.threads = c.threads;
+  o.threads = plan->n_threads;
   auto r = compare_models(a->model, b->model, *tokens, o);
   if (!r) return fail(r.status());
   if (c.json) {
@@ -83,9 +89,10 @@ void add_compare_command(CLI::App& app, int& exit_code) {
   cmd->add_option("-f,--file", c->file, "text to run (default: a built-in sentence)");
   cmd->add_option("--quant-a", c->quant_a, "scheme for A when it is a source compiled in memory");
   cmd->add_option("--quant-b", c->quant_b, "scheme for B when it is a source compiled in memory");
-  cmd->add_option("--group", c->group, "group size of a 4-bit scheme");
+  cmd->add_option("--group", c->group, kGroupHelp);
   cmd->add_option("-c,--ctx,--ctx-size", c->n_ctx, "window length (default: min(model maximum, 512), as kiln ppl)")->check(at_least(0));
-  cmd->add_option("-t,--threads", c->threads, "worker threads")->check(between(1, 256));
+  add_threads_flag(cmd, c->threads);
+  add_perf_flag(cmd, c->perf);
   cmd->add_option("--tokenizer", c->tokenizer, "tokenizer file, if not the models' own");
   cmd->add_flag("--json", c->json, "print one JSON object");
   cmd->callback([c, &exit_code] { exit_code = compare(*c); });

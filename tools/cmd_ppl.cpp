@@ -16,7 +16,7 @@ namespace {
 struct PplCmd {
   std::string model, file, tokenizer, scheme;  // scheme "": a source's own precision
   int n_ctx = 0;
-  int threads = 0;
+  int threads = 0, group = 32;
   std::string perf;
   std::string kv_type = "f32";
   bool json = false;
@@ -57,7 +57,7 @@ int ppl(const PplCmd& c) {
   OpenOptions oo;
   oo.tokenizer_path = c.tokenizer;
   if (!c.scheme.empty()) {
-    auto q = source_scheme(c.scheme);
+    auto q = source_scheme(c.scheme, c.group);
     if (!q) return usage_error(q.status().message());
     oo.quant = *q;
   }
@@ -97,6 +97,7 @@ void add_ppl_command(CLI::App& app, int& exit_code) {
       ->check(at_least(0));
   cmd->add_option("-q,--quant", c->scheme, "scheme for a source model compiled in memory (default: its own precision)")
       ->each([p = c.get()](const std::string&) { p->scheme_given = true; });
+  cmd->add_option("--group", c->group, kGroupHelp)->each([p = c.get()](const std::string&) { p->scheme_given = true; });
   cmd->add_option("--tokenizer", c->tokenizer, "tokenizer file, if not the model's own");
   add_threads_flag(cmd, c->threads);
   add_perf_flag(cmd, c->perf);

@@ -30,7 +30,8 @@ namespace kiln::cli {
 namespace {
 
 struct ProfileCmd {
-  std::string model, scheme = "w4a16", tokenizer, level = "detailed", trace, report;
+  std::string model, scheme, tokenizer, level = "detailed", trace, report;  // scheme "": a source's own precision
+  std::string perf;
   int n_prompt = 128, n_gen = 64, threads = 0, group = 32, top = 10;
   std::string kv_type = "f32";
   bool json = false, check_numerics = false, no_warmup = false, no_ceilings = false;
@@ -106,7 +107,11 @@ Result<Ceilings> measure_ceilings(const ProfileCmd& c, const Profile& p, const M
 
 int profile(ProfileCmd c) {
   if (c.model.empty()) c.model = default_model_path();
-  if (c.threads <= 0) c.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // Every command's thread default, the C API's: --perf (balanced when not given) picks.
+  auto plan = thread_plan_for(c.perf, c.threads);
+  if (!plan) return fail(plan.status());
+  c.threads = plan->n_threads;
+  std::fprintf(stderr, "kiln: %s\n", plan->summary.c_str());
   auto level = parse_profile_level(c.level);
   if (!level) return usage_error("--level: " + level.status().message());
   if (*level == ProfileLevel::kOff && !c.check_numerics) return usage_error("--level off profiles nothing");
@@ -120,9 +125,12 @@ int profile(ProfileCmd c) {
     if (std::string e = kiln_file_fixes(c.model, "-q", "quantization"); !e.empty()) return usage_error(e);
   OpenOptions oo;
   oo.tokenizer_path = c.tokenizer;
-  auto q = source_scheme(c.scheme, c.group);
-  if (!q) return usage_error(q.status().message());
-  oo.quant = *q;
+  // As kiln run, bench and ppl: a source model keeps its own precision unless -q says otherwise.
+  if (!c.scheme.empty()) {
+    auto q = source_scheme(c.scheme, c.group);
+    if (!q) return usage_error(q.status().message());
+    oo.quant = *q;
+  }
   auto opened = open_model(c.model, oo);
   if (!opened) return fail(opened.status());
   const Model& model = *opened->model;
@@ -181,7 +189,8 @@ void add_profile_command(CLI::App& app, int& exit_code) {
   cmd->add_option("model,-m,--model", c->model, ".kiln file or source model (default: the shipped stories260K)");
   cmd->add_option("-p,--n-prompt", c->n_prompt, "prompt tokens (prefilled in steps of up to the program's step size)")->check(at_least(1));
   cmd->add_option("-n,--n-gen", c->n_gen, "tokens decoded after it")->check(at_least(0));
-  cmd->add_option("-t,--threads", c->threads, "threads (default: all CPUs, as kiln bench)")->check(at_least(0));
+  add_threads_flag(cmd, c->threads);
+  add_perf_flag(cmd, c->perf);
   cmd->add_option("--level", c->level, "basic (per step) or detailed (per instruction)");
   cmd->add_option("--trace", c->trace, "write a Chrome trace-event JSON (Perfetto, chrome://tracing)");
   cmd->add_option("--report", c->report, "write a self-contained HTML report");
@@ -195,9 +204,9 @@ void add_profile_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--no-ceilings", c->no_ceilings, "do not measure the bandwidth and compute ceilings");
   cmd->add_option("--bw-mib", c->bw_mib, "bandwidth probe buffer in MiB (default: max(1 GiB, 4 x LLC))")->check(at_least(0));
   cmd->add_option("--bw-passes", c->bw_passes, "timed passes of the bandwidth probe")->check(at_least(1));
-  cmd->add_option("-q,--quant", c->scheme, "scheme for a source model compiled in memory")
+  cmd->add_option("-q,--quant", c->scheme, "scheme for a source model compiled in memory (default: its own precision)")
       ->each([p = c.get()](const std::string&) { p->scheme_given = true; });
-  cmd->add_option("--group", c->group, "group size of a 4-bit scheme");
+  cmd->add_option("--group", c->group, kGroupHelp);
   cmd->add_option("--tokenizer", c->tokenizer, "tokenizer file, if not the model's own");
   add_kv_type_flag(cmd, c->kv_type);
   cmd->callback([c, &exit_code] { exit_code = profile(*c); });
