@@ -39,6 +39,10 @@ void GenerationJob::run(kiln_session* session, GenerationRequest req, int max_to
   kiln_session_params sp = kiln_session_default_params();
   if (req.temperature) sp.temperature = static_cast<float>(*req.temperature);
   if (req.top_p) sp.top_p = static_cast<float>(*req.top_p);
+  if (req.frequency_penalty) sp.frequency_penalty = static_cast<float>(*req.frequency_penalty);
+  if (req.presence_penalty) sp.presence_penalty = static_cast<float>(*req.presence_penalty);
+  if (req.repeat_penalty) sp.repeat_penalty = static_cast<float>(*req.repeat_penalty);
+  if (req.repeat_last_n) sp.repeat_last_n = *req.repeat_last_n;
   sp.seed = req.seed ? *req.seed : KILN_SEED_RANDOM;
   kiln_status st = kiln_session_set_sampling(session, &sp);
   kiln_generate_result res{};

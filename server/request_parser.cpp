@@ -164,6 +164,22 @@ std::optional<ApiError> read_common(const json& j, bool chat, const ParseLimits&
   }
   if (auto e = read_number(j, "temperature", 0, 2, r.temperature)) return e;
   if (auto e = read_number(j, "top_p", 0, 1, r.top_p)) return e;
+  // OpenAI's penalties over the tokens this request samples, and llama.cpp server's repetition
+  // penalty over the last repeat_last_n tokens (prompt included).
+  if (auto e = read_number(j, "frequency_penalty", -2, 2, r.frequency_penalty)) return e;
+  if (auto e = read_number(j, "presence_penalty", -2, 2, r.presence_penalty)) return e;
+  if (present(j, "repeat_penalty")) {
+    const json& v = j.at("repeat_penalty");
+    const double d = v.is_number() ? v.get<double>() : 0.0;
+    if (!v.is_number() || !(d > 0 && d <= std::numeric_limits<float>::max()))
+      return bad("repeat_penalty", "'repeat_penalty' must be a number more than 0 (1 is off)");
+    r.repeat_penalty = d;
+  }
+  if (present(j, "repeat_last_n")) {
+    int64_t n = 0;
+    if (auto e = read_int(j.at("repeat_last_n"), "repeat_last_n", -1, std::numeric_limits<int32_t>::max(), n)) return e;
+    r.repeat_last_n = static_cast<int>(n);
+  }
   if (present(j, "seed")) {
     int64_t s = 0;
     if (auto e = read_int(j.at("seed"), "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), s))

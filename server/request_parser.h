@@ -38,6 +38,10 @@ struct GenerationRequest {
   std::optional<double> temperature;  // not given: the runtime's default sampler
   std::optional<double> top_p;
   std::optional<uint64_t> seed;
+  std::optional<double> frequency_penalty;  // OpenAI's, -2..2
+  std::optional<double> presence_penalty;   // OpenAI's, -2..2
+  std::optional<double> repeat_penalty;     // llama.cpp server's: > 0, 1 is off
+  std::optional<int> repeat_last_n;         // llama.cpp server's: -1 every token, 0 off
   std::vector<std::string> stop;
   bool echo = false;                  // /v1/completions: the prompt first
 };

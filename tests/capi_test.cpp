@@ -5,7 +5,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstddef>
 #include <cstring>
+#include <mutex>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -13,7 +16,9 @@
 
 #include "core/byte_reader.h"
 #include "core/utf8.h"
+#include "engine/open_model.h"
 #include "kiln/kiln.h"
+#include "runtime/session.h"
 #include "test_util.h"
 
 namespace {
@@ -205,6 +210,195 @@ TEST(CApi, SetSamplingKeepsTheCache) {
   EXPECT_EQ(kiln_session_set_sampling(nullptr, &p), KILN_E_INVALID_ARGUMENT);
   kiln_session_free(greedy);
   kiln_session_free(fresh);
+  kiln_session_free(s);
+  kiln_model_free(m);
+}
+
+int collect_ids(void* user, const char*, size_t, const int32_t* ids, size_t n_ids) {
+  static_cast<std::vector<int>*>(user)->insert(static_cast<std::vector<int>*>(user)->end(), ids, ids + n_ids);
+  return 0;
+}
+
+std::vector<int> generate_ids(kiln_session* s, const char* prompt, int max_tokens) {
+  kiln_generate_params g = kiln_generate_default_params();
+  g.max_tokens = max_tokens;
+  std::vector<int> ids;
+  EXPECT_EQ(kiln_session_generate(s, prompt, &g, collect_ids, &ids, nullptr), KILN_OK) << kiln_last_error();
+  return ids;
+}
+
+std::vector<int> prompt_ids(kiln_model* m, const char* text) {
+  std::vector<int32_t> ids(256);
+  size_t n = 0;
+  EXPECT_EQ(kiln_tokenize(m, text, std::strlen(text), KILN_TOKENIZE_ADD_BOS | KILN_TOKENIZE_PARSE_SPECIAL, ids.data(),
+                          ids.size(), &n),
+            KILN_OK)
+      << kiln_last_error();
+  return std::vector<int>(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n));
+}
+
+// OpenAI's penalties written out here, on the model's own logits, one token at a time: each
+// token's logit minus frequency * count + presence once the reply has it (the prompt does not
+// count); the largest wins, the lowest id on a tie; the end token stops.
+std::vector<int> penalized_greedy(const std::vector<int>& prompt, int n, float frequency, float presence) {
+  auto m = kiln::open_model(kiln::test::shipped_model(), kiln::OpenOptions{});
+  EXPECT_TRUE(m) << m.status().message();
+  auto s = kiln::Session::create(m->model, 512);
+  EXPECT_TRUE(s) << s.status().message();
+  auto logits = (*s)->decode(prompt);
+  const size_t vocab = static_cast<size_t>(m->model->config().vocab_size);
+  std::vector<int> count(vocab, 0), out;
+  while (logits && static_cast<int>(out.size()) < n) {
+    int best = 0;
+    float best_logit = 0;
+    for (size_t t = 0; t < vocab; ++t) {
+      float l = (*logits)[t];
+      if (count[t] > 0) l -= static_cast<float>(count[t]) * frequency + presence;
+      if (t == 0 || l > best_logit) best = static_cast<int>(t), best_logit = l;
+    }
+    if (best == m->tokenizer->eos_id()) break;
+    out.push_back(best);
+    ++count[static_cast<size_t>(best)];
+    if (static_cast<int>(out.size()) < n) logits = (*s)->decode(std::span<const int>(&out.back(), 1));
+  }
+  EXPECT_TRUE(logits) << logits.status().message();
+  return out;
+}
+
+TEST(CApi, FrequencyAndPresencePenaltiesAreOpenAis) {
+  Runtime rt;
+  kiln_model* m = load(rt.rt, kiln::test::shipped_model());
+  const char* prompt = "1, 1, 1, 1, 1,";
+  const std::vector<int> ids = prompt_ids(m, prompt);
+  kiln_session* plain = session(m, 0, 1);
+  const std::vector<int> unpenalized = generate_ids(plain, prompt, 40);
+  EXPECT_EQ(unpenalized, penalized_greedy(ids, 40, 0, 0));
+
+  struct Case {
+    float frequency, presence;
+  };
+  for (const Case c : {Case{2, 0}, Case{0, 2}, Case{0.5f, 0.75f}, Case{-0.5f, 0}}) {
+    kiln_session_params p = kiln_session_default_params();
+    p.temperature = 0;
+    p.frequency_penalty = c.frequency;
+    p.presence_penalty = c.presence;
+    kiln_session* s = nullptr;
+    ASSERT_EQ(kiln_session_create(m, &p, &s), KILN_OK) << kiln_last_error();
+    const std::vector<int> got = generate_ids(s, prompt, 40);
+    EXPECT_EQ(got, penalized_greedy(ids, 40, c.frequency, c.presence)) << c.frequency << " " << c.presence;
+    if (c.frequency > 0 || c.presence > 0) {
+      EXPECT_NE(got, unpenalized) << c.frequency << " " << c.presence;
+    }
+    // The same through kiln_session_set_sampling on a session that had none.
+    ASSERT_EQ(kiln_session_set_sampling(plain, &p), KILN_OK) << kiln_last_error();
+    EXPECT_EQ(generate_ids(plain, prompt, 40), got);
+    kiln_session_free(s);
+  }
+
+  // Out of OpenAI's -2..2 (or not a number): refused, naming the field.
+  for (const float bad : {2.5f, -2.01f, std::nanf("")}) {
+    kiln_session_params p = kiln_session_default_params();
+    p.frequency_penalty = bad;
+    kiln_session* s = nullptr;
+    EXPECT_EQ(kiln_session_create(m, &p, &s), KILN_E_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(kiln_last_error()).find("frequency_penalty must be in -2..2"), std::string::npos)
+        << kiln_last_error();
+    EXPECT_EQ(kiln_session_set_sampling(plain, &p), KILN_E_INVALID_ARGUMENT);
+    p = kiln_session_default_params();
+    p.presence_penalty = bad;
+    EXPECT_EQ(kiln_session_set_sampling(plain, &p), KILN_E_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(kiln_last_error()).find("presence_penalty must be in -2..2"), std::string::npos)
+        << kiln_last_error();
+  }
+
+  // A caller built before the penalties passes the 64-byte struct, its last 4 bytes padding it may
+  // not have set: whatever lies there or past it, the penalties stay off.
+  kiln_session_params old = kiln_session_default_params();
+  old.temperature = 0;
+  old.size = offsetof(kiln_session_params, reserved) + sizeof(int32_t);
+  old.reserved = 0x3fc00000;  // 1.5f's bits
+  old.frequency_penalty = 1.5f;
+  old.presence_penalty = 1.5f;
+  kiln_session* s = nullptr;
+  ASSERT_EQ(kiln_session_create(m, &old, &s), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(generate_ids(s, prompt, 40), unpenalized);
+  kiln_session_free(s);
+  kiln_session_free(plain);
+  kiln_model_free(m);
+}
+
+// kiln_session_stats_get's position is live: read from another thread at each token of one
+// generate call (the two threads in step), it is the prompt plus the tokens decoded so far.
+TEST(CApi, StatsPositionIsLiveDuringACall) {
+  Runtime rt;
+  kiln_model* m = load(rt.rt, kiln::test::shipped_model());
+  kiln_session* s = session(m, 0, 1, 512);
+  generate(s, "Once upon a time", 10);
+  kiln_session_stats st;
+  st.size = sizeof st;
+  ASSERT_EQ(kiln_session_stats_get(s, &st), KILN_OK);
+  const int first_end = st.position;
+  EXPECT_EQ(first_end, static_cast<int>(prompt_ids(m, "Once upon a time").size()) + 10 - 1);
+
+  const char* prompt = "One day a little dog found a ball in the park.";
+  const int n_prompt = static_cast<int>(prompt_ids(m, prompt).size());
+  struct Poll {
+    size_t sampled;
+    int position;
+    int generating;
+  };
+  struct Step {
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t sampled = 0;
+    bool asked = false, done = false;
+    std::vector<Poll> polls;
+  } step;
+  std::thread poller([&] {
+    std::unique_lock<std::mutex> lock(step.mu);
+    for (;;) {
+      step.cv.wait(lock, [&] { return step.asked || step.done; });
+      if (!step.asked) return;
+      kiln_session_stats now;
+      now.size = sizeof now;
+      EXPECT_EQ(kiln_session_stats_get(s, &now), KILN_OK) << kiln_last_error();
+      step.polls.push_back({step.sampled, now.position, now.generating});
+      step.asked = false;
+      step.cv.notify_all();
+    }
+  });
+  // At each piece of text: the poller reads the stats while the generating thread waits.
+  kiln_token_fn on_token = [](void* user, const char*, size_t, const int32_t*, size_t n_ids) {
+    auto* st = static_cast<Step*>(user);
+    std::unique_lock<std::mutex> lock(st->mu);
+    st->sampled += n_ids;
+    st->asked = true;
+    st->cv.notify_all();
+    return st->cv.wait_for(lock, std::chrono::seconds(20), [&] { return !st->asked; }) ? 0 : 1;
+  };
+  kiln_generate_params g = kiln_generate_default_params();
+  g.max_tokens = 40;
+  kiln_generate_result r;
+  r.size = sizeof r;
+  ASSERT_EQ(kiln_session_generate(s, prompt, &g, on_token, &step, &r), KILN_OK) << kiln_last_error();
+  {
+    std::lock_guard<std::mutex> lock(step.mu);
+    step.done = true;
+  }
+  step.cv.notify_all();
+  poller.join();
+  ASSERT_EQ(r.stop_reason, KILN_STOP_LENGTH);
+  ASSERT_EQ(r.generated_tokens, 40);
+  ASSERT_GE(step.polls.size(), 30u);  // a piece per token, but for a character split over tokens
+  for (const Poll& p : step.polls) {
+    // Token k is sampled from the logits of the prompt and tokens 1..k-1: those are in the cache.
+    EXPECT_EQ(p.position, n_prompt + static_cast<int>(p.sampled) - 1) << "after " << p.sampled << " tokens";
+    EXPECT_EQ(p.generating, 1);
+  }
+  EXPECT_NE(step.polls.front().position, step.polls.back().position);
+  ASSERT_EQ(kiln_session_stats_get(s, &st), KILN_OK);
+  EXPECT_EQ(st.position, n_prompt + 40 - 1);
+  EXPECT_EQ(st.generating, 0);
   kiln_session_free(s);
   kiln_model_free(m);
 }

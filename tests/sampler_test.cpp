@@ -139,17 +139,73 @@ TEST(Sampler, RepetitionWindowIsHonoured) {
   EXPECT_EQ(s.sample(l, hist), 1);
 }
 
+// OpenAI's formula, logit -= presence * (count > 0) + frequency * count, over the sampled part of
+// the history only (values exact in binary, so the expected logits are exact).
+TEST(Sampler, FrequencyAndPresencePenaltiesCountTheSampledTokens) {
+  SamplerParams p;
+  p.frequency_penalty = 0.5f;
+  p.presence_penalty = 0.25f;
+  Sampler s(p, 5);
+  std::vector<float> l = {1.0f, 2.0f, 3.0f, -1.0f, 0.5f};
+  // The prompt (4, 4, 4) does not count; then 2 three times, 0 and 3 once; -1 and 7 are no tokens.
+  const std::vector<int> hist = {4, 4, 4, 2, 2, 0, 2, 3, -1, 7};
+  s.apply_penalties(l, hist, 3);
+  EXPECT_EQ(l, (std::vector<float>{1.0f - 0.75f, 2.0f, 3.0f - 1.75f, -1.0f - 0.75f, 0.5f}));
+
+  // The counts are the call's own: the next call, with 1 sampled twice, leaves 2 alone.
+  std::vector<float> l2 = {1.0f, 2.0f, 3.0f, -1.0f, 0.5f};
+  s.apply_penalties(l2, std::vector<int>{2, 1, 1}, 1);
+  EXPECT_EQ(l2, (std::vector<float>{1.0f, 2.0f - 1.25f, 3.0f, -1.0f, 0.5f}));
+
+  // Nothing sampled yet: nothing changes.
+  std::vector<float> l3 = {1.0f, 2.0f, 3.0f, -1.0f, 0.5f};
+  s.apply_penalties(l3, std::vector<int>{2, 2, 2}, 3);
+  EXPECT_EQ(l3, (std::vector<float>{1.0f, 2.0f, 3.0f, -1.0f, 0.5f}));
+}
+
+// llama.cpp's order: the repetition penalty first, then frequency and presence on its result.
+TEST(Sampler, RepetitionPenaltyComesBeforeFrequencyAndPresence) {
+  SamplerParams p;
+  p.repeat_penalty = 2.0f;
+  p.frequency_penalty = 1.0f;
+  p.presence_penalty = 0.5f;
+  Sampler s(p, 4);
+  std::vector<float> l = {3.0f, -1.0f, 4.0f, 2.0f};
+  // Prompt 0; sampled 1, 2, 1, 2. Repetition: 0 -> 1.5, 1 -> -2, 2 -> 2; then 1 and 2 lose 2.5.
+  // (The other order would give -7 and 0.75.)
+  s.apply_penalties(l, std::vector<int>{0, 1, 2, 1, 2}, 1);
+  EXPECT_EQ(l, (std::vector<float>{1.5f, -4.5f, -0.5f, 2.0f}));
+}
+
+TEST(Sampler, PenaltiesChangeTheGreedyPick) {
+  SamplerParams p;
+  p.temperature = 0;
+  p.frequency_penalty = 1.0f;
+  Sampler s(p, 3);
+  auto l = logits_of({1.0f, 1.8f, 0.0f});
+  const std::vector<int> hist = {0, 1};  // prompt 0, then 1 sampled once: 1.8 - 1 < 1.0
+  EXPECT_EQ(s.sample(l, hist, 1), 0);
+  EXPECT_EQ(s.sample(l, hist, 2), 1);  // all of it prompt: no penalty
+
+  p.frequency_penalty = 0;
+  p.presence_penalty = -1.5f;  // negative: a sampled token is favoured, 0 + 1.5 > 1
+  Sampler favour(p, 3);
+  EXPECT_EQ(favour.sample(logits_of({1.0f, 0.5f, 0.0f}), std::vector<int>{2}, 0), 2);
+}
+
 TEST(Sampler, SampleAllocatesNothing) {
   SamplerParams p;
   p.temperature = 0.9f;
   p.repeat_penalty = 1.1f;
+  p.frequency_penalty = 0.3f;
+  p.presence_penalty = 0.2f;
   Sampler s(p, 1000);
   std::vector<float> l(1000);
   for (size_t i = 0; i < l.size(); ++i) l[i] = static_cast<float>((i * 7919) % 1000) / 100.0f;
-  std::vector<int> hist = {1, 2, 3};
-  s.sample(l, hist);
+  std::vector<int> hist = {1, 2, 3, 4, 4, 5};
+  s.sample(l, hist, 3);
   const uint64_t before = test::allocation_count();
-  for (int i = 0; i < 100; ++i) s.sample(l, hist);
+  for (int i = 0; i < 100; ++i) s.sample(l, hist, 3);
   EXPECT_EQ(test::allocation_count(), before);
 }
 

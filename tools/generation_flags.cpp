@@ -23,6 +23,13 @@ void add_generation_flags(CLI::App* cmd, GenerationFlags& f) {
   cmd->add_option("--repeat-penalty", f.sampler.repeat_penalty, "penalty for recent tokens; 1 is off")
       ->check(greater_than(0.0f));
   cmd->add_option("--repeat-last-n", f.sampler.repeat_last_n, "how many recent tokens are penalised; -1 is all");
+  // OpenAI's penalties and range; they count the tokens this run (a chat: this reply) has sampled.
+  cmd->add_option("--frequency-penalty", f.sampler.frequency_penalty,
+                  "subtract this times the count of each token generated so far from its logit; 0 is off")
+      ->check(between(-2.0f, 2.0f));
+  cmd->add_option("--presence-penalty", f.sampler.presence_penalty,
+                  "subtract this from the logit of each token generated so far; 0 is off")
+      ->check(between(-2.0f, 2.0f));
   // -1 is random, as in llama.cpp (read as an unsigned number it would be 2^64 - 1).
   cmd->add_option("-s,--seed", f.seed, "random seed; -1: random (the default), printed on stderr")
       ->check(CLI::Validator(

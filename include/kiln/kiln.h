@@ -13,7 +13,7 @@
  * caller knows. Pass NULL for the defaults.
  *
  * Threads: a runtime, a model and their info calls may be used from any thread. A session is used
- * by one thread at a time; kiln_session_cancel() and kiln_session_stats() may be called from any
+ * by one thread at a time; kiln_session_cancel() and kiln_session_stats_get() may be called from any
  * thread, at any time. Sessions of one model generating at the same time have their decode tokens
  * batched into one step (each weight read once for all of them). Calling a session's generating
  * function from inside its own callback is
@@ -212,6 +212,12 @@ typedef struct kiln_session_params {
   int32_t check_numerics;   /* non-zero: each instruction's outputs are scanned, and the first NaN or
                                infinity ends the call with KILN_E_INTERNAL naming the op, its layer,
                                the token position and the ranges of the op's inputs */
+  int32_t reserved;         /* unused: the struct before the two penalties was 64 bytes, these 4 its
+                               padding, which a caller built then may have left uninitialised */
+  float frequency_penalty;  /* OpenAI's, -2..2: each token's logit minus frequency_penalty times the
+                               times this call has sampled it; 0: off (default) */
+  float presence_penalty;   /* OpenAI's, -2..2: minus presence_penalty once the call has sampled it;
+                               0: off (default). Both after repeat_penalty, before top_k (llama.cpp's order) */
 } kiln_session_params;
 
 KILN_API kiln_session_params kiln_session_default_params(void);
@@ -277,8 +283,9 @@ KILN_API kiln_status kiln_session_chat(kiln_session* session, const kiln_message
  * any time; a session that is not generating ignores it. */
 KILN_API kiln_status kiln_session_cancel(kiln_session* session);
 /* The sampling of the next calls from `params`' seed, temperature, top_k, top_p, min_p,
- * repeat_penalty and repeat_last_n (its other fields are ignored); the KV cache stays, so a server
- * can give each request its own sampling on a session that holds a shared prefix. */
+ * repeat_penalty, repeat_last_n, frequency_penalty and presence_penalty (its other fields are
+ * ignored); the KV cache stays, so a server can give each request its own sampling on a session
+ * that holds a shared prefix. */
 KILN_API kiln_status kiln_session_set_sampling(kiln_session* session, const kiln_session_params* params);
 /* Forgets the conversation: the next call starts at position 0. */
 KILN_API kiln_status kiln_session_reset(kiln_session* session);
@@ -292,7 +299,8 @@ KILN_API kiln_status kiln_session_restore(kiln_session* session, const char* pat
 typedef struct kiln_session_stats {
   size_t size;              /* sizeof(kiln_session_stats) */
   int32_t n_ctx;
-  int32_t position;         /* tokens the KV cache holds */
+  int32_t position;         /* tokens the KV cache holds, live: during a call it grows as each prefill
+                               chunk and each token is decoded */
   uint64_t reserved_bytes;  /* KV cache, arena and scratch; 0 while snapshotted */
   int32_t generating;       /* non-zero during a generate or chat call */
   int32_t evicted;          /* non-zero while the KV cache is in a snapshot file */

@@ -1,4 +1,5 @@
 // kiln.h: sessions: create, generate, chat, cancel, reset, save and restore, stats.
+#include <cstddef>
 #include <cstring>
 #include <type_traits>
 #include <string>
@@ -82,12 +83,19 @@ kiln_status finish(const Result<GenerationStats>& r, kiln_generate_result* out, 
   return KILN_OK;
 }
 
+// On 64-bit targets the struct before the penalties was 64 bytes (an older caller's `size`), its
+// last 4 padding: the penalties must lie past them, or such a caller's garbage would be read as one.
+static_assert(sizeof(void*) != 8 || offsetof(kiln_session_params, frequency_penalty) == 64);
+
 // What is wrong with a params struct's sampling fields, or nullptr.
 const char* sampler_error(const kiln_session_params& p) {
   if (!(p.temperature >= 0)) return "temperature must be 0 (greedy) or more";
   if (!(p.top_p >= 0 && p.top_p <= 1)) return "top_p must be in 0..1";
   if (!(p.min_p >= 0 && p.min_p <= 1)) return "min_p must be in 0..1";
   if (!(p.repeat_penalty > 0)) return "repeat_penalty must be more than 0 (1 is off)";
+  // OpenAI's range; NaN fails both comparisons.
+  if (!(p.frequency_penalty >= -2 && p.frequency_penalty <= 2)) return "frequency_penalty must be in -2..2 (0 is off)";
+  if (!(p.presence_penalty >= -2 && p.presence_penalty <= 2)) return "presence_penalty must be in -2..2 (0 is off)";
   return nullptr;
 }
 
@@ -99,6 +107,8 @@ SamplerParams sampler_of(const kiln_session_params& p) {
   o.min_p = p.min_p;
   o.repeat_penalty = p.repeat_penalty;
   o.repeat_last_n = p.repeat_last_n;
+  o.frequency_penalty = p.frequency_penalty;
+  o.presence_penalty = p.presence_penalty;
   o.seed = resolve_seed(p.seed == KILN_SEED_RANDOM ? std::nullopt : std::optional<uint64_t>(p.seed));
   return o;
 }
@@ -121,6 +131,8 @@ KILN_API kiln_session_params kiln_session_default_params(void) {
   p.min_p = d.min_p;
   p.repeat_penalty = d.repeat_penalty;
   p.repeat_last_n = d.repeat_last_n;
+  p.frequency_penalty = d.frequency_penalty;
+  p.presence_penalty = d.presence_penalty;
   return p;
 }
 

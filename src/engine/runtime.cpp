@@ -330,6 +330,7 @@ Result<GenerationStats> RuntimeSession::run(std::span<const int> prompt, const T
   if (tracer_) tracer_->clear();
   generating_.store(true);
   auto st = generate_reusing(*session_, cached_, *sampler_, model_->tokenizer(), prompt, turn.max_tokens, sink, go);
+  position_.store(static_cast<int>(cached_.size()));  // before the live count stops being read
   generating_.store(false);
   if (tracer_ && tracer_->level() != ProfileLevel::kOff) {
     Profile p = build_profile(*session_->model(), *tracer_, options_.kv_dtype, session_->n_threads(),
@@ -337,7 +338,6 @@ Result<GenerationStats> RuntimeSession::run(std::span<const int> prompt, const T
     p.model = model_->path();
     profile_ = profile_to_json(p).dump();
   }
-  position_.store(static_cast<int>(cached_.size()));
   {
     std::lock_guard<std::recursive_mutex> lock(model_->rt_->mu_);
     last_used_ = model_->rt_->touch();
@@ -428,7 +428,9 @@ SessionState RuntimeSession::state() {
   std::lock_guard<std::recursive_mutex> lock(model_->rt_->mu_);
   s.reserved_bytes = bytes_;
   s.evicted = session_ == nullptr;
-  s.position = position_.load();
+  // During a call the session's own count, live (the session cannot be evicted while its call runs,
+  // and session_ changes only under rt mu_); between calls what the last call left in the cache.
+  s.position = session_ && s.generating ? session_->position() : position_.load();
   return s;
 }
 

@@ -199,7 +199,8 @@ class RuntimeSession {
   std::atomic<std::thread::id> owner_{};   // the thread inside a call, for reentrancy
   std::atomic<bool> cancel_{false};
   std::atomic<bool> generating_{false};
-  std::atomic<int> position_{0};           // cached_.size() after the last call, for state()
+  std::atomic<int> position_{0};           // cached_.size() after the last call; state() reads the
+                                           // session's live position during one
   std::unique_ptr<Session> session_;  // null while evicted
   uint64_t bytes_ = 0;                       // counted while session_ is set
   std::string snapshot_;                     // the eviction snapshot, while evicted

@@ -154,7 +154,7 @@ Result<GenerationStats> generate(Decoder& session, Sampler& sampler, const Token
   } decoding(options.decoding);
   int prev = prompt.back();
   while (st.generated_tokens < n_predict) {
-    const int next = sampler.sample(logits, history);
+    const int next = sampler.sample(logits, history, prompt.size());
     if (st.generated_tokens == 0) st.first_token_seconds = seconds_since(t_call);
     if (is_stop(next)) {
       st.stop = StopReason::kStopToken;

@@ -19,25 +19,69 @@ Sampler::Sampler(const SamplerParams& params, int vocab_size)
       rng_(params.seed),
       cand_(static_cast<size_t>(vocab_size)),
       probs_(static_cast<size_t>(vocab_size)),
-      penalized_(static_cast<size_t>(vocab_size), 0) {}
+      penalized_(static_cast<size_t>(vocab_size), 0),
+      counted_(static_cast<size_t>(vocab_size), 0),
+      count_(static_cast<size_t>(vocab_size), 0) {}
 
-int Sampler::sample(std::span<const float> logits, std::span<const int> history) {
-  const size_t n_vocab = std::min(logits.size(), cand_.size());
-  for (size_t i = 0; i < n_vocab; ++i) cand_[i] = {static_cast<int>(i), logits[i]};
-  size_t n = n_vocab;
+template <typename LogitAt>
+void Sampler::penalize(size_t n_vocab, std::span<const int> history, size_t n_prompt, LogitAt&& logit_at) {
+  n_prompt = std::min(n_prompt, history.size());
+  const bool repeat = params_.repeat_penalty != 1.0f && params_.repeat_last_n != 0;
+  const bool additive =
+      (params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f) && n_prompt < history.size();
+  if (!repeat && !additive) return;
+  if (++epoch_ == 0) {  // the stamps wrapped: none may look current
+    std::fill(penalized_.begin(), penalized_.end(), 0u);
+    std::fill(counted_.begin(), counted_.end(), 0u);
+    epoch_ = 1;
+  }
+  auto in_vocab = [n_vocab](int t) { return t >= 0 && static_cast<size_t>(t) < n_vocab; };
 
-  if (params_.repeat_penalty != 1.0f && params_.repeat_last_n != 0) {
-    ++epoch_;
+  if (repeat) {
     const size_t window = params_.repeat_last_n < 0 ? history.size()
                                                     : std::min(history.size(), static_cast<size_t>(params_.repeat_last_n));
     for (size_t i = history.size() - window; i < history.size(); ++i) {
       const int t = history[i];
-      if (t < 0 || static_cast<size_t>(t) >= n_vocab || penalized_[static_cast<size_t>(t)] == epoch_) continue;
+      if (!in_vocab(t) || penalized_[static_cast<size_t>(t)] == epoch_) continue;
       penalized_[static_cast<size_t>(t)] = epoch_;
-      float& l = cand_[static_cast<size_t>(t)].logit;
+      float& l = logit_at(t);
       l = l > 0 ? l / params_.repeat_penalty : l * params_.repeat_penalty;
     }
   }
+
+  if (additive) {
+    // Count each sampled token, then take each one's penalty off once.
+    const std::span<const int> sampled = history.subspan(n_prompt);
+    for (const int t : sampled) {
+      if (!in_vocab(t)) continue;
+      const auto u = static_cast<size_t>(t);
+      if (counted_[u] != epoch_) {
+        counted_[u] = epoch_;
+        count_[u] = 0;
+      }
+      ++count_[u];
+    }
+    for (const int t : sampled) {
+      if (!in_vocab(t)) continue;
+      uint32_t& c = count_[static_cast<size_t>(t)];
+      if (c == 0) continue;
+      logit_at(t) -= static_cast<float>(c) * params_.frequency_penalty + params_.presence_penalty;
+      c = 0;
+    }
+  }
+}
+
+void Sampler::apply_penalties(std::span<float> logits, std::span<const int> history, size_t n_prompt) {
+  penalize(std::min(logits.size(), cand_.size()), history, n_prompt,
+           [&](int t) -> float& { return logits[static_cast<size_t>(t)]; });
+}
+
+int Sampler::sample(std::span<const float> logits, std::span<const int> history, size_t n_prompt) {
+  const size_t n_vocab = std::min(logits.size(), cand_.size());
+  for (size_t i = 0; i < n_vocab; ++i) cand_[i] = {static_cast<int>(i), logits[i]};
+  size_t n = n_vocab;
+
+  penalize(n_vocab, history, n_prompt, [&](int t) -> float& { return cand_[static_cast<size_t>(t)].logit; });
 
   auto by_logit = [](const Candidate& a, const Candidate& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);

@@ -1,6 +1,8 @@
-// Picks the next token from logits: repetition penalty, then top-k, top-p, min-p, temperature.
+// Picks the next token from logits: the repetition penalty, then the frequency and presence
+// penalties (llama.cpp's order), then top-k, top-p, min-p, temperature.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -15,6 +17,10 @@ struct SamplerParams {
   float repeat_penalty = 1.0f;  // 1: off
   int repeat_last_n = 64;       // how many recent tokens the penalty looks at
   uint64_t seed = 0;
+  // OpenAI's: logit[t] -= presence_penalty * (count[t] > 0) + frequency_penalty * count[t], with
+  // count[t] how often t was sampled so far in this request (the prompt does not count). 0: off.
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
 };
 
 // A small, portable generator (splitmix64): the same seed gives the same stream everywhere.
@@ -32,8 +38,13 @@ class Sampler {
   // Buffers for vocab_size candidates are allocated here, so that sample() allocates nothing.
   Sampler(const SamplerParams& params, int vocab_size);
 
-  // `history` is the sequence so far (prompt and generated tokens), for the repetition penalty.
-  int sample(std::span<const float> logits, std::span<const int> history);
+  // `history` is the sequence so far: its first `n_prompt` tokens the prompt, the rest what this
+  // request sampled. The repetition penalty looks at the last repeat_last_n of all of it, the
+  // frequency and presence penalties count the sampled part only.
+  int sample(std::span<const float> logits, std::span<const int> history, size_t n_prompt = 0);
+
+  // The penalties sample() applies before top-k, on `logits` in place (a test's window on them).
+  void apply_penalties(std::span<float> logits, std::span<const int> history, size_t n_prompt = 0);
 
   const SamplerParams& params() const { return params_; }
 
@@ -42,12 +53,18 @@ class Sampler {
     int id;
     float logit;
   };
+  // The penalties on the logit `logit_at(id)` of each token id below n_vocab.
+  template <typename LogitAt>
+  void penalize(size_t n_vocab, std::span<const int> history, size_t n_prompt, LogitAt&& logit_at);
+
   SamplerParams params_;
   Rng rng_;
   std::vector<Candidate> cand_;
   std::vector<float> probs_;
   std::vector<uint32_t> penalized_;  // epoch stamps: a token is penalised once per step
   uint32_t epoch_ = 0;
+  std::vector<uint32_t> counted_;    // epoch stamps: count_[t] is this step's when counted_[t] == epoch_
+  std::vector<uint32_t> count_;      // how often each token was sampled in this request
 };
 
 }  // namespace kiln

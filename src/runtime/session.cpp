@@ -94,7 +94,7 @@ Status Session::copy_kv_in(int n, std::span<const uint8_t> bytes) {
       std::memcpy(cache->data() + static_cast<size_t>(l) * layer, in, static_cast<size_t>(n) * row);
       in += static_cast<size_t>(n) * row;
     }
-  pos_ = n;
+  pos_.store(n, std::memory_order_relaxed);
   return Status::ok();
 }
 
@@ -152,7 +152,7 @@ Result<std::span<const float>> Session::step(std::span<const int> tokens, bool a
       }
     }
   }
-  pos_ += n;
+  pos_.fetch_add(n, std::memory_order_relaxed);
   const Program& p = model_->program();
   const auto* logits = reinterpret_cast<const float*>(ctx.arena + p.plan.offsets[static_cast<size_t>(p.graph.logits_output)]);
   const size_t v = static_cast<size_t>(c.vocab_size);
@@ -436,7 +436,7 @@ void Session::run_batch(std::span<DecodeRequest* const> batch) {
     }
     Session& s = *r->session;
     std::memcpy(s.batch_logits_.data(), logits + static_cast<size_t>(i) * vocab, vocab * sizeof(float));
-    s.pos_ += 1;
+    s.pos_.fetch_add(1, std::memory_order_relaxed);
     finish(r, Status::ok(), s.batch_logits_);
   }
 }

@@ -2,6 +2,8 @@
 // the program's kernels in order.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <memory>
 #include <span>
 #include <vector>
@@ -38,7 +40,9 @@ class Session final : public Decoder {
   // perplexity). At most max_logit_rows() at a time.
   Result<std::span<const float>> decode_all(std::span<const int> tokens);
 
-  int position() const override { return pos_; }
+  // Any thread (a C API stats call during generation): the tokens the cache holds, counting each
+  // step's tokens as soon as the step is done.
+  int position() const override { return pos_.load(std::memory_order_relaxed); }
   int n_ctx() const override { return n_ctx_; }
   int max_tokens() const { return model_->program().plan.max_tokens; }
   int max_step() const override { return max_tokens(); }
@@ -46,8 +50,10 @@ class Session final : public Decoder {
   int n_threads() const { return executor_->n_threads(); }
   const ModelConfig& config() const override { return model_->config(); }
   const std::shared_ptr<const Model>& model() const { return model_; }
-  void reset() override { pos_ = 0; }
-  void rewind(int position) override { pos_ = position < 0 ? 0 : position < pos_ ? position : pos_; }
+  void reset() override { pos_.store(0, std::memory_order_relaxed); }
+  void rewind(int position) override {
+    pos_.store(std::clamp(position, 0, pos_.load(std::memory_order_relaxed)), std::memory_order_relaxed);
+  }
   void watch_cancel(const std::atomic<bool>* flag) override { cancel_ = flag; }
   DType kv_dtype() const { return kv_dtype_; }
   // Profiling and --check-numerics (step_trace.h): the session records its steps into `tracer`
@@ -84,7 +90,9 @@ class Session final : public Decoder {
 
   std::shared_ptr<const Model> model_;
   int n_ctx_ = 0;
-  int pos_ = 0;
+  // Written by the thread running this session's step (its own, or the one that ran a batched
+  // decode step for it); atomic so that position() may be read from any thread meanwhile.
+  std::atomic<int> pos_{0};
   std::vector<uint8_t, std::allocator<uint8_t>> arena_;
   std::vector<uint8_t> scratch_;
   DType kv_dtype_ = DType::kF32;

@@ -212,7 +212,8 @@ JNIEXPORT jlongArray JNICALL Java_ai_kiln_Native_runtimeStats(JNIEnv* env, jclas
     return nullptr;
   }
   return long_array(env, {static_cast<jlong>(s.memory_budget_bytes), static_cast<jlong>(s.held_bytes),
-                          static_cast<jlong>(s.peak_held_bytes), s.n_threads, s.n_models, s.n_sessions, s.n_evictions});
+                          static_cast<jlong>(s.peak_held_bytes), s.n_threads, s.n_models, s.n_sessions, s.n_evictions,
+                          static_cast<jlong>(s.decode_steps), static_cast<jlong>(s.decode_tokens)});
 }
 
 JNIEXPORT jlong JNICALL Java_ai_kiln_Native_modelLoad(JNIEnv* env, jclass, jlong rt, jbyteArray path, jint priority,

@@ -1,6 +1,9 @@
 package ai.kiln;
 
-/** Every failure of the binding: the C API's kiln_status and its kiln_last_error() message. */
+/**
+ * Every failure of the binding: the C API's kiln_status and its kiln_last_error() message. The
+ * message starts with the status's name, "KILN_E_BUDGET: ...", wherever it is printed.
+ */
 public class KilnException extends RuntimeException {
   private static final long serialVersionUID = 1L;
 
@@ -22,15 +25,22 @@ public class KilnException extends RuntimeException {
       "KILN_E_REENTRANT", "KILN_E_NOT_FOUND", "KILN_E_INTERNAL"};
 
   private final int status;
+  private final String detail;
 
   public KilnException(int status, String message) {
-    super(message);
+    super(name(status) + ": " + message);
     this.status = status;
+    this.detail = message;
   }
 
   KilnException(int status, String message, Throwable cause) {
-    super(message, cause);
+    super(name(status) + ": " + message, cause);
     this.status = status;
+    this.detail = message;
+  }
+
+  private static String name(int status) {
+    return status >= 0 && status < NAMES.length ? NAMES[status] : "KILN_E_UNKNOWN(" + status + ")";
   }
 
   /** The kiln_status value. */
@@ -40,11 +50,17 @@ public class KilnException extends RuntimeException {
 
   /** "KILN_E_IO", as kiln_status_name says it. */
   public String statusName() {
-    return status >= 0 && status < NAMES.length ? NAMES[status] : "KILN_E_UNKNOWN(" + status + ")";
+    return name(status);
   }
 
+  /** The message without the status's name: kiln_last_error()'s text, or the binding's own. */
+  public String detail() {
+    return detail;
+  }
+
+  /** "KilnException: KILN_E_BUDGET: ..." */
   @Override
   public String toString() {
-    return "KilnException: " + statusName() + ": " + getMessage();
+    return "KilnException: " + getMessage();
   }
 }

@@ -94,7 +94,17 @@ public final class KilnSession implements AutoCloseable {
     saveOrRestore(file, true);
   }
 
-  /** Tokens the KV cache holds. */
+  /** The session's state now (any thread, during a call too). */
+  public SessionStats stats() {
+    long h = ref.acquire();
+    try {
+      return new SessionStats(Native.sessionStats(h));
+    } finally {
+      ref.release();
+    }
+  }
+
+  /** Tokens the KV cache holds (live during a call). */
   public int position() {
     long h = ref.acquire();
     try {

@@ -37,4 +37,14 @@ public final class ModelInfo {
     weightBytes = n[11];
     fileBytes = n[12];
   }
+
+  /** Every field, as a record prints them: "ModelInfo[arch=llama, kind=kiln, ...]". */
+  @Override
+  public String toString() {
+    return "ModelInfo[arch=" + arch + ", kind=" + kind + ", scheme=" + scheme + ", nParams=" + nParams
+        + ", vocabSize=" + vocabSize + ", nLayers=" + nLayers + ", dim=" + dim + ", nHeads=" + nHeads
+        + ", nKvHeads=" + nKvHeads + ", headDim=" + headDim + ", nCtxMax=" + nCtxMax + ", bosId=" + bosId
+        + ", eosId=" + eosId + ", hasChatTemplate=" + hasChatTemplate + ", weightBytes=" + weightBytes
+        + ", fileBytes=" + fileBytes + "]";
+  }
 }

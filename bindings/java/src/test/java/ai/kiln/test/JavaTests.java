@@ -13,7 +13,9 @@ import ai.kiln.Message;
 import ai.kiln.ModelOptions;
 import ai.kiln.PerfMode;
 import ai.kiln.RuntimeOptions;
+import ai.kiln.RuntimeStats;
 import ai.kiln.SessionOptions;
+import ai.kiln.SessionStats;
 import ai.kiln.StopReason;
 import ai.kiln.TokenListener;
 import java.io.File;
@@ -84,6 +86,8 @@ public final class JavaTests {
       tests.put("Lifecycle.ForgottenCloseIsFreedByTheCleaner", JavaTests::cleaner);
       tests.put("Chat.TemplateSystemPromptAndStreamingAgreeWithKilnRun", JavaTests::chatWithTemplate);
       tests.put("Load.AMissingNativeLibraryIsAKilnException", JavaTests::missingLibrary);
+      tests.put("Strings.InfoAndStatsPrintEveryField", JavaTests::infoAndStatsStrings);
+      tests.put("Strings.KilnExceptionShowsItsStatusByName", JavaTests::exceptionStrings);
     }
     int passed = 0;
     int failed = 0;
@@ -105,6 +109,13 @@ public final class JavaTests {
   }
 
   // ---- helpers ------------------------------------------------------------------------------
+
+  /** A value class made with fixed numbers through its package-private constructor. */
+  static <T> T make(Class<T> c, Class<?> argType, Object arg) throws Exception {
+    java.lang.reflect.Constructor<T> k = c.getDeclaredConstructor(argType);
+    k.setAccessible(true);
+    return k.newInstance(arg);
+  }
 
   static String shipped() {
     return new File(models, "stories260K/stories260K.bin").getPath();
@@ -870,6 +881,56 @@ public final class JavaTests {
       check(after.get() <= 1, "pieces after close: " + after.get());
       check(c.error != null && c.error.status() == KilnException.CANCELLED, "error: " + c.error);
       expectThrows(() -> s.generate("x", null), KilnException.INVALID_ARGUMENT, "closed from its callback");
+    }
+  }
+
+  /** ModelInfo, GenerationStats, RuntimeStats and SessionStats print every field. */
+  static void infoAndStatsStrings() throws Exception {
+    try (KilnRuntime rt = KilnRuntime.create(new RuntimeOptions().threads(1).memoryBudgetBytes(1L << 30));
+        KilnModel model = KilnModel.load(rt, shipped(), null);
+        KilnSession s = model.newSession(new SessionOptions().temperature(0f).nCtx(64))) {
+      equal("ModelInfo[arch=llama, kind=llama2c, scheme=f32, nParams=260032, vocabSize=512, nLayers=5, dim=64, "
+              + "nHeads=8, nKvHeads=4, headDim=8, nCtxMax=512, bosId=1, eosId=2, hasChatTemplate=false, "
+              + "weightBytes=1050368, fileBytes=0]",
+          model.info().toString(), "ModelInfo of the shipped model");
+      s.generate("Once upon a time", new GenerateOptions().maxTokens(10));
+      SessionStats ss = s.stats();
+      // "Once upon a time" is BOS and 4 tokens; the last of the 10 new ones is not decoded yet.
+      equal("SessionStats[nCtx=64, position=14, reservedBytes=" + ss.reservedBytes + ", generating=false, evicted=false]",
+          ss.toString(), "SessionStats after a call");
+      check(ss.reservedBytes > 0, "reserved bytes " + ss);
+      RuntimeStats r = rt.stats();
+      equal("RuntimeStats[memoryBudgetBytes=1073741824, heldBytes=" + r.heldBytes + ", peakHeldBytes=" + r.peakHeldBytes
+              + ", nThreads=1, nModels=1, nSessions=1, nEvictions=0, decodeSteps=9, decodeTokens=9]",
+          r.toString(), "RuntimeStats after a call");
+    }
+    // Fixed numbers through the constructors, every field in its place.
+    equal("RuntimeStats[memoryBudgetBytes=1, heldBytes=2, peakHeldBytes=3, nThreads=4, nModels=5, nSessions=6, "
+            + "nEvictions=7, decodeSteps=8, decodeTokens=9]",
+        make(RuntimeStats.class, long[].class, new long[] {1, 2, 3, 4, 5, 6, 7, 8, 9}).toString(), "RuntimeStats");
+    equal("SessionStats[nCtx=512, position=37, reservedBytes=1048576, generating=true, evicted=false]",
+        make(SessionStats.class, long[].class, new long[] {512, 37, 1 << 20, 1, 0}).toString(), "SessionStats");
+    java.lang.reflect.Constructor<GenerationStats> g = GenerationStats.class.getDeclaredConstructor(
+        int.class, int.class, int.class, int.class, double.class, double.class, double.class);
+    g.setAccessible(true);
+    equal("40 tokens (EOS), prompt 6 (2 reused), first after 2.5 ms, prefill 2400.0 tok/s, decode 1500.3 tok/s",
+        g.newInstance(1, 6, 2, 40, 2.5, 2400.0, 1500.25).toString(), "GenerationStats");
+  }
+
+  /** getMessage() and toString() start with the status's name; detail() is the message alone. */
+  static void exceptionStrings() throws Exception {
+    KilnException e = new KilnException(KilnException.BUDGET, "needs 5 bytes");
+    equal("KILN_E_BUDGET: needs 5 bytes", e.getMessage(), "getMessage");
+    equal("KilnException: KILN_E_BUDGET: needs 5 bytes", e.toString(), "toString");
+    equal("needs 5 bytes", e.detail(), "detail");
+    equal("KILN_E_BUDGET", e.statusName(), "statusName");
+    equal("KILN_E_UNKNOWN(42): odd", new KilnException(42, "odd").getMessage(), "an unknown status");
+    // One thrown by the C API: its kiln_last_error() text after the name.
+    try (KilnRuntime rt = KilnRuntime.create(null)) {
+      String missing = new File(work, "no-such-model.kiln").getPath();
+      KilnException thrown = expectThrows(() -> KilnModel.load(rt, missing, null), KilnException.NOT_FOUND, "missing");
+      equal("KILN_E_NOT_FOUND: " + thrown.detail(), thrown.getMessage(), "getMessage of a C API failure");
+      equal(missing + ": no such file or folder", thrown.detail(), "the C message");
     }
   }
 }
