@@ -645,5 +645,37 @@ TEST(Compile, Iq4NlGgufKeepsItsPrecisionOrDequantizesExactly) {
   }
 }
 
+// Issue 38 item 17: `kiln inspect x.kiln` says whether the file stores a chat template (kiln chat
+// and the server's chat completions need one), in its text and in --json.
+TEST(Compile, InspectSaysWhetherAChatTemplateIsStored) {
+  const std::string tpl = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:";
+  const fs::path dir = fs::path(test::temp_dir()) / "templated";
+  fs::create_directories(dir);
+  for (const auto& e : fs::directory_iterator(test::data_path("stories260K-hf")))
+    fs::copy_file(e.path(), dir / e.path().filename(), fs::copy_options::overwrite_existing);
+  auto cfg = nlohmann::json::parse(test::read_file((dir / "tokenizer_config.json").string()));
+  cfg["chat_template"] = tpl;
+  test::write_file((dir / "tokenizer_config.json").string(), cfg.dump(2));
+  const std::string with = test::temp_dir() + "/with-template.kiln", without = test::temp_dir() + "/without-template.kiln";
+  ASSERT_EQ(test::run_kiln("compile " + test::shell_quote(dir.string()) + " -q f32 -o " + test::shell_quote(with)).exit_code, 0);
+  ASSERT_EQ(test::run_kiln("compile " + test::shell_quote(test::shipped_model()) + " -o " + test::shell_quote(without)).exit_code, 0);
+  auto a = test::run_kiln("inspect " + test::shell_quote(with));
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_NE(a.out.find("\nchat template: stored (" + std::to_string(tpl.size()) +
+                       " bytes; kiln chat and kiln serve's chat completions use it)\n"),
+            std::string::npos)
+      << a.out;
+  auto b = test::run_kiln("inspect " + test::shell_quote(without));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_NE(b.out.find("\nchat template: none stored (kiln chat needs --chat-template FILE; kiln serve answers completions only)\n"),
+            std::string::npos)
+      << b.out;
+  const auto ja = nlohmann::json::parse(test::run_kiln("inspect --json " + test::shell_quote(with)).out);
+  EXPECT_EQ(ja["chat_template"]["stored"], true);
+  EXPECT_EQ(ja["chat_template"]["bytes"], tpl.size());
+  const auto jb = nlohmann::json::parse(test::run_kiln("inspect --json " + test::shell_quote(without)).out);
+  EXPECT_EQ(jb["chat_template"]["stored"], false);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -5,12 +5,15 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
 
 #include "backends/cpu/layouts.h"
 #include "engine/defaults.h"
 #include "formats/gguf.h"
 #include "quant/ggml_blocks.h"
 #include "quant/scheme.h"
+#include "quant/scheme_flag.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -360,6 +363,95 @@ TEST(Gguf, KQuantRowsNotMultipleOf256AreAnError) {
     EXPECT_NE(bad.status().message().find("rows of 128 are not whole " + upper + " blocks"), std::string::npos)
         << bad.status().message();
   }
+}
+
+// Issue 38 item 7: `kiln inspect x.gguf` said "w4a16 by default" of a file whose Q5_0 tensors
+// compile to w8a16. It now says what `kiln compile` with its default flags makes of each stored
+// type, and the bytes per kiln scheme before and after, from the compiler's own plan; compiling
+// and inspecting the .kiln must give exactly what it predicted, tensor by tensor.
+TEST(Gguf, InspectSaysWhatCompileMakesOfEachTypeAndTheKilnAgrees) {
+  struct Case {
+    const char* file;
+    std::vector<std::string> lines;  // exact lines of the text output
+  };
+  const std::vector<Case> cases = {
+      {"hf-tiny/minicpm/model-q5_0.gguf",
+       {"  Q5_0 -> w8a16 g32 (widened: no 5-bit scheme of that block): 14 tensors, 42240 -> 65280 bytes",
+        "  Q8_0 -> w8a16 g32 (kept byte for byte): 1 tensor, 20400 -> 20672 bytes",
+        "  F32 -> f32 (kept byte for byte): 5 tensors, 1280 -> 1280 bytes",
+        "  w8a16         62640 ->        85952 bytes ( 98.5%)"}},
+      {"hf-tiny/minicpm/model-q4_k_m.gguf",  // llama-quantize's Q4_K_M of a model too narrow for Q4_K
+       {"  Q5_0 -> w8a16 g32 (widened: no 5-bit scheme of that block): 12 tensors, 36608 -> 56576 bytes",
+        "  w8a16         65712 ->        85952 bytes ( 98.5%)"}},
+      {"hf-tiny/minicpm-wide/model-q4_k_m.gguf",
+       {"  Q4_K -> w4a16 g256 asym (kept byte for byte): 12 tensors, 571392 -> 571392 bytes",
+        "  Q6_K -> w6a16 g256 (kept byte for byte): 3 tensors, 197400 -> 198240 bytes",
+        "  F32 -> f32 (kept byte for byte): 5 tensors, 5120 -> 5120 bytes",
+        "  w4a16        571392 ->       571392 bytes ( 73.8%)"}},
+      {"gguf-quant/stories260K-IQ4_NL.gguf",
+       {"  IQ4_NL -> w8a16 g32 (widened: no 4-bit scheme of that block): 31 tensors, 114912 -> 219776 bytes",
+        "  F16 -> f16 (kept byte for byte): 5 tensors, 110080 -> 110080 bytes"}},
+      {"stories260K-gguf/stories260K.gguf",  // F32: w4a16 by default, the classifier and width 172 at 8 bits
+       {"  F32 -> w4a16 g32 sym (rounded from its values): 31 tensors, 817152 -> 116352 bytes",
+        "  F32 -> w8a16 (rounded from its values): 6 tensors, 351232 -> 94464 bytes",
+        "  note: output.weight: kept at w8a16 as the classifier (--quantize-classifier to store it at w4a16 g32 sym)",
+        "  all         1171200 ->       213632 bytes"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file);
+    const std::string src = test::shell_quote(test::data_path(c.file));
+    auto text = test::run_kiln("inspect " + src);
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    for (const std::string& line : c.lines) EXPECT_NE(text.out.find("\n" + line + "\n"), std::string::npos) << line << "\n" << text.out;
+    EXPECT_EQ(text.out.find("w4a16 by default"), std::string::npos);
+    auto predicted = test::run_kiln("inspect --json " + src);
+    ASSERT_EQ(predicted.exit_code, 0) << predicted.err;
+    const auto plan = nlohmann::json::parse(predicted.out)["compile"];
+    const std::string kiln = test::temp_dir() + "/predicted.kiln";
+    auto compiled = test::run_kiln("compile " + src + " -o " + test::shell_quote(kiln));
+    ASSERT_EQ(compiled.exit_code, 0) << compiled.err;
+    auto described = test::run_kiln("inspect --json " + test::shell_quote(kiln));
+    ASSERT_EQ(described.exit_code, 0) << described.err;
+    const auto k = nlohmann::json::parse(described.out);
+    std::map<std::string, std::pair<std::string, uint64_t>> want, got;
+    for (const auto& t : plan["tensors"]) want[t["name"]] = {t["scheme"], t["compiled_bytes"].get<uint64_t>()};
+    for (const auto& t : k["tensors"]) got[t["name"]] = {t["scheme"], t["bytes"].get<uint64_t>()};
+    EXPECT_EQ(want, got);
+    uint64_t total = 0;
+    for (const auto& [scheme, bytes] : k["sizes"]["by_scheme"].items()) {
+      EXPECT_EQ(plan["by_scheme"][scheme]["compiled_bytes"].get<uint64_t>(), bytes.get<uint64_t>()) << scheme;
+      total += bytes.get<uint64_t>();
+    }
+    EXPECT_EQ(plan["by_scheme"].size(), k["sizes"]["by_scheme"].size());
+    EXPECT_EQ(plan["compiled_bytes"].get<uint64_t>(), total);
+  }
+}
+
+// The decision itself, per stored type, as compile_model acts on it.
+TEST(Gguf, WeightOriginOfEachStoredType) {
+  auto params = [](const char* scheme) { return *parse_scheme_flag(scheme, 32, true); };
+  EXPECT_EQ(weight_origin(DType::kQ5_0, params("w8a16 g32")), WeightOrigin::kWidened);
+  EXPECT_EQ(weight_origin(DType::kIQ4_NL, params("w8a16 g32")), WeightOrigin::kWidened);
+  EXPECT_EQ(weight_origin(DType::kQ5_0, params("w8a16")), WeightOrigin::kRounded);  // one scale per row
+  EXPECT_EQ(weight_origin(DType::kQ8_0, params("w8a16 g32")), WeightOrigin::kAsStored);
+  EXPECT_EQ(weight_origin(DType::kQ4_0, params("q4_0")), WeightOrigin::kAsStored);
+  EXPECT_EQ(weight_origin(DType::kQ4_1, params("q4_0")), WeightOrigin::kRounded);
+  EXPECT_EQ(weight_origin(DType::kQ4_1, params("q4_1")), WeightOrigin::kAsStored);
+  EXPECT_EQ(weight_origin(DType::kQ4_K, params("q4_k")), WeightOrigin::kAsStored);
+  EXPECT_EQ(weight_origin(DType::kQ4_K, params("q4_1")), WeightOrigin::kSubBlocks);
+  EXPECT_EQ(weight_origin(DType::kQ4_K, params("iq4_xs")), WeightOrigin::kRounded);
+  EXPECT_EQ(weight_origin(DType::kIQ4_XS, params("iq4_xs")), WeightOrigin::kAsStored);
+  EXPECT_EQ(weight_origin(DType::kQ5_K, params("q5_k")), WeightOrigin::kAsStored);
+  EXPECT_EQ(weight_origin(DType::kQ6_K, params("q6_k")), WeightOrigin::kAsStored);
+  EXPECT_EQ(weight_origin(DType::kQ5_1, params("w8a16")), WeightOrigin::kRounded);
+  EXPECT_EQ(weight_origin(DType::kF32, params("f32")), WeightOrigin::kAsStored);
+  EXPECT_EQ(weight_origin(DType::kF16, params("f32")), WeightOrigin::kRounded);
+  EXPECT_EQ(weight_origin_text(DType::kQ5_0, Scheme::kW8A16, WeightOrigin::kWidened), "widened: no 5-bit scheme of that block");
+  EXPECT_EQ(weight_origin_text(DType::kIQ4_NL, Scheme::kW8A16, WeightOrigin::kWidened), "widened: no 4-bit scheme of that block");
+  EXPECT_EQ(weight_origin_text(DType::kQ4_K, Scheme::kW4A16, WeightOrigin::kAsStored), "kept byte for byte");
+  EXPECT_EQ(weight_origin_text(DType::kQ5_1, Scheme::kW8A16, WeightOrigin::kRounded), "dequantized, then rounded once");
+  EXPECT_EQ(weight_origin_text(DType::kF32, Scheme::kW4A16, WeightOrigin::kRounded), "rounded from its values");
+  EXPECT_EQ(weight_origin_text(DType::kBF16, Scheme::kF32, WeightOrigin::kRounded), "converted, exact");
 }
 
 }  // namespace

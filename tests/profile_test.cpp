@@ -4,16 +4,20 @@
 // the C API's profiling fields.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "engine/defaults.h"
 #include "engine/open_model.h"
 #include "kiln/kiln.h"
+#include "perf/html_report.h"
 #include "perf/profile.h"
+#include "perf/profile_text.h"
 #include "perf/weight_summary.h"
 #include "runtime/numerics_check.h"
 #include "runtime/session.h"
@@ -145,7 +149,181 @@ TEST(Profile, EachMatmulReadsItsWeightBytesAndATokenReadsWhatBenchCounts) {
   for (const Tally& x : p.decode.by_op) share += x.share, seconds += x.seconds;
   EXPECT_NEAR(share, 1.0, 1e-9);
   EXPECT_NEAR(seconds, p.decode.instruction_seconds, 1e-12);
-  EXPECT_EQ(p.decode.by_layer.size(), static_cast<size_t>(c.n_layers) + 1);  // and the nodes of no layer
+  EXPECT_EQ(p.decode.by_layer.size(), static_cast<size_t>(c.n_layers) + 3);  // and the embedding, final norm, classifier
+}
+
+// A detailed profile of the shipped model at w4a16: a prompt of 8 tokens, 4 decode steps.
+struct Traced {
+  OpenedModel m = open_w4a16();
+  std::unique_ptr<Session> s = std::move(*Session::create(m.model, 64, 1, DType::kF32));
+  StepTracer t{ProfileLevel::kDetailed};
+  Traced() {
+    s->set_tracer(&t);
+    run_greedy(*s, 8, 4);
+  }
+  Profile profile(const Ceilings& c) const { return build_profile(*m.model, t, DType::kF32, 1, memory_parts(*s), c); }
+};
+
+// [begin, end) of each run of non-blank characters of a line.
+std::vector<std::pair<size_t, size_t>> fields(const std::string& line) {
+  std::vector<std::pair<size_t, size_t>> out;
+  for (size_t i = 0; i < line.size();) {
+    if (line[i] == ' ') {
+      ++i;
+      continue;
+    }
+    const size_t b = i;
+    while (i < line.size() && line[i] != ' ') ++i;
+    out.emplace_back(b, i);
+  }
+  return out;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  size_t b = 0;
+  for (size_t e; (e = text.find('\n', b)) != std::string::npos; b = e + 1) out.push_back(text.substr(b, e - b));
+  return out;
+}
+
+// Issue 38 item 14: each header label of the text tables sits over its column (it was 8 columns
+// left of its values): the numbers are right-aligned, so each label ends where every value of its
+// column ends, and the names start where the header's first field does. With measured ceilings
+// the same holds for %bw and %comp; an op without products shows "-" as its %comp, not 0.0%.
+TEST(Profile, TextTableHeadersSitOverTheirColumns) {
+  Traced tr;
+  Ceilings measured;
+  measured.bandwidth_gbs = 10;
+  for (const auto& k : needed_rates(tr.profile(Ceilings{}))) measured.product_rate[k] = 1e12;  // a fraction under 100 %, as measured ones are
+  for (const Ceilings& c : {Ceilings{}, measured}) {
+    const std::string text = profile_to_text(tr.profile(c), 0);
+    const std::vector<std::string> lines = lines_of(text);
+    const std::vector<std::string> labels = c.bandwidth_gbs > 0
+        ? std::vector<std::string>{"count", "ms", "share", "GB/s", "GOP/s", "%bw", "%comp"}
+        : std::vector<std::string>{"count", "ms", "share", "GB/s", "GOP/s"};
+    int tables = 0, rows = 0;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      if (lines[i].find(" count ") == std::string::npos) continue;
+      ++tables;
+      const auto head = fields(lines[i]);
+      ASSERT_EQ(head.size(), labels.size()) << lines[i];
+      for (size_t k = 0; k < labels.size(); ++k) EXPECT_EQ(lines[i].substr(head[k].first, head[k].second - head[k].first), labels[k]);
+      EXPECT_EQ(lines[i].find_first_not_of(' '), 4 + 52 + 1 + 6 - 5) << "the first label ends its field:\n" << lines[i];
+      for (size_t r = i + 1; r < lines.size() && lines[r].rfind("    ", 0) == 0; ++r, ++rows) {
+        const auto v = fields(lines[r]);
+        ASSERT_GE(v.size(), labels.size() + 1) << lines[r];
+        EXPECT_EQ(v.front().first, 4u) << lines[r];  // the name column
+        for (size_t k = 0; k < labels.size(); ++k)
+          EXPECT_EQ(v[v.size() - labels.size() + k].second, head[k].second)
+              << "column " << labels[k] << " of\n" << lines[i] << "\n" << lines[r];
+      }
+    }
+    EXPECT_EQ(tables, 10);  // five tables, prefill and decode
+    EXPECT_GT(rows, 40);
+  }
+  // The norm has no products: no compute fraction to give.
+  const std::string text = profile_to_text(tr.profile(measured), 0);
+  const size_t norm = text.find("\n    norm ");
+  ASSERT_NE(norm, std::string::npos) << text;
+  const std::string line = text.substr(norm + 1, text.find('\n', norm + 1) - norm - 1);
+  EXPECT_EQ(line.substr(line.size() - 2), " -") << line;
+}
+
+// Issue 38 item 14: with --no-ceilings (or from the C API) the report has no %-of-ceiling columns
+// rather than a column of 0.0%; with the bandwidth measured and no product rates, the bandwidth
+// fraction is there and the compute one is "-".
+TEST(Profile, ReportShowsNoFractionOfAnUnmeasuredCeiling) {
+  Traced tr;
+  const std::string none = profile_to_html(tr.profile(Ceilings{}));
+  EXPECT_EQ(none.find("% bandwidth"), std::string::npos);
+  EXPECT_EQ(none.find("% compute"), std::string::npos);
+  EXPECT_NE(none.find("<th>FLOP/B</th></tr>"), std::string::npos);
+  Ceilings bw;
+  bw.bandwidth_gbs = 10;
+  const std::string some = profile_to_html(tr.profile(bw));
+  EXPECT_NE(some.find("<th>% bandwidth</th><th>% compute</th></tr>"), std::string::npos);
+  EXPECT_NE(some.find("%</td><td>-</td></tr>"), std::string::npos);  // a fraction of the bandwidth, none of compute
+  EXPECT_EQ(some.find("<td>0.0%</td><td>0.0%</td>"), std::string::npos);
+}
+
+// Issue 38 item 14: the nodes outside the layers are named by their role, in the tables and in the
+// report's layer chart (they were all "no layer"); the roofline's dots carry their op's name.
+TEST(Profile, PartsOutsideTheLayersAreNamedAndDotsLabelled) {
+  Traced tr;
+  const Profile p = tr.profile(Ceilings{});
+  std::vector<std::string> parts;
+  for (const Tally& t : p.decode.by_layer) parts.push_back(t.key);
+  std::sort(parts.begin(), parts.end());
+  EXPECT_EQ(parts, (std::vector<std::string>{"classifier", "embedding", "final norm", "layer 0", "layer 1", "layer 2", "layer 3",
+                                             "layer 4"}));
+  const std::string text = profile_to_text(p, 0);
+  EXPECT_EQ(text.find("no layer"), std::string::npos);
+  EXPECT_NE(text.find("\n    classifier "), std::string::npos) << text;
+  const std::string html = profile_to_html(p);
+  EXPECT_EQ(html.find("no layer"), std::string::npos);
+  // The layer chart's bars in the program's order: the embedding first, the classifier last.
+  const size_t svg = html.find("<svg id=\"layers\"");
+  const size_t embedding = html.find(">embedding</text>", svg), layer0 = html.find(">layer 0</text>", svg),
+               layer4 = html.find(">layer 4</text>", svg), norm = html.find(">final norm</text>", svg),
+               classifier = html.find(">classifier</text>", svg);
+  ASSERT_NE(classifier, std::string::npos) << html.substr(svg, 3000);
+  EXPECT_LT(embedding, layer0);
+  EXPECT_LT(layer0, layer4);
+  EXPECT_LT(layer4, norm);
+  EXPECT_LT(norm, classifier);
+  // The roofline's dots are named by their op (where names would cover each other, one stands
+  // for the cluster): three dots far apart, three names.
+  Profile r;
+  r.nodes = {{"matmul_add", "cpu", "cpu matmul_add w4a16 g32 [r16]", "matmul", 3, "layer 3"},
+             {"attention", "cpu", "cpu attention", "attention", 3, "layer 3"},
+             {"matmul", "cpu", "cpu matmul w8a16 [r16]", "matmul", -1, "classifier"}};
+  r.decode.steps = 1;
+  for (int n = 0; n < 3; ++n) {
+    Tally t;
+    t.key = std::to_string(n) + " " + r.nodes[static_cast<size_t>(n)].kernel;
+    t.count = 1;
+    t.seconds = 1e-3;
+    t.cost.weight_bytes = 1e6;
+    t.cost.flops = 1e6 * std::pow(30.0, n);  // 1, 30 and 900 FLOPs per byte
+    r.decode.by_node.push_back(t);
+  }
+  const std::string roofline = profile_to_html(r);
+  const size_t roof = roofline.find("<svg id=\"roofline\"");
+  ASSERT_NE(roof, std::string::npos);
+  const std::string chart = roofline.substr(roof, roofline.find("</svg>", roof) - roof);
+  for (const char* label : {">matmul_add</text>", ">attention</text>", ">matmul (classifier)</text>"})
+    EXPECT_NE(chart.find(label), std::string::npos) << label << "\n" << chart;
+  // On the real profile, every name written is an op's.
+  for (size_t at = html.find("<text class=\"dot\""); at != std::string::npos; at = html.find("<text class=\"dot\"", at + 1)) {
+    const size_t b = html.find('>', at) + 1;
+    const std::string name = html.substr(b, html.find('<', b) - b);
+    EXPECT_TRUE(std::any_of(p.nodes.begin(), p.nodes.end(), [&](const NodeInfo& n) {
+      return name == n.op || name == n.op + " (" + n.part + ")";
+    })) << name;
+  }
+}
+
+// Issue 38 item 14: resident memory that does not change is a sentence, not a flat line; memory
+// that does is drawn.
+TEST(Profile, UnchangingMemoryIsSaidNotDrawn) {
+  Profile p;
+  for (int i = 0; i < 5; ++i) {
+    StepSample s;
+    s.record.tokens = 1;
+    s.record.begin_ns = 1000000ull * i;
+    s.record.end_ns = 1000000ull * i + 900000;
+    s.record.rss_bytes = 50ull << 20;
+    p.steps.push_back(s);
+  }
+  const std::string flat = profile_to_html(p);
+  EXPECT_NE(flat.find("<p id=\"memory\">Resident memory stayed at 50.0 MiB through all 5 steps (4.9 ms): nothing to draw.</p>"),
+            std::string::npos)
+      << flat;
+  EXPECT_EQ(flat.find("<svg id=\"memory\""), std::string::npos);
+  p.steps.back().record.rss_bytes = 60ull << 20;
+  const std::string grows = profile_to_html(p);
+  EXPECT_NE(grows.find("<svg id=\"memory\""), std::string::npos);
+  EXPECT_EQ(grows.find("Resident memory stayed"), std::string::npos);
 }
 
 // Two sessions decoding at once share steps (Session::run_batch); each tracer records
@@ -260,7 +438,10 @@ TEST(ProfileCli, JsonSummary) {
     EXPECT_NEAR(share, 1.0, 1e-6) << k;
   }
   EXPECT_EQ(j["decode"]["by_backend"][0]["name"], "cpu");
-  EXPECT_EQ(j["decode"]["by_layer"].size(), 6u);  // 5 layers and the nodes of none
+  EXPECT_EQ(j["decode"]["by_layer"].size(), 8u);  // 5 layers, the embedding, the final norm and the classifier
+  std::set<std::string> parts;
+  for (const json& t : j["decode"]["by_layer"]) parts.insert(t["name"].get<std::string>());
+  for (const char* part : {"embedding", "final norm", "classifier", "layer 4"}) EXPECT_EQ(parts.count(part), 1u) << part;
   const json& mem = j["memory"];
   EXPECT_GT(mem["peak_rss_bytes"].get<uint64_t>(), 0u);
   EXPECT_GT(mem["weights_mapped_bytes"].get<uint64_t>(), 0u);
@@ -371,8 +552,10 @@ TEST(ProfileCli, HtmlReportOpensInChromiumWithoutConsoleErrors) {
                           test::shell_quote(report));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string html = test::read_file(report);
-  for (const char* id : {"<svg id=\"layers\"", "<svg id=\"roofline\"", "<svg id=\"memory\"", "<h2>decode</h2>", "<h2>memory</h2>"})
+  for (const char* id : {"<svg id=\"layers\"", "<svg id=\"roofline\"", "<h2>decode</h2>", "<h2>memory</h2>"})
     EXPECT_NE(html.find(id), std::string::npos) << id;
+  // Memory over time: a chart, or the sentence that says it did not change.
+  EXPECT_TRUE(html.find("<svg id=\"memory\"") != std::string::npos || html.find("<p id=\"memory\">Resident memory stayed at ") != std::string::npos);
   EXPECT_EQ(html.find("src="), std::string::npos);
   EXPECT_EQ(html.find("href="), std::string::npos);
   EXPECT_EQ(html.find("<script"), std::string::npos);

@@ -1,5 +1,5 @@
 // kiln inspect: what a .kiln holds: header, ops, back ends, memory plan, I/O, schemes, sizes;
-// for a source model, what it is and its tensors as stored.
+// for a source model, what it is, its tensors as stored, and what `kiln compile` will make of them.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <map>
@@ -47,16 +47,46 @@ int inspect_source(const InspectCmd& c) {
                 g["tokenizer_model"].get<std::string>().c_str(), g["tokenizer_pre"].get<std::string>().c_str(),
                 g["chat_template"].get<bool>() ? "a chat template" : "no chat template");
   }
-  std::printf("\ntensors:\n");
-  for (const auto& t : j["tensors"])
-    std::printf("  %-28s %-16s %-6s %12llu bytes\n", t["name"].get<std::string>().c_str(), t["shape"].dump().c_str(),
+  std::printf("\ntensors (as stored -> as `kiln compile` stores them):\n");
+  for (const auto& t : j["tensors"]) {
+    std::printf("  %-28s %-16s %-6s %12llu bytes", t["name"].get<std::string>().c_str(), t["shape"].dump().c_str(),
                 t["type"].get<std::string>().c_str(), static_cast<unsigned long long>(t["bytes"].get<uint64_t>()));
+    if (t.contains("compiles_to"))
+      std::printf(" -> %-16s %12llu bytes", t["compiles_to"]["scheme"].get<std::string>().c_str(),
+                  static_cast<unsigned long long>(t["compiles_to"]["bytes"].get<uint64_t>()));
+    std::printf("\n");
+  }
   std::printf("\nsize by type (%llu parameters):\n", static_cast<unsigned long long>(j["sizes"]["parameters"].get<uint64_t>()));
   for (auto it = j["sizes"]["by_type"].begin(); it != j["sizes"]["by_type"].end(); ++it)
     std::printf("  %-6s %12llu bytes\n", it.key().c_str(), static_cast<unsigned long long>(it->get<uint64_t>()));
-  std::printf("\n`kiln compile %s -o model.kiln` makes the context binary (w4a16 by default); `kiln inspect "
-              "model.kiln` then shows its ops, back ends and memory plan\n",
-              c.file.c_str());
+  const auto& k = j["compile"];
+  const std::string command = k["command"].get<std::string>();
+  if (k.contains("error")) {
+    std::printf("\n`%s` would fail: %s\n", command.c_str(), k["error"].get<std::string>().c_str());
+    return 0;
+  }
+  std::printf("\nwhat `%s` does with each type:\n", command.c_str());
+  for (const auto& t : k["by_type"])
+    std::printf("  %s -> %s (%s): %d tensor%s, %llu -> %llu bytes\n", t["type"].get<std::string>().c_str(),
+                t["scheme"].get<std::string>().c_str(), t["how"].get<std::string>().c_str(), t["tensors"].get<int>(),
+                t["tensors"].get<int>() == 1 ? "" : "s", static_cast<unsigned long long>(t["bytes"].get<uint64_t>()),
+                static_cast<unsigned long long>(t["compiled_bytes"].get<uint64_t>()));
+  for (const auto& n : k["notes"]) std::printf("  note: %s\n", n.get<std::string>().c_str());
+  std::printf("\nweight bytes by kiln scheme, now -> compiled:\n");
+  std::string main;
+  double main_share = 0;
+  for (auto it = k["by_scheme"].begin(); it != k["by_scheme"].end(); ++it) {
+    const double share = (*it)["share"].get<double>();
+    std::printf("  %-6s %12llu -> %12llu bytes (%5.1f%%)\n", it.key().c_str(),
+                static_cast<unsigned long long>((*it)["bytes"].get<uint64_t>()),
+                static_cast<unsigned long long>((*it)["compiled_bytes"].get<uint64_t>()), 100.0 * share);
+    if (share > main_share) main = it.key(), main_share = share;
+  }
+  std::printf("  %-6s %12llu -> %12llu bytes\n", "all", static_cast<unsigned long long>(k["bytes"].get<uint64_t>()),
+              static_cast<unsigned long long>(k["compiled_bytes"].get<uint64_t>()));
+  std::printf("\n`%s` makes the context binary (%.1f%% %s by bytes, as above; -q or --overrides choose otherwise); "
+              "`kiln inspect model.kiln` then shows its ops, back ends and memory plan\n",
+              command.c_str(), 100.0 * main_share, main.c_str());
   return 0;
 }
 
@@ -92,6 +122,14 @@ int inspect(const InspectCmd& c) {
               m["arch"].get<std::string>().c_str(), m["layers"].get<int>(), m["dim"].get<int>(), m["heads"].get<int>(),
               m["kv_heads"].get<int>(), m["head_dim"].get<int>(), m["vocab"].get<int>(), m["max_seq_len"].get<int>(),
               m["tokenizer"].get<std::string>().c_str());
+  const auto& ct = j["chat_template"];
+  if (ct.contains("error"))
+    std::printf("chat template: unreadable (%s)\n", ct["error"].get<std::string>().c_str());
+  else if (ct["stored"].get<bool>())
+    std::printf("chat template: stored (%llu bytes; kiln chat and kiln serve's chat completions use it)\n",
+                static_cast<unsigned long long>(ct["bytes"].get<uint64_t>()));
+  else
+    std::printf("chat template: none stored (kiln chat needs --chat-template FILE; kiln serve answers completions only)\n");
   std::printf("\nops:\n");
   for (auto it = j["ops"].begin(); it != j["ops"].end(); ++it) std::printf("  %-24s %d\n", it.key().c_str(), it->get<int>());
   std::printf("\nback ends:\n");

@@ -47,24 +47,6 @@ Result<std::shared_ptr<std::vector<uint8_t>>> requantize_by_rows(const TensorSou
   return buf;
 }
 
-// True when a source tensor's bytes are already `p`'s reference layout.
-bool stored_as(DType d, const QuantParams& p) {
-  switch (d) {
-    case DType::kF16: return p.scheme == Scheme::kF16;
-    case DType::kBF16: return p.scheme == Scheme::kBF16;
-    case DType::kQ4_0:
-    case DType::kQ4_1:
-      return (p.scheme == Scheme::kW4A16 || p.scheme == Scheme::kW4A8) && p.group_size == 32 &&
-             p.symmetric == (d == DType::kQ4_0);
-    case DType::kQ8_0: return p.scheme == Scheme::kW8A16 && p.w8_group == 32;  // GGML Q8_0 is W8 g32
-    case DType::kQ4_K:
-    case DType::kIQ4_XS: return p.scheme == Scheme::kW4A16 && is_ggml_superblock(p) && ggml_block_type(p) == d;  // w4a16 g256
-    case DType::kQ6_K: return p.scheme == Scheme::kW6A16;
-    case DType::kQ5_K: return p.scheme == Scheme::kW5A16;
-    default: return false;
-  }
-}
-
 const Backend* backend_named(std::span<const Backend* const> backends, const std::string& name) {
   for (const Backend* b : backends)
     if (b->name() == name) return b;
@@ -74,10 +56,14 @@ const Backend* backend_named(std::span<const Backend* const> backends, const std
 // Layouts: every node that reads a weight asks its back end for a layout (layout_for). The
 // weight keeps one that all its readers read (packed layouts before the reference one); when
 // there is none, each further layout gets a copy of the weight, "NAME@LAYOUT", read by the nodes
-// that asked for it. Then every weight is repacked by a back end that reads it.
-Status assign_layouts(Graph& g, std::span<const Backend* const> backends, ProgramImage& img,
-                      std::vector<std::shared_ptr<std::vector<uint8_t>>>& buffers, CompileReport& r,
-                      std::span<const std::shared_ptr<const MappedFile>> sources) {
+// that asked for it. Only the graph changes here (plan_weights sizes the result without any
+// weight's bytes); pack_weights then writes them.
+struct LayoutChoice {
+  std::vector<const Backend*> packer;  // per weight: the back end that repacks it (null: none reads it)
+  std::vector<size_t> original;        // per weight: itself, or the weight a copy was made of
+};
+
+Result<LayoutChoice> choose_layouts(Graph& g, std::span<const Backend* const> backends, std::vector<std::string>& notes) {
   struct Reader {
     size_t node, slot;
     const Backend* backend;
@@ -88,14 +74,16 @@ Status assign_layouts(Graph& g, std::span<const Backend* const> backends, Progra
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
     const Node& n = g.nodes[ni];
     const Backend* b = backend_named(backends, n.backend);
-    if (b == nullptr) return {StatusCode::kInternal, "partitioned to unknown back end '" + n.backend + "'"};
+    if (b == nullptr) return Status{StatusCode::kInternal, "partitioned to unknown back end '" + n.backend + "'"};
     for (size_t s = 0; s < n.weights.size(); ++s) {
       const auto wi = static_cast<size_t>(n.weights[s]);
       KILN_ASSIGN_OR_RETURN(std::string layout, b->layout_for(n, g, g.weights[wi]));
       readers[wi].push_back({ni, s, b, std::move(layout)});
     }
   }
-  std::vector<const Backend*> packer(n_weights, nullptr);
+  LayoutChoice c;
+  c.packer.assign(n_weights, nullptr);
+  for (size_t wi = 0; wi < n_weights; ++wi) c.original.push_back(wi);
   for (size_t wi = 0; wi < n_weights; ++wi) {
     if (readers[wi].empty()) continue;
     std::vector<std::string> wanted;
@@ -110,7 +98,7 @@ Status assign_layouts(Graph& g, std::span<const Backend* const> backends, Progra
     auto common = std::find_if(wanted.begin(), wanted.end(), all_read);
     if (common != wanted.end()) {
       g.weights[wi].layout = *common;
-      packer[wi] = readers[wi].front().backend;
+      c.packer[wi] = readers[wi].front().backend;
       continue;
     }
     // No layout suits every reader: one copy per wanted layout.
@@ -121,28 +109,39 @@ Status assign_layouts(Graph& g, std::span<const Backend* const> backends, Progra
         copy.name += "@" + wanted[li];
         target = g.weights.size();
         g.weights.push_back(std::move(copy));
-        img.weights.push_back(img.weights[wi]);
-        buffers.push_back(buffers[wi]);
-        packer.push_back(nullptr);
-        r.notes.push_back("weight '" + g.weights[wi].name + "' is stored twice, in layouts " + wanted[0] + " and " +
-                          wanted[li] + ", for back ends that read no common layout");
+        c.packer.push_back(nullptr);
+        c.original.push_back(wi);
+        notes.push_back("weight '" + g.weights[wi].name + "' is stored twice, in layouts " + wanted[0] + " and " +
+                        wanted[li] + ", for back ends that read no common layout");
       }
       g.weights[target].layout = wanted[li];
       for (const Reader& rd : readers[wi])
         if (rd.layout == wanted[li]) {
           g.nodes[rd.node].weights[rd.slot] = static_cast<int>(target);
-          packer[target] = rd.backend;
+          c.packer[target] = rd.backend;
         }
     }
   }
+  return c;
+}
+
+// Every weight repacked by a back end that reads it, in the layout choose_layouts gave it; a
+// copy starts from its original's reference bytes.
+Status pack_weights(const Graph& g, const LayoutChoice& c, size_t n_originals, ProgramImage& img,
+                    std::vector<std::shared_ptr<std::vector<uint8_t>>>& buffers, CompileReport& r,
+                    std::span<const std::shared_ptr<const MappedFile>> sources) {
+  for (size_t wi = n_originals; wi < g.weights.size(); ++wi) {
+    img.weights.push_back(img.weights[c.original[wi]]);
+    buffers.push_back(buffers[c.original[wi]]);
+  }
   for (size_t wi = 0; wi < g.weights.size(); ++wi) {
-    WeightDesc& w = g.weights[wi];
-    if (w.layout == kRowMajorLayout || packer[wi] == nullptr) continue;
+    const WeightDesc& w = g.weights[wi];
+    if (w.layout == kRowMajorLayout || c.packer[wi] == nullptr) continue;
     auto out = std::make_shared<std::vector<uint8_t>>();
-    KILN_RETURN_IF_ERROR(packer[wi]->pack(w, img.weights[wi], *out));
+    KILN_RETURN_IF_ERROR(c.packer[wi]->pack(w, img.weights[wi], *out));
     const auto before = static_cast<int64_t>(img.weights[wi].size()), after = static_cast<int64_t>(out->size());
-    r.compiled_bytes += after - (wi < n_weights ? before : 0);
-    r.scheme_bytes[std::string(scheme_name(w.scheme))] += after - (wi < n_weights ? before : 0);
+    r.compiled_bytes += after - (wi < n_originals ? before : 0);
+    r.scheme_bytes[std::string(scheme_name(w.scheme))] += after - (wi < n_originals ? before : 0);
     const std::span<const uint8_t> ref = img.weights[wi];
     img.weights[wi] = *out;
     buffers[wi] = std::move(out);  // the reference bytes go unless a copy still needs them
@@ -154,6 +153,21 @@ Status assign_layouts(Graph& g, std::span<const Backend* const> backends, Progra
   return Status::ok();
 }
 
+// The passes before any weight is read: the graph, precision, fusion, the graph's check.
+Result<Graph> precision_and_fusion(const ImportedModel& m, const CompileOptions& o, CompileReport& r) {
+  KILN_ASSIGN_OR_RETURN(Graph g, build_decoder_graph(m.config));
+  KILN_RETURN_IF_ERROR(assign_precision(g, o.quant, o.overrides_path, o.guard_classifier, &r.notes));
+  if (o.fuse) r.fusion = fuse(g);
+  KILN_RETURN_IF_ERROR(verify_graph(g).with_context("compiler"));
+  return g;
+}
+
+std::vector<const Backend*> backends_of(const CompileOptions& o) {
+  if (!o.backends.empty()) return o.backends;
+  auto reg = registered_backends();
+  return {reg.begin(), reg.end()};
+}
+
 }  // namespace
 
 Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, CompileReport* report) {
@@ -162,10 +176,7 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
   const ImportedModel& m = imp.model;
   ProgramImage img;
   img.config = m.config;
-  KILN_ASSIGN_OR_RETURN(Graph g, build_decoder_graph(m.config));
-  KILN_RETURN_IF_ERROR(assign_precision(g, o.quant, o.overrides_path, o.guard_classifier, &r.notes));
-  if (o.fuse) r.fusion = fuse(g);
-  KILN_RETURN_IF_ERROR(verify_graph(g).with_context("compiler"));
+  KILN_ASSIGN_OR_RETURN(Graph g, precision_and_fusion(m, o, r));
 
   // Weights: quantized into the layout the reference kernels read (the fast back ends repack
   // into their own layouts here, never at load time).
@@ -182,33 +193,33 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
     r.parameters += static_cast<int64_t>(src.elements());
     KILN_ASSIGN_OR_RETURN(QuantParams p, weight_params(w));
     const int64_t rows = w.shape.size() == 2 ? w.shape[0] : 1, cols = w.shape.back();
-    if (p.scheme == Scheme::kF32 && src.dtype == DType::kF32 &&
-        reinterpret_cast<uintptr_t>(src.bytes.data()) % alignof(float) == 0) {
-      img.weights[i] = src.bytes;  // used in place from the source's map
-    } else if (src.dtype == DType::kQ4_K && is_4bit(p.scheme) && p.group_size == 32 && !p.symmetric) {
-      // Each Q4_K sub-block is a W4 asymmetric group of 32: the same 4-bit values, its scale
-      // and minimum rounded once to FP16.
-      auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(rows * (cols / 32) * 20));
-      KILN_RETURN_IF_ERROR(q4_k_to_w4_asym(src.bytes, *buf).with_context(src.file + ": tensor '" + src.name + "'"));
-      img.weights[i] = *buf;
-      buffers[i] = std::move(buf);
-    } else if ((src.dtype == DType::kQ5_0 || src.dtype == DType::kIQ4_NL) && p.scheme == Scheme::kW8A16 && p.w8_group == 32) {
-      // Each Q5_0 or IQ4_NL block is a W8 group of 32: its scale as it is, its values as int8.
-      auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(rows * (cols / 32) * 34));
-      KILN_RETURN_IF_ERROR(blocks_to_w8_g32(src.dtype, src.bytes, *buf).with_context(src.file + ": tensor '" + src.name + "'"));
-      img.weights[i] = *buf;
-      buffers[i] = std::move(buf);
-    } else if (stored_as(src.dtype, p) && reinterpret_cast<uintptr_t>(src.bytes.data()) % 4 == 0) {
-      // The source's blocks are this scheme's layout byte for byte (GGML Q4_0/Q4_1 are W4 g32
-      // sym/asym, Q4_K w4a16 g256 asym, Q5_K w5a16, Q6_K w6a16, Q8_0 w8a16 g32; F16, BF16): read in
-      // place from the map, never rounded a second time nor copied (packing reads them from there).
-      img.weights[i] = src.bytes;
-    } else if (stored_as(src.dtype, p)) {  // an odd offset (safetensors): a copy, aligned
-      auto buf = std::make_shared<std::vector<uint8_t>>(src.bytes.begin(), src.bytes.end());
-      img.weights[i] = *buf;
-      buffers[i] = std::move(buf);
-    } else {
-      KILN_ASSIGN_OR_RETURN(auto buf, requantize_by_rows(src, w.name, p, rows, cols));
+    std::shared_ptr<std::vector<uint8_t>> buf;
+    switch (weight_origin(src.dtype, p)) {
+      case WeightOrigin::kAsStored:
+        // The source's bytes are this scheme's layout byte for byte (f32, f16, bf16; GGML Q4_0/Q4_1
+        // are W4 g32 sym/asym, Q4_K w4a16 g256 asym, Q5_K w5a16, Q6_K w6a16, Q8_0 w8a16 g32): read
+        // in place from the map, never rounded a second time nor copied (packing reads them from
+        // there); at an odd offset (safetensors), a copy, aligned.
+        if (reinterpret_cast<uintptr_t>(src.bytes.data()) % 4 == 0) img.weights[i] = src.bytes;
+        else buf = std::make_shared<std::vector<uint8_t>>(src.bytes.begin(), src.bytes.end());
+        break;
+      case WeightOrigin::kSubBlocks:
+        // Each Q4_K sub-block is a W4 asymmetric group of 32: the same 4-bit values, its scale
+        // and minimum rounded once to FP16.
+        buf = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(rows * (cols / 32) * 20));
+        KILN_RETURN_IF_ERROR(q4_k_to_w4_asym(src.bytes, *buf).with_context(src.file + ": tensor '" + src.name + "'"));
+        break;
+      case WeightOrigin::kWidened:
+        // Each Q5_0 or IQ4_NL block is a W8 group of 32: its scale as it is, its values as int8.
+        buf = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(rows * (cols / 32) * 34));
+        KILN_RETURN_IF_ERROR(blocks_to_w8_g32(src.dtype, src.bytes, *buf).with_context(src.file + ": tensor '" + src.name + "'"));
+        break;
+      case WeightOrigin::kRounded: {
+        KILN_ASSIGN_OR_RETURN(buf, requantize_by_rows(src, w.name, p, rows, cols));
+        break;
+      }
+    }
+    if (buf) {
       img.weights[i] = *buf;
       buffers[i] = std::move(buf);
     }
@@ -220,13 +231,11 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
     if (o.progress) o.progress(static_cast<double>(i + 1) / static_cast<double>(g.weights.size()));
   }
 
-  std::vector<const Backend*> backends = o.backends;
-  if (backends.empty()) {
-    auto reg = registered_backends();
-    backends.assign(reg.begin(), reg.end());
-  }
+  const std::vector<const Backend*> backends = backends_of(o);
   KILN_ASSIGN_OR_RETURN(r.partition, partition(g, backends, sizes));
-  KILN_RETURN_IF_ERROR(assign_layouts(g, backends, img, buffers, r, m.files));
+  const size_t n_originals = g.weights.size();
+  KILN_ASSIGN_OR_RETURN(LayoutChoice layouts, choose_layouts(g, backends, r.notes));
+  KILN_RETURN_IF_ERROR(pack_weights(g, layouts, n_originals, img, buffers, r, m.files));
   for (auto& b : buffers)
     if (b) img.owners.push_back(std::move(b));
   // The source stays mapped only where a weight is used in place from it (f32 as stored): a
@@ -255,6 +264,55 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
     img.tokenizer.kind = "none";
   }
   return img;
+}
+
+Result<std::vector<WeightPlan>> plan_weights(const Import& imp, const CompileOptions& o, CompileReport* report) {
+  CompileReport local;
+  CompileReport& r = report ? *report : local;
+  const ImportedModel& m = imp.model;
+  KILN_ASSIGN_OR_RETURN(Graph g, precision_and_fusion(m, o, r));
+  std::vector<WeightPlan> plan(g.weights.size());
+  std::vector<int64_t> sizes(g.weights.size(), 0);
+  for (size_t i = 0; i < g.weights.size(); ++i) {
+    const WeightDesc& w = g.weights[i];
+    auto it = m.tensors.find(w.name);
+    if (it == m.tensors.end()) return corrupt(m.path + ": missing tensor '" + w.name + "'");
+    const TensorSource& src = it->second;
+    KILN_ASSIGN_OR_RETURN(QuantParams p, weight_params(w));
+    WeightPlan& e = plan[i];
+    e.source_type = src.dtype;
+    e.source_bytes = src.bytes.size();
+    e.origin = weight_origin(src.dtype, p);
+    // Kept bytes are the source's; everything else is the reference layout of p (as compile_model
+    // writes it, and fails where that does not exist).
+    const int64_t rows = w.shape.size() == 2 ? w.shape[0] : 1, cols = w.shape.back();
+    auto ref = quantized_size(p, rows, cols);
+    if (!ref) return invalid_argument("weight '" + w.name + "': cannot store as " + describe(p));
+    e.bytes = e.origin == WeightOrigin::kAsStored ? src.bytes.size() : *ref;
+    sizes[i] = static_cast<int64_t>(e.bytes);
+    r.source_bytes += static_cast<int64_t>(src.bytes.size());
+    r.parameters += static_cast<int64_t>(src.elements());
+  }
+  const std::vector<const Backend*> backends = backends_of(o);
+  KILN_ASSIGN_OR_RETURN(r.partition, partition(g, backends, sizes));
+  KILN_ASSIGN_OR_RETURN(LayoutChoice layouts, choose_layouts(g, backends, r.notes));
+  for (size_t i = plan.size(); i < g.weights.size(); ++i) {
+    WeightPlan copy = plan[layouts.original[i]];
+    copy.source_bytes = 0;
+    plan.push_back(std::move(copy));
+  }
+  for (size_t i = 0; i < g.weights.size(); ++i) {
+    WeightPlan& e = plan[i];
+    e.weight = g.weights[i];
+    if (e.weight.layout != kRowMajorLayout && layouts.packer[i] != nullptr) {
+      auto packed = layouts.packer[i]->layout_bytes(e.weight);
+      if (!packed) return invalid_argument("weight '" + e.weight.name + "': no size in layout '" + e.weight.layout + "'");
+      e.bytes = *packed;
+    }
+    r.compiled_bytes += static_cast<int64_t>(e.bytes);
+    r.scheme_bytes[std::string(scheme_name(e.weight.scheme))] += static_cast<int64_t>(e.bytes);
+  }
+  return plan;
 }
 
 }  // namespace kiln

@@ -12,6 +12,7 @@
 #include "artifact/quant_record_section.h"
 #include "formats/import.h"
 #include "graph/program.h"
+#include "quant/ggml_blocks.h"
 
 namespace kiln {
 
@@ -43,5 +44,18 @@ struct CompileReport : QuantTotals {
 };
 
 Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& options, CompileReport* report);
+
+// What compile_model makes of each weight, without reading or converting any (`kiln inspect` on a
+// source model): the same passes up to the layouts. One entry per weight of the compiled program,
+// in its order, a copy in a second layout ("NAME@LAYOUT") included.
+struct WeightPlan {
+  WeightDesc weight;          // name, shape, scheme and layout, as the .kiln records them
+  DType source_type = DType::kF32;
+  uint64_t source_bytes = 0;  // the source tensor's (0 for a copy: its original counts them)
+  WeightOrigin origin = WeightOrigin::kAsStored;
+  uint64_t bytes = 0;         // as the .kiln stores it, in its layout
+};
+// `report` (may be null) gets the notes the compile would print (fallbacks, the classifier).
+Result<std::vector<WeightPlan>> plan_weights(const Import& imp, const CompileOptions& options, CompileReport* report);
 
 }  // namespace kiln

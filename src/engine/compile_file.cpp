@@ -10,13 +10,7 @@
 
 namespace kiln {
 
-Result<CompileSummary> compile_to_file(const CompileRequest& c) {
-  const auto t0 = std::chrono::steady_clock::now();
-  CompileSummary s;
-  // Before minutes of compiling: a device, FIFO or folder as the output is refused now.
-  KILN_RETURN_IF_ERROR(regular_file_target(c.output).status());
-  s.stale_removed = remove_stale_temp_files(c.output);
-  KILN_ASSIGN_OR_RETURN(Import imp, import_model(c.model));
+Result<CompileOptions> compile_options(const CompileRequest& c, const Import& imp) {
   const bool keep = c.scheme.empty() && has_quantized_weights(imp.model);
   KILN_ASSIGN_OR_RETURN(OverridesFile base, overrides_from_flags(c.scheme.empty() ? "w4a16" : c.scheme, c.group,
                                                                  c.symmetric, /*auto_fallback=*/!c.strict));
@@ -32,6 +26,17 @@ Result<CompileSummary> compile_to_file(const CompileRequest& c) {
     KILN_ASSIGN_OR_RETURN(o.quant, parse_overrides(text, c.overrides, base));
     o.overrides_path = c.overrides;
   }
+  return o;
+}
+
+Result<CompileSummary> compile_to_file(const CompileRequest& c) {
+  const auto t0 = std::chrono::steady_clock::now();
+  CompileSummary s;
+  // Before minutes of compiling: a device, FIFO or folder as the output is refused now.
+  KILN_RETURN_IF_ERROR(regular_file_target(c.output).status());
+  s.stale_removed = remove_stale_temp_files(c.output);
+  KILN_ASSIGN_OR_RETURN(Import imp, import_model(c.model));
+  KILN_ASSIGN_OR_RETURN(CompileOptions o, compile_options(c, imp));
   KILN_ASSIGN_OR_RETURN(KilnTarget target, resolve_target(c.target));
   o.progress = c.quantize_progress;
   KILN_ASSIGN_OR_RETURN(ProgramImage img, compile_model(imp, o, &s.report));

@@ -39,5 +39,9 @@ struct CompileSummary {
 };
 
 Result<CompileSummary> compile_to_file(const CompileRequest& request);
+// What compile_to_file compiles `imp` with for `request` (the scheme from -q or, without it, the
+// GGUF's own blocks; the overrides file; the classifier guard): `kiln inspect` on a source model
+// plans with the same, so that it says what the compile will do.
+Result<CompileOptions> compile_options(const CompileRequest& request, const Import& imp);
 
 }  // namespace kiln

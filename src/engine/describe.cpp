@@ -5,8 +5,15 @@
 
 #include "backends/registry.h"
 #include "core/cpu_features.h"
+#include "tokenizer/tokenizer_source.h"
 
 namespace kiln {
+
+std::string scheme_text(const WeightDesc& w) {
+  std::string s(scheme_name(w.scheme));
+  if (w.group_size) s += " g" + std::to_string(w.group_size) + (!is_4bit(w.scheme) ? "" : w.symmetric ? " sym" : " asym");
+  return s;
+}
 
 nlohmann::json describe(const KilnImage& k) {
   const KilnFile& f = *k.file;
@@ -39,6 +46,10 @@ nlohmann::json describe(const KilnImage& k) {
   j["model"] = {{"arch", std::string(arch_name(c.arch))}, {"layers", c.n_layers}, {"dim", c.dim},
                 {"heads", c.n_heads}, {"kv_heads", c.n_kv_heads}, {"head_dim", c.head_dim},
                 {"vocab", c.vocab_size}, {"max_seq_len", c.max_seq_len}, {"tokenizer", img.tokenizer.kind}};
+  // Whether `kiln chat` and the server find a template in the file, or need one given.
+  auto chat = chat_template_of_blob(img.tokenizer, f.path() + ": tokenizer");
+  j["chat_template"] = {{"stored", chat && chat->has_value()}, {"bytes", chat && chat->has_value() ? (*chat)->source.size() : 0}};
+  if (!chat) j["chat_template"]["error"] = chat.status().message();
   std::map<std::string, int> ops;
   std::map<std::string, int> backend_nodes;
   std::map<std::string, uint64_t> backend_bytes;
@@ -69,9 +80,7 @@ nlohmann::json describe(const KilnImage& k) {
   std::map<std::string, uint64_t> scheme_bytes;
   for (size_t i = 0; i < g.weights.size(); ++i) {
     const WeightDesc& w = g.weights[i];
-    std::string scheme(scheme_name(w.scheme));
-    if (w.group_size) scheme += " g" + std::to_string(w.group_size) + (!is_4bit(w.scheme) ? "" : w.symmetric ? " sym" : " asym");
-    tensors.push_back({{"name", w.name}, {"shape", w.shape}, {"scheme", scheme}, {"bytes", img.weights[i].size()}});
+    tensors.push_back({{"name", w.name}, {"shape", w.shape}, {"scheme", scheme_text(w)}, {"bytes", img.weights[i].size()}});
     scheme_bytes[std::string(scheme_name(w.scheme))] += img.weights[i].size();
   }
   j["tensors"] = tensors;

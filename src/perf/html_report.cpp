@@ -1,6 +1,7 @@
 #include "perf/html_report.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -53,14 +54,24 @@ std::string layer_chart(const Profile& p) {
   Phase ph;
   const PhaseSummary& s = main_phase(p, ph);
   if (s.by_op.empty() || s.steps == 0) return "";
-  std::map<int, std::map<std::string, double>> ms;  // layer -> kind -> ms per step
+  // One bar per part of the model (the embedding, each layer, the final norm, the classifier), in
+  // the program's order.
+  std::vector<std::pair<std::string, std::map<std::string, double>>> ms;  // part -> kind -> ms per step
+  std::map<std::string, size_t> bar_of;
+  for (const NodeInfo& n : p.nodes)
+    if (bar_of.emplace(n.part, ms.size()).second) ms.push_back({n.part, {}});
   std::set<std::string> kinds;
+  std::vector<bool> ran(ms.size(), false);
   for (const InstructionSample& i : p.instructions) {
     if (p.steps[static_cast<size_t>(i.step)].phase != ph) continue;
     const NodeInfo& n = p.nodes[static_cast<size_t>(i.node)];
-    ms[n.layer][n.kind] += i.seconds * 1e3 / s.steps;
+    const size_t b = bar_of[n.part];
+    ms[b].second[n.kind] += i.seconds * 1e3 / s.steps;
+    ran[b] = true;
     kinds.insert(n.kind);
   }
+  for (size_t b = ms.size(); b-- > 0;)
+    if (!ran[b]) ms.erase(ms.begin() + static_cast<std::ptrdiff_t>(b));
   double most = 0;
   for (const auto& [l, k] : ms) {
     double t = 0;
@@ -73,8 +84,7 @@ std::string layer_chart(const Profile& p) {
                       left + width + 40, height);
   int y = 10;
   for (const auto& [l, k] : ms) {
-    o += fmt("<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s</text>", left - 6, y + bar - 4,
-             l >= 0 ? fmt("layer %d", l).c_str() : "no layer");
+    o += fmt("<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s</text>", left - 6, y + bar - 4, esc(l).c_str());
     double x = left;
     for (const auto& [kind, v] : k) {
       const double w = most > 0 ? v / most * width : 0;
@@ -95,12 +105,22 @@ std::string layer_chart(const Profile& p) {
   return o + "</svg>";
 }
 
+// The op of a by_node tally (its key starts with the node's index: profile.cpp), with the role of
+// a node outside the layers: "matmul_add", "matmul (classifier)".
+std::string dot_name(const Profile& p, const Tally& t) {
+  size_t node = 0;
+  const auto [end, ec] = std::from_chars(t.key.data(), t.key.data() + t.key.size(), node);
+  if (ec != std::errc() || node >= p.nodes.size()) return t.key;
+  const NodeInfo& n = p.nodes[node];
+  return n.layer >= 0 ? n.op : n.op + " (" + n.part + ")";
+}
+
 // Log-log: FLOPs per byte against GFLOP/s; the bandwidth ceiling is the line y = bandwidth x, each
 // compute ceiling a horizontal line (2 FLOPs per product).
 std::string roofline_chart(const Profile& p) {
   struct Point {
     double x, y;
-    std::string label;
+    std::string label, name;  // the tooltip; the op written beside the dot
     const char* color;
   };
   std::vector<Point> pts;
@@ -110,7 +130,7 @@ std::string roofline_chart(const Profile& p) {
         pts.push_back({t.intensity(), t.gops(),
                        fmt("%s (%s): %.3g FLOP/B, %.3g GFLOP/s, %.3f ms", t.key.c_str(), s == &p.decode ? "decode" : "prefill",
                            t.intensity(), t.gops(), t.seconds * 1e3),
-                       s == &p.decode ? "#4e79a7" : "#e15759"});
+                       dot_name(p, t), s == &p.decode ? "#4e79a7" : "#e15759"});
   if (pts.empty()) return "";
   std::vector<double> roofs;
   for (const auto& [k, rate] : p.ceilings.product_rate) roofs.push_back(2 * rate / 1e9);
@@ -146,6 +166,24 @@ std::string roofline_chart(const Profile& p) {
   for (const Point& q : pts)
     o += fmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\" fill-opacity=\"0.7\"><title>%s</title></circle>", X(q.x), Y(q.y),
              q.color, esc(q.label).c_str());
+  // Each dot named by its op, beside it (left of it near the right edge), where the name does not
+  // cover one already written: the same op of every layer often lands on one spot, and its one
+  // name serves them all (every dot's tooltip has the whole instruction).
+  struct Box {
+    double x0, y0, x1, y1;
+  };
+  std::vector<Box> written;
+  for (const Point& q : pts) {
+    const double x = X(q.x), y = Y(q.y), w = 5.2 * static_cast<double>(q.name.size());
+    const bool left = x + 6 + w > W - 10;
+    const Box b{left ? x - 6 - w : x + 6, y - 14, left ? x - 6 : x + 6 + w, y - 3};
+    const bool covers = std::any_of(written.begin(), written.end(),
+                                    [&](const Box& o) { return b.x0 < o.x1 && o.x0 < b.x1 && b.y0 < o.y1 && o.y0 < b.y1; });
+    if (covers) continue;
+    written.push_back(b);
+    o += fmt("<text class=\"dot\" x=\"%.1f\" y=\"%.1f\"%s>%s</text>", left ? x - 6 : x + 6, y - 5,
+             left ? " text-anchor=\"end\"" : "", esc(q.name).c_str());
+  }
   o += "</g>";
   o += fmt("<circle cx=\"%d\" cy=\"24\" r=\"4\" fill=\"#4e79a7\"/><text x=\"%d\" y=\"28\">decode</text>", L + 12, L + 20);
   o += fmt("<circle cx=\"%d\" cy=\"40\" r=\"4\" fill=\"#e15759\"/><text x=\"%d\" y=\"44\">prefill</text>", L + 12, L + 20);
@@ -165,6 +203,12 @@ std::string memory_chart(const Profile& p) {
   }
   if (!(t1 > 0) || !(m1 > 0)) return "";
   const int W = 600, H = 200, L = 60, B = 30;
+  // A line that would not move by a pixel says less than a sentence.
+  double m0 = m1;
+  for (const StepSample& s : p.steps) m0 = std::min(m0, static_cast<double>(s.record.rss_bytes) / 1048576.0);
+  if ((m1 - m0) / m1 * (H - B - 20) < 1)
+    return fmt("<p id=\"memory\">Resident memory stayed at %.1f MiB through all %zu steps (%.1f ms): nothing to draw.</p>", m1,
+               p.steps.size(), t1);
   std::string pts;
   for (const StepSample& s : p.steps)
     pts += fmt("%.1f,%.1f ", L + (static_cast<double>(s.record.end_ns) - t0) * 1e-6 / t1 * (W - L - 10),
@@ -178,31 +222,39 @@ std::string memory_chart(const Profile& p) {
   return o + "</svg>";
 }
 
-std::string tally_table(const char* title, const std::vector<Tally>& ts, size_t top) {
+// A fraction of a ceiling, or "-" where there is none (not measured; no products for compute).
+std::string percent(bool measured, double fraction) { return measured ? fmt("%.1f%%", fraction * 100) : "-"; }
+
+std::string tally_table(const char* title, const std::vector<Tally>& ts, size_t top, const Ceilings& c) {
   if (ts.empty()) return "";
+  // Without any ceiling (--no-ceilings, the C API) there is nothing to be a fraction of: no columns.
+  const bool ceilings = c.bandwidth_gbs > 0 || !c.product_rate.empty();
   std::string o = fmt("<h3>%s</h3><table><tr><th>name</th><th>count</th><th>ms</th><th>share</th><th>MB moved</th>"
-                      "<th>GB/s</th><th>GFLOP/s</th><th>FLOP/B</th><th>%% bandwidth</th><th>%% compute</th></tr>", title);
+                      "<th>GB/s</th><th>GFLOP/s</th><th>FLOP/B</th>%s</tr>",
+                      title, ceilings ? "<th>% bandwidth</th><th>% compute</th>" : "");
   size_t n = 0;
   for (const Tally& t : ts) {
     if (n++ >= top) break;
-    o += fmt("<tr><td>%s</td><td>%d</td><td>%.3f</td><td>%.1f%%</td><td>%.3f</td><td>%.2f</td><td>%.2f</td><td>%.3g</td>"
-             "<td>%.1f%%</td><td>%.1f%%</td></tr>",
-             esc(t.key).c_str(), t.count, t.seconds * 1e3, t.share * 100, t.cost.bytes() / 1e6, t.gbs(), t.gops(),
-             t.intensity(), t.bandwidth_fraction * 100, t.compute_fraction * 100);
+    o += fmt("<tr><td>%s</td><td>%d</td><td>%.3f</td><td>%.1f%%</td><td>%.3f</td><td>%.2f</td><td>%.2f</td><td>%.3g</td>",
+             esc(t.key).c_str(), t.count, t.seconds * 1e3, t.share * 100, t.cost.bytes() / 1e6, t.gbs(), t.gops(), t.intensity());
+    if (ceilings)
+      o += "<td>" + percent(c.bandwidth_gbs > 0, t.bandwidth_fraction) + "</td><td>" +
+           percent(t.product_seconds > 0, t.compute_fraction) + "</td>";
+    o += "</tr>";
   }
   return o + "</table>";
 }
 
-std::string phase_section(const char* name, const PhaseSummary& s) {
+std::string phase_section(const char* name, const PhaseSummary& s, const Ceilings& c) {
   if (s.steps == 0) return "";
   std::string o = fmt("<h2>%s</h2><p>%d tokens in %d steps, %.3f ms, %.2f tokens/s; instructions %.3f ms, %.1f MB moved</p>",
                       name, s.tokens, s.steps, s.seconds * 1e3, s.tokens_per_second(), s.instruction_seconds * 1e3,
                       s.cost.bytes() / 1e6);
-  o += tally_table("by back end", s.by_backend, 20);
-  o += tally_table("by op kind", s.by_kind, 20);
-  o += tally_table("by op", s.by_op, 30);
-  o += tally_table("by layer", s.by_layer, 200);
-  o += tally_table("top instructions", s.by_node, 30);
+  o += tally_table("by back end", s.by_backend, 20, c);
+  o += tally_table("by op kind", s.by_kind, 20, c);
+  o += tally_table("by op", s.by_op, 30, c);
+  o += tally_table("by layer", s.by_layer, 200, c);
+  o += tally_table("top instructions", s.by_node, 30, c);
   return o;
 }
 
@@ -216,7 +268,7 @@ std::string profile_to_html(const Profile& p) {
       "<title>kiln profile</title><style>"
       "body{font:14px sans-serif;margin:20px;color:#222}table{border-collapse:collapse;margin:6px 0 14px}"
       "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}td:first-child,th:first-child{text-align:left}"
-      "svg text{font:11px sans-serif}.charts{display:flex;flex-wrap:wrap;gap:24px}</style></head><body>";
+      "svg text{font:11px sans-serif}svg text.dot{font-size:9px;fill:#444}.charts{display:flex;flex-wrap:wrap;gap:24px}</style></head><body>";
   o += fmt("<h1>kiln profile</h1><p>%s &mdash; level %s, %d threads; time to first token %.3f ms</p>", esc(p.model).c_str(),
            std::string(profile_level_name(p.level)).c_str(), p.n_threads, p.time_to_first_token_s * 1e3);
   if (!p.kernels.empty()) o += "<p>kernels: " + esc(p.kernels) + "</p>";
@@ -224,8 +276,8 @@ std::string profile_to_html(const Profile& p) {
   o += "<div class=\"charts\"><div><h3>time per layer, by op kind</h3>" + layer_chart(p) + "</div>";
   o += "<div><h3>roofline</h3>" + roofline_chart(p) + "</div>";
   o += "<div><h3>memory over time</h3>" + memory_chart(p) + "</div></div>";
-  o += phase_section("prefill", p.prefill);
-  o += phase_section("decode", p.decode);
+  o += phase_section("prefill", p.prefill, p.ceilings);
+  o += phase_section("decode", p.decode, p.ceilings);
   const MemoryParts& m = p.memory;
   auto mib = [](uint64_t b) { return static_cast<double>(b) / 1048576.0; };
   o += fmt("<h2>memory</h2><table><tr><th>part</th><th>MiB</th></tr><tr><td>peak RSS</td><td>%.1f</td></tr>"

@@ -71,6 +71,18 @@ std::string op_kind(OpCode op) {
   return "other";
 }
 
+// The nodes outside the decoder layers are named by what they do (the builder makes one of each).
+std::string node_part(const Node& n) {
+  if (n.layer >= 0) return "layer " + std::to_string(n.layer);
+  switch (n.op) {
+    case OpCode::kEmbed: return "embedding";
+    case OpCode::kRmsNorm: return "final norm";
+    case OpCode::kMatMul: return "classifier";
+    case OpCode::kSoftcap: return "logit soft-cap";
+    default: return "outside the layers";
+  }
+}
+
 void add_cost(InstructionCost& a, const InstructionCost& b) {
   a.weight_bytes += b.weight_bytes;
   a.activation_read += b.activation_read;
@@ -129,9 +141,7 @@ void summarize_phase(Profile& p, Phase phase, PhaseSummary& out) {
   const double total = out.instruction_seconds;
   auto node = [&](const InstructionSample& s) -> const NodeInfo& { return p.nodes[static_cast<size_t>(s.node)]; };
   out.by_op = tally(samples, p, [&](const InstructionSample& s) { return std::make_pair(node(s).op, -1); }, total);
-  out.by_layer = tally(samples, p, [&](const InstructionSample& s) {
-    const int l = node(s).layer;
-    return std::make_pair(l >= 0 ? "layer " + std::to_string(l) : std::string("no layer"), l); }, total);
+  out.by_layer = tally(samples, p, [&](const InstructionSample& s) { return std::make_pair(node(s).part, node(s).layer); }, total);
   out.by_backend = tally(samples, p, [&](const InstructionSample& s) { return std::make_pair(node(s).backend, -1); }, total);
   out.by_kind = tally(samples, p, [&](const InstructionSample& s) { return std::make_pair(node(s).kind, -1); }, total);
   out.by_node = tally(samples, p, [&](const InstructionSample& s) {
@@ -151,7 +161,7 @@ Profile build_profile(const Model& model, const StepTracer& tracer, DType kv_dty
   p.fault = tracer.fault();
   const Graph& g = model.program().graph;
   for (const Node& n : g.nodes)
-    p.nodes.push_back({std::string(op_name(n.op)), n.backend, kernel_label(g, n), op_kind(n.op), n.layer});
+    p.nodes.push_back({std::string(op_name(n.op)), n.backend, kernel_label(g, n), op_kind(n.op), n.layer, node_part(n)});
   const int window = model.config().sliding_window;
   const int kv_bytes = static_cast<int>(dtype_info(kv_dtype).block_bytes);
   const auto& records = tracer.instructions();

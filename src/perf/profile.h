@@ -43,6 +43,9 @@ std::string_view phase_name(Phase p);
 struct NodeInfo {
   std::string op, backend, kernel, kind;  // kind: "matmul", "attention", "norm", "elementwise", "embed", "kv"
   int layer = -1;
+  // Where in the model: "layer 3", or outside the layers by role: "embedding", "final norm",
+  // "classifier", "logit soft-cap" (the rows of by_layer and the bars of the report's layer chart).
+  std::string part;
 };
 
 struct StepSample {

@@ -2,6 +2,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <string>
 
 namespace kiln {
 
@@ -18,9 +19,20 @@ void put(std::string& out, const char* fmt, ...) {
 
 double mib(uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); }
 
-void table(std::string& out, const char* title, const std::vector<Tally>& ts, size_t top, bool ceilings) {
+// A fraction of a ceiling, or "-" where there is none to be a fraction of (not measured, or an
+// op without products for the compute ceiling): never a 0.0% that reads as a measurement.
+std::string percent(bool measured, double fraction) {
+  if (!measured) return "-";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f%%", fraction * 100);
+  return b;
+}
+
+// The header's fields have the widths of the values' fields, so each label sits over its column.
+void table(std::string& out, const char* title, const std::vector<Tally>& ts, size_t top, const Ceilings& c) {
   if (ts.empty()) return;
-  put(out, "  %s\n    %-44s %6s %9s %6s %8s %8s", title, "", "count", "ms", "share", "GB/s", "GOP/s");
+  const bool ceilings = c.bandwidth_gbs > 0 || !c.product_rate.empty();
+  put(out, "  %s\n    %-52s %6s %9s %6s %8s %8s", title, "", "count", "ms", "share", "GB/s", "GOP/s");
   if (ceilings) put(out, " %6s %6s", "%bw", "%comp");
   out += "\n";
   size_t shown = 0;
@@ -28,7 +40,9 @@ void table(std::string& out, const char* title, const std::vector<Tally>& ts, si
     if (top > 0 && shown++ >= top) break;
     put(out, "    %-52.52s %6d %9.3f %5.1f%% %8.2f %8.2f", t.key.c_str(), t.count, t.seconds * 1e3, t.share * 100, t.gbs(),
         t.gops());
-    if (ceilings) put(out, " %5.1f%% %5.1f%%", t.bandwidth_fraction * 100, t.compute_fraction * 100);
+    if (ceilings)
+      put(out, " %6s %6s", percent(c.bandwidth_gbs > 0, t.bandwidth_fraction).c_str(),
+          percent(t.product_seconds > 0, t.compute_fraction).c_str());
     out += "\n";
   }
 }
@@ -46,12 +60,11 @@ void phase(std::string& out, const char* name, const PhaseSummary& s, const Prof
       s.seconds > 0 ? 100 * s.instruction_seconds / s.seconds : 0, s.cost.bytes() / 1e6, gbs);
   if (p.ceilings.bandwidth_gbs > 0) put(out, " = %.1f%% of %.1f GB/s", 100 * gbs / p.ceilings.bandwidth_gbs, p.ceilings.bandwidth_gbs);
   out += "\n";
-  const bool c = p.ceilings.bandwidth_gbs > 0 || !p.ceilings.product_rate.empty();
-  table(out, "by back end", s.by_backend, top, c);
-  table(out, "by op kind", s.by_kind, top, c);
-  table(out, "top ops", s.by_op, top, c);
-  table(out, "top layers", s.by_layer, top, c);
-  table(out, "top instructions", s.by_node, top, c);
+  table(out, "by back end", s.by_backend, top, p.ceilings);
+  table(out, "by op kind", s.by_kind, top, p.ceilings);
+  table(out, "top ops", s.by_op, top, p.ceilings);
+  table(out, "top layers", s.by_layer, top, p.ceilings);
+  table(out, "top instructions", s.by_node, top, p.ceilings);
 }
 
 }  // namespace
