@@ -3,6 +3,7 @@
 // and every kind of bad input answered with a status and a message.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -367,6 +368,18 @@ TEST(CApi, StatsPositionIsLiveDuringACall) {
       step.cv.notify_all();
     }
   });
+  // And one that reads without waiting for anything, as an app's progress bar would (under
+  // ThreadSanitizer, the test that the position is read and written as an atomic).
+  std::atomic<bool> free_done{false};
+  int free_max = 0, free_bad = 0;
+  std::thread free_poller([&] {
+    while (!free_done.load()) {
+      kiln_session_stats now;
+      now.size = sizeof now;
+      if (kiln_session_stats_get(s, &now) != KILN_OK || now.position < 0 || now.position > 512) ++free_bad;
+      free_max = std::max(free_max, now.position);
+    }
+  });
   // At each piece of text: the poller reads the stats while the generating thread waits.
   kiln_token_fn on_token = [](void* user, const char*, size_t, const int32_t*, size_t n_ids) {
     auto* st = static_cast<Step*>(user);
@@ -387,6 +400,10 @@ TEST(CApi, StatsPositionIsLiveDuringACall) {
   }
   step.cv.notify_all();
   poller.join();
+  free_done.store(true);
+  free_poller.join();
+  EXPECT_EQ(free_bad, 0);
+  EXPECT_EQ(free_max, n_prompt + 40 - 1);
   ASSERT_EQ(r.stop_reason, KILN_STOP_LENGTH);
   ASSERT_EQ(r.generated_tokens, 40);
   ASSERT_GE(step.polls.size(), 30u);  // a piece per token, but for a character split over tokens
