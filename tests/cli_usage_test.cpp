@@ -7,6 +7,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <regex>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -242,7 +244,7 @@ TEST(CliUsage, HelpShowsTheDefaults) {
   auto run = test::run_kiln("run --help");
   EXPECT_EQ(run.exit_code, 0);
   EXPECT_NE(run.out.find("--n-predict INT:>=0=256"), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find("--temp FLOAT=0.8"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("--temp FLOAT:>=0=0.8"), std::string::npos) << run.out;  // its range, then its default
   EXPECT_NE(run.out.find("--kv-type TEXT:{f32,f16}=f32"), std::string::npos) << run.out;
   auto compile = test::run_kiln("compile --help");
   // -q has no fixed default (a quantized GGUF keeps its own), so its help says both.
@@ -478,6 +480,49 @@ TEST(CliUsage, WritesOnlyRegularFiles) {
   EXPECT_TRUE(S_ISFIFO(st.st_mode));
   ASSERT_EQ(::stat(dir.c_str(), &st), 0);
   EXPECT_TRUE(S_ISDIR(st.st_mode));
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Every numeric flag of every subcommand, read from its own --help (so that a new flag is
+// covered the day it is added), refuses a value far out of any range with exit 1 and one line
+// naming it: none of kiln's numbers can be -99999 (a seed of -1 means random; -99999 is no seed).
+TEST(CliUsage, EveryNumericFlagChecksItsRange) {
+  const std::regex subcommand_line(R"(^  ([a-z][a-z-]*) +\S)");
+  const std::regex numeric_option(R"(^  (?:-[A-Za-z],)?(--[a-z][a-z0-9-]*)(?:,[-a-z0-9,]+)? (INT|UINT|FLOAT|DOUBLE|INT64|UINT64)\b)");
+  auto top = test::run_kiln("help");
+  ASSERT_EQ(top.exit_code, 0);
+  std::vector<std::string> subs;
+  std::istringstream lines(top.out);
+  bool in_list = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("Subcommands:", 0) == 0 || line.rfind("subcommands:", 0) == 0) in_list = true;
+    std::smatch m;
+    if (in_list && std::regex_search(line, m, subcommand_line)) subs.push_back(m[1]);
+  }
+  ASSERT_GE(subs.size(), 10u) << top.out;
+  int checked = 0;
+  for (const std::string& sub : subs) {
+    auto help = test::run_kiln(sub + " --help");
+    ASSERT_EQ(help.exit_code, 0) << sub;
+    std::istringstream hl(help.out);
+    for (std::string line; std::getline(hl, line);) {
+      std::smatch m;
+      if (!std::regex_search(line, m, numeric_option)) continue;
+      const std::string flag = m[1];
+      auto r = test::run_kiln_within(sub + " " + flag + "=-99999", 20);
+      EXPECT_EQ(r.exit_code, 1) << "kiln " << sub << " " << flag << "=-99999\n" << r.err;
+      EXPECT_EQ(r.err.rfind("kiln: error: " + flag, 0), 0u) << "kiln " << sub << " " << flag << "=-99999\n" << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "kiln " << sub << " " << flag << "\n" << r.err;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 40);
+  std::printf("numeric flags checked: %d over %zu subcommands\n", checked, subs.size());
 }
 
 }  // namespace

@@ -90,7 +90,16 @@ std::string shell_quote(const std::string& s) {
 
 CommandResult run_kiln(const std::string& args) { return run_kiln_with_input(args, std::nullopt); }
 
+CommandResult run_kiln_within(const std::string& args, int seconds) {
+  return run_kiln_with_input(args, std::nullopt, "timeout -k 5 " + std::to_string(seconds) + " ");
+}
+
 CommandResult run_kiln_with_input(const std::string& args, const std::optional<std::string>& input) {
+  return run_kiln_with_input(args, input, "");
+}
+
+CommandResult run_kiln_with_input(const std::string& args, const std::optional<std::string>& input,
+                                  const std::string& runner) {
   static int counter = 0;
   const std::string base = temp_dir() + "/cmd" + std::to_string(counter++);
   std::string in = "/dev/null";
@@ -101,7 +110,7 @@ CommandResult run_kiln_with_input(const std::string& args, const std::optional<s
   // Cross builds run the tests under an emulator (qemu-aarch64); the kiln binary needs it too.
   const char* emulator = std::getenv("KILN_TEST_EMULATOR");
   const std::string prefix = emulator && *emulator ? std::string(emulator) + " " : "";
-  const std::string cmd = prefix + KILN_BINARY + " " + args + " >" + base + ".out 2>" + base + ".err <" + in;
+  const std::string cmd = runner + prefix + KILN_BINARY + " " + args + " >" + base + ".out 2>" + base + ".err <" + in;
   const int status = std::system(cmd.c_str());
   CommandResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);

@@ -23,6 +23,12 @@ struct CommandResult {
 CommandResult run_kiln(const std::string& args);
 // The same with `input` on stdin (none: /dev/null).
 CommandResult run_kiln_with_input(const std::string& args, const std::optional<std::string>& input);
+// The same, killed after `seconds` (exit status 124, as timeout(1) gives): for a command that
+// would run on (a server) if it wrongly accepted its arguments.
+CommandResult run_kiln_within(const std::string& args, int seconds);
+// run_kiln_with_input with a command put before the binary (and its emulator), e.g. timeout(1).
+CommandResult run_kiln_with_input(const std::string& args, const std::optional<std::string>& input,
+                                  const std::string& runner);
 std::string shell_quote(const std::string& s);
 // True when the tests run under an emulator (KILN_TEST_EMULATOR), whose memory maps do not show
 // which file pages the program touched.

@@ -105,4 +105,15 @@ void add_profile_command(CLI::App& app, int& exit_code);
 void add_compare_command(CLI::App& app, int& exit_code);
 void add_serve_command(CLI::App& app, int& exit_code);
 
+// --group: the sizes some scheme takes (which one a scheme takes is the compiler's to say).
+inline CLI::Validator group_size() {
+  return CLI::Validator(
+      [](std::string& s) {
+        int v = 0;
+        if (std::string e = as_number(s, v); !e.empty()) return e;
+        return v == 32 || v == 64 || v == 128 || v == 256 ? std::string() : "must be 32, 64, 128 or 256, not " + s;
+      },
+      "");
+}
+
 }  // namespace kiln::cli

@@ -269,7 +269,8 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("bench", "Prefill/decode speed against the compute and memory-bandwidth rooflines; cold start");
   cmd->add_option("model,-m,--model", c->model, ".kiln file or source model (default: the shipped stories260K)");
   CLI::Option* n_prompt = cmd->add_option("-p,--n-prompt", c->n_prompt, "prompt sizes for the prefill tests, comma-separated (0: none)")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(at_least(0));
   cmd->add_option("-n,--n-gen", c->n_gen, "tokens for the decode test (0: none)")->check(at_least(0));
   cmd->add_option("-d,--depth", c->depth, "tokens already in the KV cache when each test starts")
       ->check(at_least(0));
@@ -279,7 +280,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   add_kv_type_flag(cmd, c->kv_type);
   CLI::Option* quant = cmd->add_option("-q,--quant", c->scheme, "scheme a source model is compiled in memory to (default: its own precision, as kiln run: "
                                        "a GGUF's quantization, an HF folder's F16/BF16)");
-  CLI::Option* group = cmd->add_option("--group", c->group, kGroupHelp);
+  CLI::Option* group = cmd->add_option("--group", c->group, kGroupHelp)->check(group_size());
   cmd->add_option("--tokenizer", c->tokenizer, "tokenizer file, if not the model's own");
   cmd->add_flag("--json", c->json, "print one JSON object");
   cmd->add_flag("--no-warmup", c->no_warmup, "skip the untimed warm-up run");
@@ -297,7 +298,8 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--sessions", c->sessions,
                   "N[,N...]: N sessions generating at once on N threads (aggregate decode tok/s, time to first "
                   "token); -p gives the prompt size (default 32), -n the tokens per session")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(at_least(1));
   cmd->callback([c, n_prompt, quant, group, &exit_code] {
     // Usage errors before any work: an unknown scheme, and flags a .kiln cannot use.
     if (auto q = source_scheme(c->scheme.empty() ? "w4a16" : c->scheme, c->group); !q) {

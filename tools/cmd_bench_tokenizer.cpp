@@ -76,8 +76,9 @@ void add_bench_tokenizer_command(CLI::App& app, int& exit_code) {
   cmd->add_option("tokenizer", c->tokenizer, "tokenizer.json, HF folder, .gguf, llama2.c tokenizer .bin or .kiln")
       ->required();
   cmd->add_option("--file", c->file, "the text to encode")->required();
-  cmd->add_option("--seconds", c->seconds, "how long to keep encoding (default 2)");
-  cmd->add_option("--vocab-size", c->vocab_size, "llama2.c .bin: its vocabulary size (default: count the records)");
+  cmd->add_option("--seconds", c->seconds, "how long to keep encoding (default 2)")->check(greater_than(0.0));
+  cmd->add_option("--vocab-size", c->vocab_size, "llama2.c .bin: its vocabulary size (default: count the records)")
+      ->check(at_least(0));
   cmd->add_flag("--json", c->json, "print one JSON object");
   cmd->callback([c, &exit_code] { exit_code = bench(*c); });
 }

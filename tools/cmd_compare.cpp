@@ -89,7 +89,7 @@ void add_compare_command(CLI::App& app, int& exit_code) {
   cmd->add_option("-f,--file", c->file, "text to run (default: a built-in sentence)");
   cmd->add_option("--quant-a", c->quant_a, "scheme for A when it is a source compiled in memory");
   cmd->add_option("--quant-b", c->quant_b, "scheme for B when it is a source compiled in memory");
-  cmd->add_option("--group", c->group, kGroupHelp);
+  cmd->add_option("--group", c->group, kGroupHelp)->check(group_size());
   cmd->add_option("-c,--ctx,--ctx-size", c->n_ctx, "window length (default: min(model maximum, 512), as kiln ppl)")->check(at_least(0));
   add_threads_flag(cmd, c->threads);
   add_perf_flag(cmd, c->perf);

@@ -58,7 +58,8 @@ void add_detokenize_command(CLI::App& app, int& exit_code) {
       ->required();
   cmd->add_option("--ids", c->ids, "ids: 1,2,3 or [1, 2, 3]")->required();
   cmd->add_flag("--skip-special", c->skip_special, "leave special tokens out (default: show them)");
-  cmd->add_option("--vocab-size", c->vocab_size, "llama2.c .bin: its vocabulary size (default: count the records)");
+  cmd->add_option("--vocab-size", c->vocab_size, "llama2.c .bin: its vocabulary size (default: count the records)")
+      ->check(at_least(0));
   cmd->callback([c, &exit_code] { exit_code = detokenize(*c); });
 }
 

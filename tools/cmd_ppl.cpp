@@ -97,7 +97,7 @@ void add_ppl_command(CLI::App& app, int& exit_code) {
       ->check(at_least(0));
   cmd->add_option("-q,--quant", c->scheme, "scheme for a source model compiled in memory (default: its own precision)")
       ->each([p = c.get()](const std::string&) { p->scheme_given = true; });
-  cmd->add_option("--group", c->group, kGroupHelp)->each([p = c.get()](const std::string&) { p->scheme_given = true; });
+  cmd->add_option("--group", c->group, kGroupHelp)->check(group_size())->each([p = c.get()](const std::string&) { p->scheme_given = true; });
   cmd->add_option("--tokenizer", c->tokenizer, "tokenizer file, if not the model's own");
   add_threads_flag(cmd, c->threads);
   add_perf_flag(cmd, c->perf);

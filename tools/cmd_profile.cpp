@@ -206,7 +206,7 @@ void add_profile_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--bw-passes", c->bw_passes, "timed passes of the bandwidth probe")->check(at_least(1));
   cmd->add_option("-q,--quant", c->scheme, "scheme for a source model compiled in memory (default: its own precision)")
       ->each([p = c.get()](const std::string&) { p->scheme_given = true; });
-  cmd->add_option("--group", c->group, kGroupHelp);
+  cmd->add_option("--group", c->group, kGroupHelp)->check(group_size());
   cmd->add_option("--tokenizer", c->tokenizer, "tokenizer file, if not the model's own");
   add_kv_type_flag(cmd, c->kv_type);
   cmd->callback([c, &exit_code] { exit_code = profile(*c); });

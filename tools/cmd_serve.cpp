@@ -58,7 +58,8 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--port", c->o.port, "port (0: a free one, printed on stderr)")->check(between(0, 65535));
   cmd->add_option("--parallel", c->o.parallel, "sessions (concurrent requests) per model")->check(between(1, 256));
   cmd->add_option("--queue", c->o.queue, "requests that may wait for a slot, per model; beyond: 429")->check(between(0, 4096));
-  cmd->add_option("--memory-budget", c->o.memory_budget, "bytes the runtime may hold (0: no budget)");
+  cmd->add_option("--memory-budget", c->o.memory_budget, "bytes the runtime may hold (0: no budget)")
+      ->check(at_least<int64_t>(0));
   cmd->add_option("--api-key", c->o.api_key, "require 'Authorization: Bearer KEY' on /v1, /tokenize, /detokenize");
   cmd->add_option("-c,--ctx", c->o.n_ctx, "context per session (0: the model's, at most 4096)")->check(at_least(0));
   cmd->add_option("-t,--threads", c->o.threads, "worker threads (0: by --perf)")->check(at_least(0));

@@ -75,7 +75,7 @@ void add_synth_command(CLI::App& app, int& exit_code) {
   cmd->add_option("-o,--output", c->out, "the folder to write (made under a temporary name, then renamed)");
   cmd->add_option("--layers", c->layers, "keep only the first N layers (default: all)")->check(at_least(1));
   cmd->add_option("--dtype", c->dtype, "f16 (default) or bf16");
-  cmd->add_option("--seed", c->seed, "weights are a function of the seed (default 0)");
+  cmd->add_option("--seed", c->seed, "weights are a function of the seed (default 0)")->check(at_least<int64_t>(0));
   cmd->add_flag("--force", c->force, "replace the output folder if it exists");
   cmd->add_flag("--list", c->list, "list the presets");
   cmd->callback([c, &exit_code] { exit_code = synth(*c); });

@@ -73,7 +73,8 @@ void add_tokenize_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--jsonl", c->jsonl, "a file of lines {\"text\": ...} ('-' for stdin); writes {\"ids\": [...]} lines");
   cmd->add_flag("--add-special", c->add_special, "add BOS/EOS as the tokenizer's post-processor does");
   cmd->add_flag("--plain", c->plain, "special-token strings in the text are ordinary text");
-  cmd->add_option("--vocab-size", c->vocab_size, "llama2.c .bin: its vocabulary size (default: count the records)");
+  cmd->add_option("--vocab-size", c->vocab_size, "llama2.c .bin: its vocabulary size (default: count the records)")
+      ->check(at_least(0));
   cmd->callback([c, &exit_code] { exit_code = tokenize(*c); });
 }
 

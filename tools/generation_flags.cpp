@@ -15,14 +15,15 @@ void add_generation_flags(CLI::App* cmd, GenerationFlags& f) {
   cmd->add_option("model,-m,--model", f.model,
                   ".kiln file, llama2.c .bin, .gguf file or Hugging Face folder (default: the shipped stories260K)");
   cmd->add_option("-n,--n-predict", f.n_predict, "number of new tokens")->check(at_least(0));
-  cmd->add_option("--temp", f.sampler.temperature, "temperature; 0 is greedy");
-  cmd->add_option("--top-k", f.sampler.top_k, "keep the k most likely tokens; 0 is off");
+  cmd->add_option("--temp", f.sampler.temperature, "temperature; 0 is greedy")->check(at_least(0.0f));
+  cmd->add_option("--top-k", f.sampler.top_k, "keep the k most likely tokens; 0 is off")->check(at_least(0));
   cmd->add_option("--top-p", f.sampler.top_p, "nucleus sampling threshold; 1 is off")->check(between(0.0, 1.0));
   cmd->add_option("--min-p", f.sampler.min_p, "drop tokens below min-p times the top probability; 0 is off")
       ->check(between(0.0, 1.0));
   cmd->add_option("--repeat-penalty", f.sampler.repeat_penalty, "penalty for recent tokens; 1 is off")
       ->check(greater_than(0.0f));
-  cmd->add_option("--repeat-last-n", f.sampler.repeat_last_n, "how many recent tokens are penalised; -1 is all");
+  cmd->add_option("--repeat-last-n", f.sampler.repeat_last_n, "how many recent tokens are penalised; -1 is all")
+      ->check(at_least(-1));
   // OpenAI's penalties and range; they count the tokens this run (a chat: this reply) has sampled.
   cmd->add_option("--frequency-penalty", f.sampler.frequency_penalty,
                   "subtract this times the count of each token generated so far from its logit; 0 is off")
@@ -40,7 +41,9 @@ void add_generation_flags(CLI::App* cmd, GenerationFlags& f) {
               return "must be -1 (random) or a number from 0, not '" + s + "'";
             return std::string();
           },
-          "-1|N"))
+          ""))
+      ->type_name("INT")
+      ->default_str("-1")  // what the help shows is what not giving it means: random
       ->each([p = &f](const std::string& s) { p->seed_given = s != "-1"; });
   cmd->add_option("-c,--ctx,--ctx-size", f.n_ctx, "context length (default: the model's maximum, at most 4096)")->check(at_least(0));
   add_threads_flag(cmd, f.threads, &f.threads_given);
@@ -51,7 +54,7 @@ void add_generation_flags(CLI::App* cmd, GenerationFlags& f) {
                   "scheme a source model is compiled in, in memory (default: its own precision): f32, f16, bf16, "
                   "w8a16, w6a16, w5a16, w4a16, w8a8, w4a8, or q4_0, q4_1, q4_k, q5_k, q6_k, q8_0, fp16")
       ->each([p = &f](const std::string&) { p->scheme_given = true; });
-  cmd->add_option("--group", f.group, "4-bit group size with -q: 32, 64 or 128")
+  cmd->add_option("--group", f.group, kGroupHelp)->check(group_size())
       ->each([p = &f](const std::string&) { p->group_given = true; });
   cmd->add_flag("--verify", f.verify, "check every section checksum of a .kiln (exit 2 on a mismatch)");
 }
@@ -98,7 +101,7 @@ Result<OpenedModel> open_for_generation(GenerationFlags& f) {
 void add_perf_flag(CLI::App* cmd, std::string& perf) {
   cmd->add_option("--perf", perf,
                   "performance mode: burst, balanced, sustained or power_saver (threads, cores, spinning; see README)")
-      ->check(CLI::IsMember({"burst", "balanced", "sustained", "sustained_high", "power_saver"}));
+      ->check(CLI::IsMember({"burst", "balanced", "sustained", "power_saver"}));
 }
 
 void add_threads_flag(CLI::App* cmd, int& threads, bool* given) {
