@@ -527,3 +527,24 @@ TEST(CliUsage, EveryNumericFlagChecksItsRange) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// -q on a GGUF whose weights are quantized already rounds them a second time: said on stderr
+// (issue 38 item 10); without -q, nothing is said.
+TEST(CliUsage, RequantizingAQuantizedSourceIsSaid) {
+  const std::string gguf = test::shell_quote(test::data_path("hf-tiny/minicpm-wide/model-q4_k_m.gguf"));
+  auto again = test::run_kiln("run " + gguf + " -q w4a16 -p a -n 1 --temp 0");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.err.find("kiln: note: " + test::data_path("hf-tiny/minicpm-wide/model-q4_k_m.gguf") +
+                           " stores its weights quantized already (Q4_K, Q6_K); the scheme asked for rounds them again"),
+            std::string::npos)
+      << again.err;
+  auto own = test::run_kiln("run " + gguf + " -p a -n 1 --temp 0");
+  ASSERT_EQ(own.exit_code, 0) << own.err;
+  EXPECT_EQ(own.err.find("kiln: note:"), std::string::npos) << own.err;
+}
+
+}  // namespace
+}  // namespace kiln

@@ -18,6 +18,10 @@ void add_kv_type_flag(CLI::App* cmd, std::string& kv_type) {
       ->check(CLI::IsMember({"f32", "f16"}));
 }
 
+void print_notes(const std::vector<std::string>& notes) {
+  for (const std::string& n : notes) std::fprintf(stderr, "kiln: note: %s\n", n.c_str());
+}
+
 int fail(const Status& s) {
   std::fprintf(stderr, "kiln: error: %s\n", s.message().c_str());
   return kExitBadInput;

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/status.h"
@@ -22,6 +23,8 @@ inline constexpr const char* kGroupHelp =
     "group size of -q's scheme: 32, 64 or 128 for the 4-bit schemes and w8a16 (grouped when given), "
     "256 for GGML's super-blocks (w4a16 g256: IQ4_XS, or Q4_K with compile's --asym)";
 
+// Prints each as "kiln: note: <note>" on stderr.
+void print_notes(const std::vector<std::string>& notes);
 // Prints "kiln: error: <message>" on stderr and returns kExitBadInput.
 int fail(const Status& s);
 // Prints "kiln: error: <message>" on stderr and returns kExitUsage.

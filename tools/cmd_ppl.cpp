@@ -67,6 +67,7 @@ int ppl(const PplCmd& c) {
     if (std::string e = kiln_file_fixes(c.model, "--tokenizer", "tokenizer"); !e.empty()) return usage_error(e);
   auto m = open_model(c.model, oo);
   if (!m) return fail(m.status());
+  print_notes(m->notes);
   if (Status s = check_ctx_flag(c.n_ctx, m->model->config().max_seq_len, c.model); !s.is_ok()) return fail(s);
   PerplexityOptions po;
   po.n_ctx = c.n_ctx;

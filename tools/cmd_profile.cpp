@@ -133,6 +133,7 @@ int profile(ProfileCmd c) {
   }
   auto opened = open_model(c.model, oo);
   if (!opened) return fail(opened.status());
+  print_notes(opened->notes);
   const Model& model = *opened->model;
   const ModelConfig& cfg = model.config();
   const int n_ctx = c.n_prompt + std::max(c.n_gen, 2 * c.overhead);

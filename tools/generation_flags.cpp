@@ -87,6 +87,7 @@ Result<OpenedModel> open_for_generation(GenerationFlags& f) {
     KILN_ASSIGN_OR_RETURN(oo.quant, source_scheme(f.scheme, f.group));
   }
   KILN_ASSIGN_OR_RETURN(OpenedModel m, open_model(f.model, oo));
+  print_notes(m.notes);
   // A GGUF or HF source is compiled on every start; say so, and what a compiled file saves
   // (a 51 MB Q4_0 GGUF ran at 479 MB RSS from memory at f32, its w4a16 .kiln at 98 MB).
   if (m.kind == "gguf" || m.kind == "hf")

@@ -1,5 +1,7 @@
 #include "engine/open_model.h"
 
+#include <set>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -46,6 +48,16 @@ Result<OpenedModel> open_model(const std::string& path, const OpenOptions& o) {
     co.guard_classifier = o.quant.has_value();  // the source's own precision is kept as it is
     co.tokenizer_path = o.tokenizer_path;
     co.max_tokens = o.max_tokens;
+    if (o.quant && has_quantized_weights(imp.model)) {
+      std::set<std::string> stored;
+      for (const auto& [name, t] : imp.model.tensors)
+        if (t.dtype != DType::kF32 && t.dtype != DType::kF16 && t.dtype != DType::kBF16) stored.insert(std::string(dtype_name(t.dtype)));
+      std::string types;
+      for (const auto& s : stored) types += (types.empty() ? "" : ", ") + s;
+      out.notes.push_back(path + " stores its weights quantized already (" + types +
+                          "); the scheme asked for rounds them again from their dequantized values, which costs "
+                          "accuracy (kiln ppl and kiln compare measure how much); without one they run as stored");
+    }
     KILN_ASSIGN_OR_RETURN(image, compile_model(imp, co, nullptr));
     out.kind = imp.model.format;
   }

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "compiler/driver.h"
 #include "quant/overrides.h"
@@ -31,6 +32,9 @@ struct OpenedModel {
   std::string kind;  // "kiln", "llama2c", "gguf", "hf"
   std::optional<ModelChatTemplate> chat;  // the model's chat template, when it has one
   uint64_t file_bytes = 0;                // a .kiln's size on disk; 0 for a source model
+  // What the user should know about how it was opened (a CLI prints each on stderr): a scheme
+  // asked for on weights the source stores quantized already re-rounds them.
+  std::vector<std::string> notes;
 };
 
 bool is_kiln_file(const std::string& path);
