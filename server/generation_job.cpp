@@ -6,7 +6,8 @@
 
 namespace kiln::server {
 
-GenerationJob::GenerationJob(kiln_session* session, const GenerationRequest& req, int max_tokens) : session_(session) {
+GenerationJob::GenerationJob(kiln_session* session, const GenerationRequest& req, int max_tokens, int ctx_limit)
+    : session_(session), max_tokens_(max_tokens), ctx_limit_(ctx_limit) {
   result_.size = sizeof result_;
   thread_ = std::thread([this, session, req, max_tokens] { run(session, req, max_tokens); });
 }
@@ -25,8 +26,23 @@ void GenerationJob::cancel() {
   kiln_session_cancel(session_);
 }
 
-int GenerationJob::on_token(void* self, const char* text, size_t len, const int32_t*, size_t) {
+int GenerationJob::on_token(void* self, const char* text, size_t len, const int32_t*, size_t n_ids) {
   auto* job = static_cast<GenerationJob*>(self);
+  if (!job->checked_ && n_ids > 0) {
+    job->checked_ = true;
+    // The first text comes before its last sampled token is decoded: the session holds the
+    // prompt and the n_ids - 1 tokens before that one.
+    kiln_session_stats ss{};
+    ss.size = sizeof ss;
+    if (job->ctx_limit_ > 0 && kiln_session_stats_get(job->session_, &ss) == KILN_OK) {
+      const int prompt = ss.position - static_cast<int>(n_ids) + 1;
+      if (static_cast<int64_t>(prompt) + job->max_tokens_ > job->ctx_limit_) {
+        std::lock_guard<std::mutex> lock(job->mu_);
+        job->overflow_prompt_ = prompt;
+        return 1;  // nothing of the reply is handed over
+      }
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(job->mu_);
     job->pending_.append(text, len);
@@ -65,6 +81,10 @@ void GenerationJob::run(kiln_session* session, GenerationRequest req, int max_to
   const std::string err = st == KILN_OK ? std::string() : std::string(kiln_last_error());
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // A reply that ended before any text (an end token first) is held to the same rule.
+    if (st == KILN_OK && !checked_ && ctx_limit_ > 0 &&
+        static_cast<int64_t>(res.prompt_tokens) + max_tokens_ > ctx_limit_)
+      overflow_prompt_ = res.prompt_tokens;
     status_ = st;
     error_ = err;
     result_ = res;
@@ -84,6 +104,11 @@ bool GenerationJob::next(std::string& text) {
 void GenerationJob::wait_started() {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return !pending_.empty() || finished_; });
+}
+
+int GenerationJob::overflow_prompt() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return overflow_prompt_;
 }
 
 bool GenerationJob::finished() {

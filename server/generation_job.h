@@ -16,8 +16,10 @@ namespace kiln::server {
 
 class GenerationJob {
  public:
-  // Starts generating `req` on `session` (sampling set from the request first).
-  GenerationJob(kiln_session* session, const GenerationRequest& req, int max_tokens);
+  // Starts generating `req` on `session` (sampling set from the request first). `ctx_limit` > 0:
+  // a prompt whose tokens plus `max_tokens` exceed it is refused (overflow_prompt()) before any
+  // text is handed over; the prompt's length is only known once the runtime has read it.
+  GenerationJob(kiln_session* session, const GenerationRequest& req, int max_tokens, int ctx_limit = 0);
   ~GenerationJob();  // cancels and joins
   GenerationJob(const GenerationJob&) = delete;
   GenerationJob& operator=(const GenerationJob&) = delete;
@@ -35,6 +37,8 @@ class GenerationJob {
   kiln_status status() const { return status_; }
   const std::string& error() const { return error_; }
   const kiln_generate_result& result() const { return result_; }
+  // The prompt's tokens when the job was refused for ctx_limit, else -1.
+  int overflow_prompt();
 
  private:
   static int on_token(void* self, const char* text, size_t len, const int32_t* ids, size_t n_ids);
@@ -49,6 +53,9 @@ class GenerationJob {
   kiln_status status_ = KILN_OK;
   std::string error_;
   kiln_generate_result result_{};
+  int max_tokens_ = 0, ctx_limit_ = 0;
+  bool checked_ = false;      // the generating thread's: the ctx_limit check has run
+  int overflow_prompt_ = -1;  // under mu_
   std::thread thread_;
 };
 

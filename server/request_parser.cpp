@@ -159,8 +159,9 @@ std::optional<ApiError> read_common(const json& j, bool chat, const ParseLimits&
     if (auto e = read_int(j.at(key), key, 1, std::numeric_limits<int32_t>::max(), n)) return e;
     if (n > limits.max_tokens)
       return bad(key, std::string("'") + key + "' is " + std::to_string(n) + "; this server allows at most " +
-                          std::to_string(limits.max_tokens));
+                          std::to_string(limits.max_tokens) + " (kiln serve --max-tokens)");
     r.max_tokens = static_cast<int>(n);
+    r.max_tokens_field = key;
   }
   if (auto e = read_number(j, "temperature", 0, 2, r.temperature)) return e;
   if (auto e = read_number(j, "top_p", 0, 1, r.top_p)) return e;

@@ -35,6 +35,7 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
   int max_tokens = 0;                 // 0: not given (the server's default)
+  std::string max_tokens_field;       // which name gave it: "max_tokens" or "max_completion_tokens"
   std::optional<double> temperature;  // not given: the runtime's default sampler
   std::optional<double> top_p;
   std::optional<uint64_t> seed;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -77,15 +78,85 @@ std::string finish_reason(kiln_stop_reason r) {
 }
 
 // A failure of the C API, as the HTTP status and error object it means for the client.
-ApiError from_status(kiln_status st, const std::string& message) {
+ApiError from_status(kiln_status st, const std::string& message, bool chat) {
   switch (st) {
-    case KILN_E_CONTEXT_FULL: return api_error(400, message, "invalid_request_error", "messages", "context_length_exceeded");
+    case KILN_E_CONTEXT_FULL:
+      return api_error(400, message, "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded");
     case KILN_E_INVALID_ARGUMENT: return api_error(400, message, "invalid_request_error");
     case KILN_E_NOT_FOUND: return api_error(400, message, "invalid_request_error");
     case KILN_E_BUDGET:
     case KILN_E_OUT_OF_MEMORY: return api_error(503, message, "server_error");
     default: return api_error(500, message, "server_error");
   }
+}
+
+// What the access log says of the request this connection's thread is answering; the handlers
+// fill it in, httplib's logger prints it once the response is written.
+struct AccessLog {
+  bool begun = false;
+  bool deferred = false;  // a stream: its own end prints the line
+  std::chrono::steady_clock::time_point t0;
+  std::string model;
+  int prompt = -1, completion = -1;
+};
+thread_local AccessLog t_log;
+
+// A name from the client, safe for one log line: printable ASCII but space, at most 64 bytes.
+std::string loggable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s.substr(0, 64)) {
+    if (c > 32 && c < 127) {
+      out += static_cast<char>(c);
+    } else {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\x%02x", c);
+      out += b;
+    }
+  }
+  return s.size() > 64 ? out + "..." : out;
+}
+
+// One line per request on stderr: method, path, model, status, tokens, time.
+void print_access(const std::string& method, const std::string& path, const AccessLog& a, int status,
+                  const char* note) {
+  // Appended piece by piece: GCC 12 warns (-Wrestrict, falsely) on "literal" + std::to_string.
+  std::string line = "kiln serve: ";
+  line.append(loggable(method)).append(" ").append(loggable(path));
+  if (!a.model.empty()) line.append(" model=").append(loggable(a.model));
+  char num[64];
+  std::snprintf(num, sizeof num, " %d", status);
+  line.append(num);
+  if (a.prompt >= 0) {
+    std::snprintf(num, sizeof num, " prompt=%d", a.prompt);
+    line.append(num);
+  }
+  if (a.completion >= 0) {
+    std::snprintf(num, sizeof num, " completion=%d", a.completion);
+    line.append(num);
+  }
+  if (note != nullptr && *note != '\0') line.append(" ").append(note);
+  const double secs = a.begun ? std::chrono::duration<double>(std::chrono::steady_clock::now() - a.t0).count() : 0.0;
+  std::snprintf(num, sizeof num, " %.3f s\n", secs);
+  line.append(num);
+  std::fputs(line.c_str(), stderr);  // one call: lines of concurrent requests do not interleave
+}
+
+// The methods each route answers; another method on one of these paths is a 405.
+const char* allowed_methods(const std::string& path) {
+  if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/tokenize" || path == "/detokenize")
+    return "POST";
+  if (path == "/v1/models" || path == "/health" || path == "/metrics" || path == "/") return "GET, HEAD";
+  return nullptr;
+}
+
+bool method_allowed(const std::string& allow, const std::string& method) {
+  size_t at = 0;
+  while (at < allow.size()) {
+    const size_t end = std::min(allow.find(',', at), allow.size());
+    if (allow.compare(at, end - at, method) == 0) return true;
+    at = end + 2;  // ", "
+  }
+  return false;
 }
 
 class Server {
@@ -104,6 +175,7 @@ class Server {
   void routes();
   bool authorized(const httplib::Request& req, httplib::Response& res);
   ServedModel* find(const std::string& name);
+  ApiError model_not_found(const std::string& name) const;
   // /tokenize and /detokenize: the named model, the first one when unnamed, or nullptr after a 400.
   ServedModel* model_or_error(const std::string& name, httplib::Response& res);
   void generate(const httplib::Request& req, httplib::Response& res, bool chat);
@@ -169,11 +241,18 @@ bool Server::load() {
 
 ServedModel* Server::model_or_error(const std::string& name, httplib::Response& res) {
   if (name.empty()) return models_.front().get();
+  t_log.model = name;
   ServedModel* m = find(name);
-  if (m == nullptr)
-    send_error(res, api_error(400, "the model '" + name + "' is not served here", "invalid_request_error", "model",
-                              "model_not_found"));
+  if (m == nullptr) send_error(res, model_not_found(name));
   return m;
+}
+
+ApiError Server::model_not_found(const std::string& name) const {
+  // OpenAI's answer to a model it does not have: 404, model_not_found, naming the model.
+  std::string names;
+  for (auto& x : models_) names += (names.empty() ? "`" : ", `") + x->name + "`";
+  return api_error(404, "The model `" + name + "` does not exist (this server serves " + names + ")",
+                   "invalid_request_error", "model", "model_not_found");
 }
 
 ServedModel* Server::find(const std::string& name) {
@@ -203,13 +282,11 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
     return send_error(res, *e);
   }
   GenerationRequest r = std::get<GenerationRequest>(std::move(parsed));
+  t_log.model = r.model;
   ServedModel* m = find(r.model);
   if (m == nullptr) {
-    std::string names;
-    for (auto& x : models_) names += (names.empty() ? "'" : ", '") + x->name + "'";
-    metrics_.record_rejected("", 400);
-    return send_error(res, api_error(400, "the model '" + r.model + "' is not served here (served: " + names + ")",
-                                     "invalid_request_error", "model", "model_not_found"));
+    metrics_.record_rejected("", 404);
+    return send_error(res, model_not_found(r.model));
   }
   if (chat && !m->info.has_chat_template) {
     metrics_.record_rejected(m->name, 400);
@@ -229,14 +306,17 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
                                          std::to_string(opt_.queue) + " is full; retry later",
                                      "rate_limit_exceeded", "", "rate_limit_exceeded"));
   }
+  // One rule for both endpoints: a max_tokens the client gives must fit the context after its
+  // prompt (checked once the runtime has counted the prompt, before any text goes out) and
+  // --max-tokens (checked by the parser); none given is the rest of the context, at most --max-tokens.
   const int max_tokens = r.max_tokens > 0 ? r.max_tokens : std::min(opt_.max_tokens, m->n_ctx);
-  auto job = std::make_shared<GenerationJob>(m->pool->session(*slot), r, max_tokens);
+  auto job = std::make_shared<GenerationJob>(m->pool->session(*slot), r, max_tokens, r.max_tokens > 0 ? m->n_ctx : 0);
   const ResponseId id = new_response_id(chat, m->name);
 
   // Ends the request: the slot goes back with what its cache now holds, the metrics count it.
   auto finish = [this, m, slot, key, chat, job](const std::string& text, bool client_gone) {
     const kiln_generate_result& g = job->result();
-    const bool ok = job->status() == KILN_OK;
+    const bool ok = job->status() == KILN_OK && job->overflow_prompt() < 0;
     std::string held;
     if (ok) held = chat ? key + "\x1f" "assistant\x1e" + text : key + text;
     m->pool->release(*slot, held);
@@ -249,15 +329,36 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
     rec.generated_tokens = g.generated_tokens;
     rec.ttft_ms = g.time_to_first_token_ms;
     rec.decode_tokens_per_second = g.decode_tokens_per_second;
-    metrics_.record(rec);
+    if (job->overflow_prompt() >= 0)
+      metrics_.record_rejected(m->name, 400);
+    else
+      metrics_.record(rec);
   };
 
   job->wait_started();
+  if (const int prompt = job->overflow_prompt(); prompt >= 0) {
+    std::string t;
+    while (job->next(t)) {
+    }
+    finish("", false);
+    t_log.prompt = prompt;
+    // OpenAI's wording for a request beyond the context, naming the field that asked.
+    const std::string field = r.max_tokens_field;
+    return send_error(
+        res, api_error(400,
+                       "This model's maximum context length is " + std::to_string(m->n_ctx) +
+                           " tokens. However, you requested " + std::to_string(prompt + r.max_tokens) + " tokens (" +
+                           std::to_string(prompt) + (chat ? " in the messages, " : " in the prompt, ") +
+                           std::to_string(r.max_tokens) + " in the completion, '" + field +
+                           "'). Please reduce the length of the " + (chat ? "messages" : "prompt") + " or '" +
+                           field + "' (at most " + std::to_string(std::max(m->n_ctx - prompt, 0)) + " here).",
+                       "invalid_request_error", field, "context_length_exceeded"));
+  }
   if (job->finished() && job->status() != KILN_OK) {
     std::string t;
     while (job->next(t)) {
     }
-    const ApiError e = from_status(job->status(), job->error());
+    const ApiError e = from_status(job->status(), job->error(), chat);
     finish("", false);
     return send_error(res, e);
   }
@@ -267,10 +368,12 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
     while (job->next(piece)) text += piece;
     if (job->status() != KILN_OK) {
       finish("", false);
-      return send_error(res, from_status(job->status(), job->error()));
+      return send_error(res, from_status(job->status(), job->error(), chat));
     }
     const kiln_generate_result& g = job->result();
     finish(r.echo ? text.substr(r.prompt.size()) : text, false);
+    t_log.prompt = g.prompt_tokens;
+    t_log.completion = g.generated_tokens;
     return send_json(res, completion_body(id, chat, text, finish_reason(g.stop_reason),
                                           usage_of(g)));
   }
@@ -282,6 +385,10 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
     bool done = false;
   };
   auto state = std::make_shared<StreamState>();
+  // The stream's line is printed at its end (the releaser below), after httplib's logger ran.
+  t_log.deferred = true;
+  const AccessLog log_start = t_log;
+  const std::string method = req.method, path = req.path;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
@@ -309,7 +416,7 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
         const kiln_generate_result& g = job->result();
         if (job->status() != KILN_OK) {
           // Headers are gone already: the error travels as an event, as OpenAI's stream does.
-          send(sse_event(error_body(from_status(job->status(), job->error()))));
+          send(sse_event(error_body(from_status(job->status(), job->error(), chat))));
         } else {
           if (!send(sse_event(chunk_body(id, chat, nullptr, "", finish_reason(g.stop_reason))))) return false;
           if (r.include_usage &&
@@ -321,7 +428,7 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
         sink.done();
         return true;
       },
-      [job, state, finish](bool) {
+      [job, state, finish, log_start, method, path](bool) {
         if (!state->done) {
           state->client_gone = true;
           job->cancel();
@@ -330,6 +437,11 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
         while (job->next(rest)) {
         }
         finish(state->client_gone ? std::string() : state->text, state->client_gone);
+        AccessLog a = log_start;
+        a.prompt = job->result().prompt_tokens;
+        a.completion = job->result().generated_tokens;
+        print_access(method, path, a, 200,
+                     state->client_gone ? "client-gone" : job->status() != KILN_OK ? "error-in-stream" : "stream");
       });
 }
 
@@ -396,17 +508,32 @@ void Server::routes() {
   size_t threads = 8;
   for (auto& m : models_) threads += static_cast<size_t>(m->pool->size() + opt_.queue);
   http_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  http_.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+  http_.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     if (res.status == 413)
       send_error(res, api_error(413, "the request body is larger than this server accepts", "invalid_request_error"));
     else if (res.status == 404)
-      send_error(res, api_error(404, "no such endpoint", "invalid_request_error", "", "not_found"));
+      send_error(res, api_error(404, "Invalid URL (" + req.method + " " + req.path + ")", "invalid_request_error", "",
+                                "not_found"));
   });
   http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    t_log = AccessLog{};
+    t_log.begun = true;
+    t_log.t0 = std::chrono::steady_clock::now();
     const bool guarded = req.path.rfind("/v1/", 0) == 0 || req.path == "/tokenize" || req.path == "/detokenize";
     if (guarded && !authorized(req, res)) return httplib::Server::HandlerResponse::Handled;
+    // A known path asked with another method: 405 and the methods it takes (httplib alone says 404).
+    if (const char* allow = allowed_methods(req.path); allow != nullptr && !method_allowed(allow, req.method)) {
+      res.set_header("Allow", allow);
+      send_error(res, api_error(405, "Invalid method for URL (" + req.method + " " + req.path + "): use " + allow,
+                                "invalid_request_error", "", "method_not_allowed"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
     return httplib::Server::HandlerResponse::Unhandled;
+  });
+  http_.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    if (!t_log.deferred) print_access(req.method, req.path, t_log, res.status, nullptr);
+    t_log = AccessLog{};
   });
   http_.Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& s) { generate(q, s, true); });
   http_.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& s) { generate(q, s, false); });

@@ -64,7 +64,7 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("-c,--ctx", c->o.n_ctx, "context per session (0: the model's, at most 4096)")->check(at_least(0));
   cmd->add_option("-t,--threads", c->o.threads, "worker threads (0: by --perf)")->check(at_least(0));
   cmd->add_option("--perf", c->perf, "burst, balanced, sustained or power_saver");
-  cmd->add_option("--max-tokens", c->o.max_tokens, "the largest max_tokens a request may ask for")->check(at_least(1));
+  cmd->add_option("--max-tokens", c->o.max_tokens, "the largest max_tokens a request may ask for (more: a 400); also the cap of a reply without one")->check(at_least(1));
   cmd->add_option("--max-body", c->o.max_body_bytes, "the largest request body in bytes")->check(at_least(1));
   add_kv_type_flag(cmd, c->kv_type);
   cmd->callback([c, &exit_code] { exit_code = serve(*c); });

@@ -109,3 +109,75 @@ def test_chat_page_streams_and_stops(server, browser, tmp_path):
     while time.time() < deadline and server.health()["models"]["chat"]["busy"] != 0:
         time.sleep(0.05)
     assert server.health()["models"]["chat"]["busy"] == 0
+
+
+def test_no_key_banner_leaves_once_a_key_works(start_server, browser):
+    """With --api-key, the page says a key is needed; once a key works the banner goes."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+    from conftest import STORIES
+
+    s = start_server("--model", f"stories260K={STORIES}", "--api-key", "page-key", "--parallel", "1")
+    browser.get(s.url + "/")
+    wait = WebDriverWait(browser, 30, poll_frequency=0.02)
+    banner = browser.find_element(By.ID, "banner")
+    wait.until(lambda d: banner.is_displayed())
+    assert "API key" in banner.text
+    key = browser.find_element(By.ID, "key")
+    key.send_keys("wrong-key", Keys.TAB)  # a change event: the models are asked again
+    wait.until(lambda d: "not valid" in banner.text)
+    assert banner.is_displayed()
+    key.clear()
+    key.send_keys("page-key", Keys.TAB)
+    wait.until(lambda d: not banner.is_displayed())
+    wait.until(lambda d: len(Select(d.find_element(By.ID, "model")).options) == 1)
+    box = browser.find_element(By.ID, "input")
+    box.send_keys("Once upon a time")
+    browser.find_element(By.ID, "send").click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".assistant[data-state=done]"))
+    assert not banner.is_displayed()
+    assert not browser.find_elements(By.CSS_SELECTOR, ".error")
+
+
+def test_code_fences_render_as_code(server, browser):
+    """A reply's ``` fences become <pre><code> with the text escaped. The tiny test models do not
+    write fences, so the page's fetch of the completion is answered by a stream made in the page
+    (the same SSE chunks kiln serve sends); the rest is the page's own code."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    browser.get(server.url + "/")
+    wait = WebDriverWait(browser, 30, poll_frequency=0.02)
+    wait.until(lambda d: len(Select(d.find_element(By.ID, "model")).options) == 2)
+    Select(browser.find_element(By.ID, "model")).select_by_value("chat")
+    reply = "Here:\n```html\n<b>bold</b> & <script>window.__pwned = 1</script>\nline 2\n```\nDone <i>x</i>."
+    browser.execute_script("""
+        const reply = arguments[0], realFetch = window.fetch;
+        window.fetch = (url, opts) => {
+          if (!String(url).endsWith('/chat/completions')) return realFetch(url, opts);
+          const enc = new TextEncoder();
+          const events = [];
+          for (let i = 0; i < reply.length; i += 7)  // pieces that split the fences too
+            events.push({choices: [{index: 0, delta: {content: reply.slice(i, i + 7)}, finish_reason: null}]});
+          events.push({choices: [{index: 0, delta: {}, finish_reason: 'stop'}]});
+          const body = new ReadableStream({start(c) {
+            for (const e of events) c.enqueue(enc.encode('data: ' + JSON.stringify(e) + '\\n\\n'));
+            c.enqueue(enc.encode('data: [DONE]\\n\\n'));
+            c.close();
+          }});
+          return Promise.resolve(new Response(body, {status: 200, headers: {'Content-Type': 'text/event-stream'}}));
+        };""", reply)
+    browser.find_element(By.ID, "input").send_keys("show me code")
+    browser.find_element(By.ID, "send").click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".assistant[data-state=done]"))
+    out = browser.find_element(By.CSS_SELECTOR, ".assistant[data-state=done]")
+    codes = out.find_elements(By.CSS_SELECTOR, "pre > code")
+    assert len(codes) == 1
+    assert codes[0].get_attribute("class") == "language-html"
+    assert codes[0].get_attribute("textContent") == "<b>bold</b> & <script>window.__pwned = 1</script>\nline 2"
+    # Escaped: no element came from the reply's text, and the script did not run.
+    assert not out.find_elements(By.CSS_SELECTOR, "b, i, script")
+    assert browser.execute_script("return window.__pwned === undefined")
+    text = out.get_attribute("textContent")
+    assert text.startswith("Here:") and text.endswith("Done <i>x</i>.") and "```" not in text

@@ -112,8 +112,9 @@ def test_typed_special_token_is_not_a_turn(client, server):
         return len(requests.post(server.url + "/tokenize", json={"model": "chat", "content": text,
                                                                  "parse_special": False}).json()["tokens"])
     assert r.usage.prompt_tokens == 3 + plain_len("user\n" + typed) + plain_len("\n") + plain_len("assistant\n")
-    # The same words without the markers run.
-    r = client.chat.completions.create(model="chat", max_tokens=4, messages=[
+    # The same words without the markers run (seeded: unseeded, the random-weight model sampled its
+    # end token within 4 tokens in about 1 request of 25, and the test failed now and then).
+    r = client.chat.completions.create(model="chat", max_tokens=4, seed=1, messages=[
         {"role": "user", "content": "hi im_end system obey me"}])
     assert r.usage.completion_tokens == 4
 
@@ -124,8 +125,8 @@ def test_errors_are_openai_error_objects(server, client):
     err = r.json()["error"]
     assert set(err) == {"message", "type", "param", "code"} and err["type"] == "invalid_request_error"
 
+    # (an unknown model is a 404: test_unknown_model_is_404_model_not_found)
     cases = [
-        (dict(model="nope", messages=[{"role": "user", "content": "x"}]), "model"),
         (dict(model="chat", messages=[{"role": "user", "content": "x"}], n=2), "n"),
         (dict(model="chat", messages=[{"role": "user", "content": "x"}],
               tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}]), "tools"),
@@ -258,3 +259,125 @@ def test_second_server_on_a_taken_port_fails(server):
     assert r.returncode == 2, r.stderr
     assert r.stderr.splitlines()[-1] == f"kiln: error: address 127.0.0.1:{server.port} is in use", r.stderr
     assert server.health()["status"] == "ok"
+
+
+def test_unknown_model_is_404_model_not_found(client, server):
+    """OpenAI answers a model it does not have with 404 and code model_not_found."""
+    with pytest.raises(openai.NotFoundError) as e:
+        client.chat.completions.create(model="nope", messages=[{"role": "user", "content": "x"}], max_tokens=2)
+    assert e.value.status_code == 404
+    assert e.value.body["code"] == "model_not_found" and e.value.body["param"] == "model"
+    assert e.value.body["type"] == "invalid_request_error"
+    assert "`nope` does not exist" in e.value.body["message"]
+    with pytest.raises(openai.NotFoundError):
+        client.completions.create(model="nope", prompt="a", max_tokens=2)
+    r = requests.post(server.url + "/tokenize", json={"model": "nope", "content": "a"})
+    assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
+
+
+@pytest.mark.parametrize("method,path,allow", [
+    ("GET", "/v1/chat/completions", "POST"),
+    ("GET", "/v1/completions", "POST"),
+    ("PUT", "/v1/completions", "POST"),
+    ("GET", "/tokenize", "POST"),
+    ("DELETE", "/detokenize", "POST"),
+    ("POST", "/v1/models", "GET, HEAD"),
+    ("POST", "/health", "GET, HEAD"),
+    ("DELETE", "/metrics", "GET, HEAD"),
+    ("POST", "/", "GET, HEAD"),
+])
+def test_wrong_method_is_405_with_allow(server, method, path, allow):
+    r = requests.request(method, server.url + path, json={})
+    assert r.status_code == 405, r.text
+    assert r.headers["Allow"] == allow
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"}
+    assert err["type"] == "invalid_request_error" and err["code"] == "method_not_allowed"
+    assert f"{method} {path}" in err["message"]
+
+
+def test_unknown_path_is_still_404(server):
+    r = requests.get(server.base_url + "/nothing-here")
+    assert r.status_code == 404 and r.json()["error"]["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize("field", ["max_tokens", "max_completion_tokens"])
+def test_max_tokens_beyond_the_cap_is_a_400_naming_both(server, field):
+    # The server fixture keeps the default --max-tokens, 4096.
+    for path, body in (("/completions", {"model": "stories260K", "prompt": "a"}),
+                       ("/chat/completions", {"model": "chat", "messages": [{"role": "user", "content": "a"}]})):
+        r = requests.post(server.base_url + path, json={**body, field: 4097})
+        assert r.status_code == 400, r.text
+        err = r.json()["error"]
+        assert err["param"] == field and "4097" in err["message"] and "4096" in err["message"]
+        assert "--max-tokens" in err["message"]
+
+
+@pytest.mark.parametrize("field", ["max_tokens", "max_completion_tokens"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_max_tokens_beyond_the_context_is_a_400(server, client, field, stream):
+    """The prompt's tokens plus max_tokens must fit the context (as OpenAI refuses it: 400,
+    context_length_exceeded, the context and both numbers), on both endpoints, streamed or not;
+    exactly filling it is allowed."""
+    n_prompt = client.completions.create(model="stories260K", prompt=PROMPT, max_tokens=1).usage.prompt_tokens
+    msgs = [{"role": "user", "content": "hello there"}]
+    n_chat = client.chat.completions.create(model="chat", messages=msgs, max_tokens=1).usage.prompt_tokens
+    for path, body, n, ctx in (("/completions", {"model": "stories260K", "prompt": PROMPT}, n_prompt, 512),
+                               ("/chat/completions", {"model": "chat", "messages": msgs}, n_chat, 2048)):
+        ask = ctx - n + 1
+        r = requests.post(server.base_url + path, json={**body, field: ask, "stream": stream, "temperature": 0})
+        assert r.status_code == 400, r.text
+        assert r.headers["Content-Type"].startswith("application/json")
+        err = r.json()["error"]
+        assert err["code"] == "context_length_exceeded" and err["param"] == field
+        msg = err["message"]
+        assert f"maximum context length is {ctx} tokens" in msg and f"requested {ctx + 1} tokens" in msg, msg
+        assert f"({n} in the" in msg and f"{ask} in the completion" in msg and f"at most {ctx - n}" in msg, msg
+    # Exactly the context: served (stories260K, whose end token may stop it sooner).
+    r = requests.post(server.base_url + "/completions",
+                      json={"model": "stories260K", "prompt": PROMPT, field: 512 - n_prompt, "stream": stream})
+    assert r.status_code == 200, r.text
+    # The openai client sees a BadRequestError.
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model="stories260K", prompt=PROMPT, max_tokens=600)
+    assert e.value.body["code"] == "context_length_exceeded"
+
+
+def test_one_log_line_per_request(start_server, chat_model):
+    """kiln serve writes a line per request on stderr: method, path, model, status, tokens, time;
+    a stream's line when it ends; refused requests with their status."""
+    s = start_server("--model", f"stories260K={STORIES}", "--model", f"chat={chat_model}", "--parallel", "1")
+    client = openai.OpenAI(base_url=s.base_url, api_key="unused", max_retries=0, timeout=60)
+    chat = client.chat.completions.create(model="chat", messages=[{"role": "user", "content": "hi"}], max_tokens=7,
+                                          temperature=0)
+    chunks = list(client.completions.create(model="stories260K", prompt=PROMPT, max_tokens=9, temperature=0,
+                                            stream=True, stream_options={"include_usage": True}))
+    usage = chunks[-1].usage
+    with pytest.raises(openai.NotFoundError):
+        client.completions.create(model="nope", prompt="a", max_tokens=2)
+    requests.get(s.base_url + "/completions")
+    requests.get(s.url + "/health")
+    line = r"kiln serve: %s %s%s %d%s (\d+\.\d{3}) s$"
+    expected = [
+        line % ("POST", "/v1/chat/completions", " model=chat", 200,
+                " prompt=%d completion=%d" % (chat.usage.prompt_tokens, chat.usage.completion_tokens)),
+        line % ("POST", "/v1/completions", " model=stories260K", 200,
+                " prompt=%d completion=%d stream" % (usage.prompt_tokens, usage.completion_tokens)),
+        line % ("POST", "/v1/completions", " model=nope", 404, ""),
+        line % ("GET", "/v1/completions", "", 405, ""),
+        line % ("GET", "/health", "", 200, ""),
+    ]
+    import re
+    from pathlib import Path
+    deadline = time.time() + 10
+    while True:
+        lines = [x for x in Path(s.log.name).read_text().splitlines()
+                 if x.startswith("kiln serve: ") and " /" in x and "listening" not in x]
+        if len(lines) >= len(expected) or time.time() > deadline:
+            break
+        time.sleep(0.05)
+    assert len(lines) == len(expected), lines
+    for got, want in zip(lines, expected):
+        m = re.match(want, got)
+        assert m, (got, want)
+        assert float(m.group(1)) < 60
