@@ -481,6 +481,89 @@ TEST(CApi, CancelStopsPrefillAndDecodeAndTheSessionGoesOn) {
   kiln_model_free(m);
 }
 
+// Issue 38 item 11: the prefill's progress, after each step of 128 tokens (the last shorter), counting
+// only what the call decodes; a non-zero return stops the call as kiln_session_cancel does.
+struct PrefillCalls {
+  std::vector<std::pair<int32_t, int32_t>> calls;
+  size_t stop_at = 0;  // 0: never; else return non-zero on this call (1-based)
+};
+
+int record_prefill(void* user, int32_t done, int32_t total) {
+  auto* p = static_cast<PrefillCalls*>(user);
+  p->calls.emplace_back(done, total);
+  return p->calls.size() == p->stop_at ? 1 : 0;
+}
+
+// The calls are chunk-sized steps up to `total`.
+void expect_steps(const PrefillCalls& p, int total) {
+  ASSERT_EQ(p.calls.size(), static_cast<size_t>((total + 127) / 128));
+  for (size_t i = 0; i < p.calls.size(); ++i) {
+    EXPECT_EQ(p.calls[i].second, total) << i;
+    EXPECT_EQ(p.calls[i].first, std::min(static_cast<int>(i + 1) * 128, total)) << i;
+  }
+}
+
+TEST(CApi, PrefillProgressCallback) {
+  Runtime rt;
+  kiln_model* m = load(rt.rt, kiln::test::shipped_model());
+  kiln_session* s = session(m, 0, 1, 512);
+  std::string prompt;
+  for (int i = 0; i < 40; ++i) prompt += "Once upon a time there was a cat. ";
+  kiln_generate_params g = kiln_generate_default_params();
+  EXPECT_TRUE(g.on_prefill == nullptr);  // none by default
+  PrefillCalls p;
+  g.max_tokens = 8;
+  g.on_prefill = record_prefill;
+  g.prefill_user_data = &p;
+  kiln_generate_result r;
+  r.size = sizeof r;
+  Collected c;
+  ASSERT_EQ(kiln_session_generate(s, prompt.c_str(), &g, collect, &c, &r), KILN_OK) << kiln_last_error();
+  ASSERT_GT(r.prompt_tokens, 256);
+  expect_steps(p, r.prompt_tokens);
+  EXPECT_EQ(r.generated_tokens, 8);
+
+  // A continuation: only the new tokens are counted (here fewer than a step: one call).
+  p.calls.clear();
+  const std::string more = prompt + c.text + " The end.";
+  ASSERT_EQ(kiln_session_generate(s, more.c_str(), &g, nullptr, nullptr, &r), KILN_OK) << kiln_last_error();
+  ASSERT_GT(r.reused_tokens, 256);
+  expect_steps(p, r.prompt_tokens - r.reused_tokens);
+
+  // Stopped at the second step: cancelled, nothing generated, the cache as before the call.
+  kiln_session* t = session(m, 0, 1, 512);
+  PrefillCalls stop;
+  stop.stop_at = 2;
+  g.prefill_user_data = &stop;
+  ASSERT_EQ(kiln_session_generate(t, prompt.c_str(), &g, nullptr, nullptr, &r), KILN_E_CANCELLED);
+  EXPECT_NE(std::string(kiln_last_error()).find("cancelled"), std::string::npos) << kiln_last_error();
+  EXPECT_EQ(r.stop_reason, KILN_STOP_CANCELLED);
+  EXPECT_EQ(r.generated_tokens, 0);
+  EXPECT_EQ(stop.calls.size(), 2u);
+  kiln_session_stats st;
+  st.size = sizeof st;
+  ASSERT_EQ(kiln_session_stats_get(t, &st), KILN_OK);
+  EXPECT_EQ(st.position, 0);
+  // The session goes on as a fresh one would.
+  kiln_session* fresh = session(m, 0, 1, 512);
+  EXPECT_EQ(generate(t, "Once upon a time", 20), generate(fresh, "Once upon a time", 20));
+  kiln_session_free(fresh);
+
+  // A caller built before the callback existed: its `size` ends before it, so whatever lies
+  // beyond is not read as one.
+  PrefillCalls old;
+  kiln_generate_params o = kiln_generate_default_params();
+  o.size = offsetof(kiln_generate_params, on_prefill);
+  o.on_prefill = record_prefill;
+  o.prefill_user_data = &old;
+  kiln_session_reset(t);
+  ASSERT_EQ(kiln_session_generate(t, prompt.c_str(), &o, nullptr, nullptr, nullptr), KILN_OK) << kiln_last_error();
+  EXPECT_TRUE(old.calls.empty());
+  kiln_session_free(t);
+  kiln_session_free(s);
+  kiln_model_free(m);
+}
+
 TEST(CApi, ReentrantCallIsAnError) {
   Runtime rt;
   kiln_model* m = load(rt.rt, kiln::test::shipped_model());

@@ -2,8 +2,16 @@
 // the turns share, and a reply equals what a fresh session gives for the same rendered prompt.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <filesystem>
+#include <functional>
 #include <sstream>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "runtime/chat_session.h"
@@ -221,7 +229,8 @@ TEST(ChatCli, ABadTurnIsRefusedAndTheChatGoesOn) {
   EXPECT_NE(r.out.find(fresh.out), std::string::npos) << r.out;
 }
 
-// Ctrl-C at the prompt: the first says how to leave, the second leaves (exit 0).
+// Ctrl-C at the prompt: the first says how to leave, the second leaves with status 130 (issue 38
+// item 12: it was 0, which a script cannot tell from the end of the input).
 // `kiln chat` on a pseudo-terminal (util-linux `script`), as a user runs it: keys go in through
 // a fifo, so Ctrl-C (\003) reaches kiln as the terminal's SIGINT. `steps` is bash run with fd 3
 // open on the terminal's input, `ask` and `until_prompt` at hand; the exit status lands in pty.code.
@@ -248,7 +257,7 @@ TEST(ChatCli, CtrlCTwiceAtThePromptLeaves) {
   if (test::under_emulator()) GTEST_SKIP() << "signals to a process under qemu-user";
   const std::string dir = run_on_pty(test::shell_quote(chat_model_dir()),
                                      "until_prompt; printf '\\003' >&3; sleep 0.5; printf '\\003' >&3");
-  EXPECT_EQ(test::read_file(dir + "/pty.code"), "0\n");
+  EXPECT_EQ(test::read_file(dir + "/pty.code"), "130\n");
   EXPECT_NE(test::read_file(dir + "/pty.out").find("Ctrl-C again"), std::string::npos) << test::read_file(dir + "/pty.out");
 }
 
@@ -281,6 +290,267 @@ TEST(ChatCli, CtrlCDuringAReplyStopsItAndTheChatGoesOn) {
   const size_t asked = out.find("> Say hello.", stopped);
   ASSERT_NE(asked, std::string::npos) << out;
   EXPECT_NE(out.find(" generated, ", asked), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// The chat model with a context of 2048, so that a prompt can be longer than 512 tokens (the
+// weights do not care; RoPE has no limit of its own).
+std::string long_context_chat_dir() {
+  static const std::string dir = [] {
+    const fs::path d = fs::path(test::temp_dir()) / "chat-stories260K-2048";
+    fs::create_directories(d);
+    for (const auto& e : fs::directory_iterator(chat_model_dir()))
+      fs::copy_file(e.path(), d / e.path().filename(), fs::copy_options::overwrite_existing);
+    auto cfg = nlohmann::json::parse(test::read_file((d / "config.json").string()));
+    cfg["max_position_embeddings"] = 2048;
+    test::write_file((d / "config.json").string(), cfg.dump(2));
+    return d.string();
+  }();
+  return dir;
+}
+
+std::string long_prompt() {
+  std::string p;
+  for (int i = 0; i < 80; ++i) p += "Once upon a time there was a cat. ";
+  return p;
+}
+
+size_t count(const std::string& hay, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// Issue 38 item 11: a long prefill shows one line on stderr that updates in place, when stderr is
+// a terminal; it is erased before the reply. stdout (a file here) is what a pipe gets, and a piped
+// stderr gets no progress at all.
+TEST(ChatCli, LongPrefillShowsProgressOnATerminalOnly) {
+  if (test::under_emulator()) GTEST_SKIP() << "a pseudo-terminal for a process under qemu-user";
+  const std::string dir = test::temp_dir() + "/progress";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  test::write_file(dir + "/prompt.txt", long_prompt());
+  const std::string model = test::shell_quote(long_context_chat_dir());
+  const std::string args = "run " + model + " -f " + test::shell_quote(dir + "/prompt.txt") + " --temp 0 -n 8";
+  // stderr on a pseudo-terminal (util-linux `script`), stdout to a file.
+  const std::string cmd = "exec " + std::string(KILN_BINARY) + " " + args + " > out.txt";
+  const std::string script = "cd " + test::shell_quote(dir) + " && script -qfec " + test::shell_quote(cmd) +
+                             " /dev/null < /dev/null > pty.out 2>&1";
+  ASSERT_EQ(std::system(("bash -c " + test::shell_quote(script)).c_str()), 0) << test::read_file(dir + "/pty.out");
+  const std::string tty = test::read_file(dir + "/pty.out");
+
+  // The prompt's size as the statistics give it; a line after each 128-token chunk but the last.
+  const size_t at = tty.find("kiln: prompt ");
+  ASSERT_NE(at, std::string::npos) << tty;
+  const int n = std::stoi(tty.substr(at + 13));
+  ASSERT_GT(n, 512);
+  std::vector<std::string> lines;
+  for (int done = 128; done < n; done += 128)
+    lines.push_back("\rkiln: prefill " + std::to_string(done) + "/" + std::to_string(n) + " tokens (" +
+                    std::to_string(100 * done / n) + "%), ");
+  size_t from = 0;
+  for (const std::string& l : lines) {
+    const size_t pos = tty.find(l, from);
+    ASSERT_NE(pos, std::string::npos) << "missing" << l << " in " << tty;
+    from = pos + l.size();
+  }
+  EXPECT_EQ(count(tty, "kiln: prefill"), lines.size()) << tty;
+  EXPECT_NE(tty.find(" tok/s, 0:00 left", 0), std::string::npos) << tty;
+  // Erased: the last line overwritten with spaces and the cursor back at its start, before the
+  // statistics (the reply went to out.txt in between).
+  const size_t end = tty.find('\r', from);
+  ASSERT_NE(end, std::string::npos) << tty;
+  const size_t blank_end = tty.find_first_not_of(' ', end + 1);
+  ASSERT_NE(blank_end, std::string::npos);
+  EXPECT_EQ(tty[blank_end], '\r') << tty;
+  EXPECT_GE(blank_end - end - 1, lines.back().size() - 1) << tty;
+
+  // The same run on pipes: the same text, and no progress (no line, no carriage return).
+  auto piped = test::run_kiln(args);
+  ASSERT_EQ(piped.exit_code, 0) << piped.err;
+  EXPECT_EQ(piped.out, test::read_file(dir + "/out.txt"));
+  EXPECT_FALSE(piped.out.empty());
+  EXPECT_EQ(piped.err.find("prefill"), std::string::npos) << piped.err;
+  EXPECT_EQ(piped.err.find('\r'), std::string::npos) << piped.err;
+
+  // kiln chat the same way: the long message's prefill shows its progress on the terminal.
+  test::write_file(dir + "/in.jsonl", nlohmann::json{{"content", long_prompt()}}.dump() + "\n");
+  const std::string chat_cmd = "exec " + std::string(KILN_BINARY) + " chat " + model +
+                               " --jsonl --quiet --temp 0 -n 8 < in.jsonl > chat.jsonl";
+  const std::string chat_script = "cd " + test::shell_quote(dir) + " && script -qfec " + test::shell_quote(chat_cmd) +
+                                  " /dev/null < /dev/null > chat.pty 2>&1";
+  ASSERT_EQ(std::system(("bash -c " + test::shell_quote(chat_script)).c_str()), 0) << test::read_file(dir + "/chat.pty");
+  EXPECT_NE(test::read_file(dir + "/chat.pty").find("\rkiln: prefill 128/"), std::string::npos)
+      << test::read_file(dir + "/chat.pty");
+  const auto reply = nlohmann::json::parse(test::read_file(dir + "/chat.jsonl"));
+  EXPECT_EQ(reply["tokens"], 8);
+  auto piped_chat = test::run_kiln_with_input("chat " + model + " --jsonl --quiet --temp 0 -n 8",
+                                              test::read_file(dir + "/in.jsonl"));
+  ASSERT_EQ(piped_chat.exit_code, 0) << piped_chat.err;
+  EXPECT_EQ(piped_chat.err.find("prefill"), std::string::npos) << piped_chat.err;
+  EXPECT_EQ(piped_chat.err.find('\r'), std::string::npos) << piped_chat.err;
+}
+
+// A kiln chat child on pipes: stdin a pipe the test writes, stdout and stderr files the test
+// reads; signals are sent to it directly, and its exit status is the real one (exited or killed).
+class ChatChild {
+ public:
+  explicit ChatChild(const std::vector<std::string>& args) {
+    dir_ = test::temp_dir() + "/child";
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    // Everything the child needs is made before fork: after it, only system calls.
+    std::vector<std::string> all = {KILN_BINARY, "chat"};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const std::string out_path = dir_ + "/out", err_path = dir_ + "/err";
+    int fds[2];
+    EXPECT_EQ(pipe(fds), 0);
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(fds[0], 0);
+      close(fds[0]);
+      close(fds[1]);
+      const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(out, 1);
+      dup2(err, 2);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(fds[0]);
+    in_ = fds[1];
+  }
+  ~ChatChild() {
+    if (in_ >= 0) close(in_);
+    if (pid_ > 0 && !waited_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  void send(const std::string& s) { EXPECT_EQ(write(in_, s.data(), s.size()), static_cast<ssize_t>(s.size())); }
+  std::string out() const { return test::read_file(dir_ + "/out"); }
+  std::string err() const { return test::read_file(dir_ + "/err"); }
+  // Waits up to 60 s for `ready`.
+  static bool wait_for(const std::function<bool()>& ready) {
+    for (int i = 0; i < 6000; ++i) {
+      if (ready()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+  void interrupt() { EXPECT_EQ(kill(pid_, SIGINT), 0); }
+  // The wait status, after at most 60 s (then the child is killed: the status says so).
+  int wait() {
+    int status = 0;
+    if (!wait_for([&] { return waitpid(pid_, &status, WNOHANG) == pid_; })) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, &status, 0);
+    }
+    waited_ = true;
+    return status;
+  }
+
+ private:
+  std::string dir_;
+  pid_t pid_ = -1;
+  int in_ = -1;
+  bool waited_ = false;
+};
+
+// Issue 38 item 12: on a pipe as on a terminal, a Ctrl-C at the prompt says how to leave and a
+// second one leaves with status 130 (an exit, not death by the signal).
+TEST(ChatCli, CtrlCTwiceOnAPipeExits130) {
+  if (test::under_emulator()) GTEST_SKIP() << "signals to a process under qemu-user";
+  ChatChild child({chat_model_dir(), "--temp", "0", "-n", "10"});
+  // A turn answered (its statistics line): the handler is in place and the chat reads again.
+  child.send("Once upon a time\n");
+  ASSERT_TRUE(ChatChild::wait_for([&] { return child.err().find(" generated, ") != std::string::npos; })) << child.err();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  child.interrupt();
+  ASSERT_TRUE(ChatChild::wait_for([&] { return child.err().find("Ctrl-C again") != std::string::npos; })) << child.err();
+  child.interrupt();
+  const int status = child.wait();
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status << ": " << child.err();
+  EXPECT_EQ(WEXITSTATUS(status), 130) << child.err();
+  EXPECT_EQ(count(child.out(), "\n"), 1u) << child.out();  // the one reply, nothing more
+}
+
+// The first Ctrl-C stops the reply on a pipe too; a second right after it leaves with 130. A
+// trained model, for a reply long enough to be stopped in the middle.
+TEST(ChatCli, CtrlCStopsAReplyOnAPipeAndASecondExits130) {
+  if (test::under_emulator()) GTEST_SKIP() << "signals to a process under qemu-user";
+  if (test::kThreadSanitized) GTEST_SKIP() << "a trained model's long reply under ThreadSanitizer";
+  const std::string model = test::smollm2_gguf();
+  if (model.empty()) GTEST_SKIP() << "SmolLM2-135M-Instruct is not here (scripts/fetch-smollm2.sh)";
+  ChatChild child({model, "--temp", "0", "-n", "400"});
+  child.send("Write a long story about a dragon who learns to fly.\n");
+  ASSERT_TRUE(ChatChild::wait_for([&] { return child.out().size() > 100; })) << child.err();
+  child.interrupt();
+  ASSERT_TRUE(ChatChild::wait_for([&] { return child.err().find("kiln: reply stopped (Ctrl-C)") != std::string::npos; }))
+      << child.err();
+  const std::string stopped = child.out();
+  child.interrupt();
+  const int status = child.wait();
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status << ": " << child.err();
+  EXPECT_EQ(WEXITSTATUS(status), 130) << child.err();
+  EXPECT_EQ(child.out(), stopped);
+  EXPECT_NE(child.err().find(" generated, "), std::string::npos) << child.err();  // the stopped turn's statistics
+}
+
+// --jsonl: one JSON object per input line on stdout, whatever the replies hold (newlines): the
+// replies are those of the plain chat, whose stdout ends each with a newline; a refused line gets
+// {"error": ...} and the conversation goes on.
+TEST(ChatCli, JsonlGivesOneObjectPerLine) {
+  const std::string model = test::shell_quote(chat_model_dir());
+  const std::string flags = " --temp 0 -n 60 --quiet";
+  const std::vector<std::string> messages = {"Once upon a time", "Lily had a cat"};
+  std::string plain_in, jsonl_in;
+  for (const std::string& m : messages) {
+    plain_in += m + "\n";
+    jsonl_in += nlohmann::json{{"role", "user"}, {"content", m}}.dump() + "\n";
+  }
+  auto plain = test::run_kiln_with_input("chat " + model + flags, plain_in);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  // After the first message: a refused line of each kind, and an empty one (skipped).
+  const std::string bad = "not json\n{\"role\": \"system\", \"content\": \"x\"}\n{\"text\": \"x\"}\n\n";
+  const std::string first = jsonl_in.substr(0, jsonl_in.find('\n') + 1);
+  auto j = test::run_kiln_with_input("chat " + model + flags + " --jsonl", first + bad + jsonl_in.substr(first.size()));
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(j.out);
+  for (std::string line; std::getline(in, line);) {
+    auto v = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_FALSE(v.is_discarded()) << line;
+    lines.push_back(v);
+  }
+  ASSERT_EQ(lines.size(), 5u) << j.out;
+  EXPECT_EQ(lines[1], (nlohmann::json{{"error", "--jsonl: each input line must be a JSON object such as {\"content\": \"Hi\"}"}}));
+  EXPECT_EQ(lines[2], (nlohmann::json{{"error", "--jsonl: \"role\" must be \"user\" (the replies are the assistant's)"}}));
+  EXPECT_EQ(lines[3], (nlohmann::json{{"error", "--jsonl: unknown field \"text\" (a line holds \"content\" and maybe \"role\")"}}));
+  std::string replies;
+  bool multi_line = false;
+  for (size_t i : {0u, 4u}) {
+    const auto& r = lines[i];
+    ASSERT_TRUE(r["reply"].is_string()) << r;
+    replies += r["reply"].get<std::string>() + "\n";
+    multi_line = multi_line || r["reply"].get<std::string>().find('\n') != std::string::npos;
+    EXPECT_GT(r["tokens"].get<int>(), 0) << r;
+    EXPECT_TRUE(r["stop"] == "eos" || r["stop"] == "length") << r;
+    EXPECT_EQ(r["stop"] == "length", r["tokens"].get<int>() == 60) << r;
+  }
+  EXPECT_EQ(replies, plain.out);
+  EXPECT_TRUE(multi_line) << "no reply holds a newline; the test means to show one kept inside its object: " << j.out;
+  EXPECT_GT(lines[4]["reused_tokens"].get<int>(), 0) << lines[4];  // the same conversation goes on
+  // The errors are on stderr too, as in the plain chat.
+  EXPECT_EQ(count(j.err, "kiln: error: --jsonl: "), 3u) << j.err;
 }
 
 }  // namespace

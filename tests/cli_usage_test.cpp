@@ -548,3 +548,38 @@ TEST(CliUsage, RequantizingAQuantizedSourceIsSaid) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// A flag several subcommands share reads alike in each one's --help (issue 38 item 9): one
+// --group text, one -t default (--perf picks, as the C API), --seed's default shown as -1
+// (random), --perf's four modes as the README lists them; ppl takes --group as run and bench do.
+TEST(CliUsage, SharedFlagsReadAlikeInEveryHelp) {
+  const std::regex group_line(R"(--group INT:?[^ ]*=32 +(.*))");
+  const std::regex threads_line(R"(-t,--threads INT:0\.\.256=0 +(.*))");
+  std::string group_help, threads_help;
+  for (const char* sub : {"run", "chat", "bench", "ppl", "profile", "compare", "compile"}) {
+    auto h = test::run_kiln(std::string(sub) + " --help");
+    ASSERT_EQ(h.exit_code, 0) << sub;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(h.out, m, group_line)) << sub << "\n" << h.out;
+    if (group_help.empty()) group_help = m[1];
+    EXPECT_EQ(m[1], group_help) << sub;
+    if (std::string(sub) == "compile") continue;  // compile runs nothing
+    ASSERT_TRUE(std::regex_search(h.out, m, threads_line)) << sub << "\n" << h.out;
+    if (threads_help.empty()) threads_help = m[1];
+    EXPECT_EQ(m[1], threads_help) << sub;
+    EXPECT_NE(h.out.find("--perf TEXT:{burst,balanced,sustained,power_saver}"), std::string::npos) << sub;
+  }
+  EXPECT_NE(threads_help.find("0: as --perf picks"), std::string::npos) << threads_help;
+  EXPECT_NE(test::run_kiln("run --help").out.find("-s,--seed INT=-1 "), std::string::npos);
+  const std::string text = test::temp_dir() + "/shared_flags.txt";
+  test::write_file(text, "Once upon a time, there was a little girl named Lily.\n");
+  auto ppl = test::run_kiln("ppl " + model() + " -q w4a16 --group 64 -f " + test::shell_quote(text));
+  EXPECT_EQ(ppl.exit_code, 0) << ppl.err;
+  EXPECT_EQ(test::run_kiln("ppl " + model() + " -q w4a16 --group 48 -f " + test::shell_quote(text)).exit_code, 1);
+}
+
+}  // namespace
+}  // namespace kiln

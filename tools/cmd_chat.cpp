@@ -1,5 +1,5 @@
 // kiln chat: a conversation on the terminal. Each line read is a user message; the reply streams
-// to stdout. The conversation goes through the model's chat template every turn, and only the
+// to stdout (with --jsonl, for programs: a JSON object per line in, one per reply out). The conversation goes through the model's chat template every turn, and only the
 // tokens the KV cache does not hold yet are decoded.
 #include <signal.h>
 #include <unistd.h>
@@ -32,6 +32,7 @@ struct ChatCmd {
   std::string chat_template;
   std::vector<std::string> sets;
   bool quiet = false;
+  bool jsonl = false;
 };
 
 constexpr const char* kHelp =
@@ -41,15 +42,18 @@ constexpr const char* kHelp =
     "  /exit   leave (or end the input: Ctrl-D; Ctrl-C twice at the prompt)\n"
     "  Ctrl-C during a reply stops the reply; the conversation goes on.\n";
 
-// Ctrl-C: during a reply it raises the cancel flag the generation loop checks between tokens;
-// at the prompt, the first press says how to leave and the second leaves. (A lock-free atomic
-// store is what a signal handler may do.)
+// Ctrl-C: during a reply it raises the cancel flag the generation loop checks between steps; the
+// count of presses since the last message read decides the rest: the first at the prompt says how
+// to leave, a second in a row (at the prompt, or after the one that stopped a reply) leaves with
+// status 130, as a shell reports SIGINT. (A lock-free atomic store is what a signal handler may do.)
 std::atomic<bool> g_cancel{false};
 std::atomic<int> g_interrupts{0};
 extern "C" void on_sigint(int) {
   g_cancel.store(true);
   g_interrupts.fetch_add(1);
 }
+
+constexpr int kInterruptedExit = 130;
 
 void install_sigint() {
   struct sigaction sa;
@@ -60,38 +64,80 @@ void install_sigint() {
   sigaction(SIGINT, &sa, nullptr);
 }
 
-// A message: one line, or several joined where a line ends with a backslash. False at the end of
-// the input with nothing read.
-bool read_message(std::string& out, bool interactive) {
+enum class ReadEnd { kMessage, kEndOfInput, kInterrupted };
+
+// A message: one line, or (unless `one_line`) several joined where a line ends with a backslash.
+// The end of the input with nothing read is kEndOfInput; a second Ctrl-C in a row is kInterrupted.
+ReadEnd read_message(std::string& out, bool interactive, bool one_line) {
   out.clear();
   std::string line;
   bool any = false;
   while (true) {
+    if (g_interrupts.load() >= 2) return ReadEnd::kInterrupted;
     if (interactive) std::fputs(any ? ". " : "> ", stderr);
-    g_interrupts.store(0);
+    const int before = g_interrupts.load();
     if (!std::getline(std::cin, line)) {
-      if (g_interrupts.load() == 0) return any;  // the end of the input
-      // Ctrl-C at the prompt: once to be told, twice to leave.
+      if (g_interrupts.load() == before) return any ? ReadEnd::kMessage : ReadEnd::kEndOfInput;
+      // Ctrl-C interrupted the read: once to be told, twice to leave.
       std::cin.clear();
-      std::fputs("\n(Ctrl-C again, /exit or Ctrl-D to leave)\n", stderr);
-      g_interrupts.store(0);
-      if (interactive) std::fputs("> ", stderr);
-      if (!std::getline(std::cin, line)) {
-        if (g_interrupts.load() > 0) std::fputc('\n', stderr);
-        return false;
+      std::clearerr(stdin);
+      if (g_interrupts.load() >= 2) {
+        if (interactive) std::fputc('\n', stderr);
+        return ReadEnd::kInterrupted;
       }
+      std::fputs(one_line ? "\n(Ctrl-C again or the end of the input leaves)\n" : "\n(Ctrl-C again, /exit or Ctrl-D to leave)\n",
+                 stderr);
+      continue;
     }
+    g_interrupts.store(0);  // a line read: the next Ctrl-C is a first one again
     any = true;
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (!line.empty() && line.back() == '\\') {
+    if (!one_line && !line.empty() && line.back() == '\\') {
       line.pop_back();
       out += line;
       out += '\n';
       continue;
     }
     out += line;
-    return true;
+    return ReadEnd::kMessage;
   }
+}
+
+// --jsonl: the user's text from one input line, {"content": TEXT} or {"role": "user", "content":
+// TEXT}; anything else is an error that names the problem.
+Result<std::string> jsonl_message(const std::string& line) {
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    return invalid_argument("--jsonl: each input line must be a JSON object such as {\"content\": \"Hi\"}");
+  for (const auto& [key, value] : j.items()) {
+    if (key == "content" && value.is_string()) continue;
+    if (key == "role" && value == "user") continue;
+    if (key == "role") return invalid_argument("--jsonl: \"role\" must be \"user\" (the replies are the assistant's)");
+    if (key == "content") return invalid_argument("--jsonl: \"content\" must be a string");
+    return invalid_argument("--jsonl: unknown field \"" + key + "\" (a line holds \"content\" and maybe \"role\")");
+  }
+  if (!j.contains("content")) return invalid_argument("--jsonl: the line has no \"content\"");
+  return j["content"].get<std::string>();
+}
+
+// The stop reasons a chat reply can have, as --jsonl names them.
+const char* jsonl_stop(StopReason r) {
+  switch (r) {
+    case StopReason::kStopToken: return "eos";
+    case StopReason::kLength: return "length";
+    case StopReason::kCancelled: return "cancelled";
+    case StopReason::kContextFull: return "context_full";
+    case StopReason::kStopString: return "stop_string";
+    case StopReason::kCallback: return "callback";
+  }
+  return "unknown";
+}
+
+// One JSON object on one line of stdout (the text escaped, so a reply's newlines stay inside it).
+void print_jsonl(const nlohmann::ordered_json& j) {
+  const std::string line = j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+  std::fwrite(line.data(), 1, line.size(), stdout);
+  std::fflush(stdout);
 }
 
 int run_chat(ChatCmd c) {
@@ -127,50 +173,84 @@ int run_chat(ChatCmd c) {
   auto chat = ChatSession::create(**session, *opened->tokenizer, *tpl, co);
   if (!chat) return fail(chat.status());
 
-  const bool interactive = isatty(STDIN_FILENO) == 1;
+  // --jsonl is for programs: no prompt, no help, one JSON object per input line on stdout.
+  const bool interactive = !c.jsonl && isatty(STDIN_FILENO) == 1;
   if (interactive && !c.quiet) std::fputs(kHelp, stderr);
   if (!c.quiet)
     std::fprintf(stderr, "kiln: seed %llu, %s\n", static_cast<unsigned long long>(g.seed), g.thread_summary.c_str());
   install_sigint();
   chat->options().cancel = &g_cancel;
+  PrefillProgress progress(stderr_is_terminal());
+  chat->options().on_prefill = [&progress](int done, int total) { return progress.update(done, total); };
+  // A turn refused in --jsonl mode still answers its line, so that a program stays in step.
+  auto refuse = [&c](const std::string& why) {
+    std::fprintf(stderr, "kiln: error: %s\n", why.c_str());
+    if (c.jsonl) print_jsonl({{"error", why}});
+  };
   std::string msg;
-  while (read_message(msg, interactive)) {
-    if (msg == "/exit" || msg == "/quit") break;
-    if (msg == "/help") {
-      std::fputs(kHelp, stderr);
-      continue;
+  while (true) {
+    const ReadEnd end = read_message(msg, interactive, c.jsonl);
+    if (end == ReadEnd::kInterrupted) return kInterruptedExit;
+    if (end == ReadEnd::kEndOfInput) break;
+    if (c.jsonl) {
+      if (msg.empty()) continue;
+      auto text = jsonl_message(msg);
+      if (!text) {
+        refuse(text.status().message());
+        continue;
+      }
+      msg = std::move(*text);
+    } else {
+      if (msg == "/exit" || msg == "/quit") break;
+      if (msg == "/help") {
+        std::fputs(kHelp, stderr);
+        continue;
+      }
+      if (msg == "/clear") {
+        chat->clear();
+        std::fputs("kiln: the conversation is cleared (the system prompt stays)\n", stderr);
+        continue;
+      }
+      if (msg.size() > 1 && msg[0] == '/' && msg.find_first_of(" \n") == std::string::npos) {
+        std::fprintf(stderr, "kiln: error: unknown command %s (/help lists them; start a message with a space to send it)\n",
+                     msg.c_str());
+        continue;
+      }
+      if (msg.empty()) continue;
     }
-    if (msg == "/clear") {
-      chat->clear();
-      std::fputs("kiln: the conversation is cleared (the system prompt stays)\n", stderr);
-      continue;
-    }
-    if (msg.size() > 1 && msg[0] == '/' && msg.find_first_of(" \n") == std::string::npos) {
-      std::fprintf(stderr, "kiln: error: unknown command %s (/help lists them; start a message with a space to send it)\n",
-                   msg.c_str());
-      continue;
-    }
-    if (msg.empty()) continue;
     // A message that is not UTF-8 never reaches the template; the conversation goes on.
     if (!is_valid_utf8(msg)) {
-      std::fputs("kiln: error: the message is not valid UTF-8; it was not sent\n", stderr);
+      refuse("the message is not valid UTF-8; it was not sent");
       continue;
     }
     g_cancel.store(false);
-    auto turn = chat->say(msg, [](std::string_view text) {
+    progress.start();
+    auto turn = chat->say(msg, [&c](std::string_view text) {
+      if (c.jsonl) return;  // the reply goes out whole, as one JSON object
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
     });
-    std::fputc('\n', stdout);
-    std::fflush(stdout);
+    progress.finish();
+    if (!c.jsonl) {
+      std::fputc('\n', stdout);
+      std::fflush(stdout);
+    }
     if (!turn) {
       // One bad turn (a message longer than the context, ...) is refused; the conversation stays
       // as it was.
-      std::fprintf(stderr, "kiln: error: %s\n", turn.status().message().c_str());
+      refuse(turn.status().message());
       continue;
     }
-    if (turn->stats.stop == StopReason::kCancelled) std::fputs("kiln: reply stopped (Ctrl-C)\n", stderr);
     const GenerationStats& s = turn->stats;
+    if (c.jsonl)
+      print_jsonl({{"reply", turn->reply},
+                   {"tokens", s.generated_tokens},
+                   {"stop", jsonl_stop(s.stop)},
+                   {"prompt_tokens", turn->prompt_tokens},
+                   {"reused_tokens", turn->reused_tokens},
+                   {"prefill_ms", s.prompt_seconds * 1e3},
+                   {"generate_ms", s.generate_seconds * 1e3}});
+    if (s.stop == StopReason::kCancelled) std::fputs("kiln: reply stopped (Ctrl-C); Ctrl-C again leaves\n", stderr);
     if (!c.quiet)
       std::fprintf(stderr, "kiln: %d prompt tokens (%d from the cache), %d new in %.1f ms; %d generated, %.1f tok/s%s\n",
                    turn->prompt_tokens, turn->reused_tokens, s.prompt_tokens, s.prompt_seconds * 1e3,
@@ -191,6 +271,9 @@ void add_chat_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--set", c->sets, "NAME=JSON: an extra template variable (e.g. enable_thinking=false); repeat it")
       ->allow_extra_args(false);
   cmd->add_flag("--quiet", c->quiet, "no help text and no per-turn statistics on stderr");
+  cmd->add_flag("--jsonl", c->jsonl,
+                "for programs: each stdin line a JSON object {\"content\": TEXT}, each reply one JSON object on "
+                "stdout ({\"reply\", \"tokens\", \"stop\", ...}; {\"error\"} for a refused line)");
   cmd->callback([c, &exit_code] { exit_code = run_chat(*c); });
 }
 

@@ -97,6 +97,9 @@ int run(RunOptions o) {
                opened->kind.c_str(), std::string(arch_name(cfg.arch)).c_str(), cfg.n_layers, cfg.dim, cfg.vocab_size,
                load_ms);
   const SamplerParams sp = sampler_with_seed(g);
+  // An echoed prompt ends mid-line on the terminal the progress line would overwrite.
+  PrefillProgress progress(stderr_is_terminal() && !(o.echo && isatty(STDOUT_FILENO) == 1));
+  auto on_prefill = [&progress](int done, int total) { return progress.update(done, total); };
 
   if (o.chat) {
     // One user turn through the model's chat template, as `kiln chat` would send it.
@@ -107,10 +110,13 @@ int run(RunOptions o) {
     co.n_predict = g.n_predict;
     co.sampler = sp;
     co.kwargs = std::move(kwargs);
+    co.on_prefill = on_prefill;
     auto chat = ChatSession::create(**session, tok, *tpl, co);
     if (!chat) return fail(chat.status());
     if (o.echo) emit_stdout(o.prompt);
+    progress.start();
     auto turn = chat->say(o.prompt, emit_stdout);
+    progress.finish();
     if (!turn) return fail(turn.status());
     report(turn->stats, g);
     return 0;
@@ -119,7 +125,11 @@ int run(RunOptions o) {
   if (!prompt) return fail(prompt.status());
   Sampler sampler(sp, cfg.vocab_size);
   if (o.echo) emit_stdout(o.prompt);
-  auto stats = generate(**session, sampler, tok, *prompt, g.n_predict, emit_stdout);
+  GenerateOptions go;
+  go.on_prefill = on_prefill;
+  progress.start();
+  auto stats = generate(**session, sampler, tok, *prompt, g.n_predict, emit_stdout, go);
+  progress.finish();
   if (!stats) return fail(stats.status());
   report(*stats, g);
   return 0;

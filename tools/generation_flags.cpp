@@ -1,7 +1,11 @@
 #include "tools/generation_flags.h"
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
+#include <string>
 
 #include "engine/defaults.h"
 #include "engine/describe.h"
@@ -132,6 +136,44 @@ SamplerParams sampler_with_seed(GenerationFlags& f) {
   SamplerParams p = f.sampler;
   p.seed = f.seed;
   return p;
+}
+
+bool stderr_is_terminal() { return isatty(STDERR_FILENO) == 1; }
+
+void PrefillProgress::start() { t0_ = std::chrono::steady_clock::now(); }
+
+bool PrefillProgress::update(int done, int total) {
+  if (!enabled_) return true;
+  if (done >= total) {
+    finish();
+    return true;
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  if (total <= 512 && s < 2.0) return true;
+  const double rate = s > 0 ? done / s : 0.0;
+  char line[160];
+  int n = std::snprintf(line, sizeof line, "kiln: prefill %d/%d tokens (%d%%), %.1f tok/s", done, total,
+                        static_cast<int>(100.0 * done / total), rate);
+  if (rate > 0) {
+    const int left = static_cast<int>((total - done) / rate + 0.5);
+    n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), ", %d:%02d left", left / 60, left % 60);
+  }
+  std::string out = "\r";
+  out.append(line, static_cast<size_t>(n));
+  // Spaces over what a longer previous line left (no terminal escapes needed).
+  if (shown_ > static_cast<size_t>(n)) out.append(shown_ - static_cast<size_t>(n), ' ');
+  shown_ = std::max(shown_, static_cast<size_t>(n));
+  std::fwrite(out.data(), 1, out.size(), stderr);
+  std::fflush(stderr);
+  return true;
+}
+
+void PrefillProgress::finish() {
+  if (shown_ == 0) return;
+  const std::string blank = "\r" + std::string(shown_, ' ') + "\r";
+  std::fwrite(blank.data(), 1, blank.size(), stderr);
+  std::fflush(stderr);
+  shown_ = 0;
 }
 
 }  // namespace kiln::cli

@@ -1,6 +1,7 @@
 // The options `kiln run` and `kiln chat` share: the model, the context, threads and sampling.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -54,6 +55,27 @@ SamplerParams sampler_with_seed(GenerationFlags& f);
 Result<std::shared_ptr<StepExecutor>> executor_for(GenerationFlags& f);
 // The same choice for a command without a session of its own (ppl, bench).
 Result<ThreadPlan> thread_plan_for(const std::string& perf, int threads);
+// The prefill's progress as one line on stderr that updates in place (carriage returns), for a
+// long prompt only (more than 512 tokens to decode, or 2 s gone) and only when `enabled` (stderr
+// a terminal: a pipe gets nothing). The line is erased when the prefill ends, before any reply.
+class PrefillProgress {
+ public:
+  explicit PrefillProgress(bool enabled) : enabled_(enabled) {}
+  // Before each call that may prefill: the clock starts here.
+  void start();
+  // GenerateOptions::on_prefill; never stops the call.
+  bool update(int done, int total);
+  // After the call (a cancelled or failed prefill leaves no line behind).
+  void finish();
+
+ private:
+  bool enabled_;
+  std::chrono::steady_clock::time_point t0_{};
+  size_t shown_ = 0;  // the width of the line on the screen; 0: none
+};
+// Whether stderr is a terminal, where the prefill's progress line may go.
+bool stderr_is_terminal();
+
 // --perf MODE on any command.
 void add_perf_flag(CLI::App* cmd, std::string& perf);
 // -t/--threads on any command: 0, the default, leaves the count to --perf.

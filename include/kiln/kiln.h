@@ -224,6 +224,13 @@ KILN_API kiln_session_params kiln_session_default_params(void);
 KILN_API kiln_status kiln_session_create(kiln_model* model, const kiln_session_params* params, kiln_session** out);
 KILN_API void kiln_session_free(kiln_session* session);
 
+/* Prefill progress: called on the calling thread after each prefill step (a chunk of up to 128
+ * tokens) with the prompt tokens decoded so far and their total, both counting only what this call
+ * decodes (the prefix reused from the KV cache is not counted): `done` grows strictly, the last call
+ * has done == total. Return non-zero to stop the call as kiln_session_cancel does:
+ * KILN_E_CANCELLED, stop_reason KILN_STOP_CANCELLED, the KV cache as it was before the call. */
+typedef int (*kiln_prefill_fn)(void* user_data, int32_t done, int32_t total);
+
 typedef struct kiln_generate_params {
   size_t size;               /* sizeof(kiln_generate_params) */
   int32_t max_tokens;        /* new tokens at most; default 256 */
@@ -231,6 +238,8 @@ typedef struct kiln_generate_params {
   size_t n_stop;
   int32_t add_bos;           /* kiln_session_generate: -1 the model's rule (default), 0 no, 1 yes */
   int32_t parse_special;     /* kiln_session_generate: non-zero reads special tokens' text as tokens */
+  kiln_prefill_fn on_prefill;  /* NULL (default): none. See kiln_prefill_fn */
+  void* prefill_user_data;     /* passed to on_prefill */
 } kiln_generate_params;
 
 KILN_API kiln_generate_params kiln_generate_default_params(void);

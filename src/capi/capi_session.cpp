@@ -21,6 +21,10 @@ TurnOptions turn_options(const kiln_generate_params& p) {
     if (p.stop[i] != nullptr && p.stop[i][0] != '\0') t.stop.emplace_back(p.stop[i]);
   t.add_bos = p.add_bos < 0 ? -1 : p.add_bos > 0 ? 1 : 0;
   t.parse_special = p.parse_special != 0;
+  if (p.on_prefill != nullptr)
+    t.on_prefill = [fn = p.on_prefill, user = p.prefill_user_data](int done, int total) {
+      return fn(user, done, total) == 0;
+    };
   return t;
 }
 
@@ -86,6 +90,10 @@ kiln_status finish(const Result<GenerationStats>& r, kiln_generate_result* out, 
 // On 64-bit targets the struct before the penalties was 64 bytes (an older caller's `size`), its
 // last 4 padding: the penalties must lie past them, or such a caller's garbage would be read as one.
 static_assert(sizeof(void*) != 8 || offsetof(kiln_session_params, frequency_penalty) == 64);
+
+// The prefill callback came after the 40 bytes an older kiln_generate_params had (64-bit), so its
+// `size` leaves it at its default (none).
+static_assert(sizeof(void*) != 8 || offsetof(kiln_generate_params, on_prefill) == 40);
 
 // What is wrong with a params struct's sampling fields, or nullptr.
 const char* sampler_error(const kiln_session_params& p) {

@@ -326,6 +326,7 @@ Result<GenerationStats> RuntimeSession::run(std::span<const int> prompt, const T
   go.extra_stop_ids = stop_ids;
   go.stop_strings = turn.stop;
   go.cancel = &cancel_;
+  go.on_prefill = turn.on_prefill;
   go.decoding = &model_->rt_->executor_->decoding();
   if (tracer_) tracer_->clear();
   generating_.store(true);

@@ -70,6 +70,7 @@ struct TurnOptions {
   std::vector<std::string> stop;
   int add_bos = -1;            // generate(): -1 the model's rule, 0 no, 1 yes
   bool parse_special = false;  // generate(): special tokens' text becomes those tokens
+  std::function<bool(int done, int total)> on_prefill;  // see GenerateOptions
 };
 
 class Runtime : public std::enable_shared_from_this<Runtime> {

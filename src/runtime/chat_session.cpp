@@ -44,6 +44,7 @@ Result<ChatTurn> ChatSession::respond(OJson conversation, const PieceSink& sink)
   go.extra_stop_ids = format_.end_of_turn_ids();
   go.stop_strings = options_.stop_strings;
   go.cancel = options_.cancel;
+  go.on_prefill = options_.on_prefill;
   ChatTurn turn;
   turn.prompt_tokens = static_cast<int>(prompt.size());
   KILN_ASSIGN_OR_RETURN(turn.stats, generate_reusing(*decoder_, cached_, sampler_, *tokenizer_, prompt, options_.n_predict,

@@ -27,6 +27,7 @@ struct ChatOptions {
   SamplerParams sampler;
   std::vector<std::string> stop_strings;     // see GenerateOptions
   const std::atomic<bool>* cancel = nullptr;  // see GenerateOptions
+  std::function<bool(int done, int total)> on_prefill;  // see GenerateOptions
 };
 
 struct ChatTurn {

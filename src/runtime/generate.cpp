@@ -122,7 +122,11 @@ Result<GenerationStats> generate(Decoder& session, Sampler& sampler, const Token
       if (l) logits = *l;
       step = l.status();
     }
-    if (raised(options.cancel) && (step.is_ok() || step.code() == StatusCode::kCancelled)) {
+    // The hook sees a chunk once it is in the cache; its "stop" is a cancel.
+    const bool stopped_by_hook = step.is_ok() && !raised(options.cancel) && options.on_prefill &&
+                                 !options.on_prefill(static_cast<int>(std::min(i + chunk, fresh.size())),
+                                                     static_cast<int>(fresh.size()));
+    if (stopped_by_hook || (raised(options.cancel) && (step.is_ok() || step.code() == StatusCode::kCancelled))) {
       session.rewind(static_cast<int>(reused));
       st.stop = StopReason::kCancelled;
       st.prompt_seconds = seconds_since(t_call);

@@ -51,6 +51,10 @@ struct GenerateOptions {
   // Counts this generation while it decodes token by token (a StepExecutor's decoding()), so that
   // sessions decoding at once are batched.
   std::atomic<int>* decoding = nullptr;
+  // Called after each prefill chunk with the fresh tokens decoded so far and their total (the
+  // reused prefix not counted), on the generating thread; returning false stops the call as a
+  // cancel does (StopReason::kCancelled, the session left at `reused`).
+  std::function<bool(int done, int total)> on_prefill;
 };
 
 // Receives the text as it is produced, in pieces that are always whole UTF-8 characters, with
