@@ -583,3 +583,23 @@ TEST(CliUsage, SharedFlagsReadAlikeInEveryHelp) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// kiln profile keeps a source model's own precision, as run, bench and ppl do (it compiled the
+// f32 stories260K at w4a16), and -q still picks another (issue 38 item 9).
+TEST(CliUsage, ProfileKeepsASourcesOwnPrecision) {
+  const std::string trace = test::temp_dir() + "/own_precision.json";
+  auto own = test::run_kiln("profile " + model() + " -p 4 -n 2 --no-ceilings --trace " + test::shell_quote(trace));
+  ASSERT_EQ(own.exit_code, 0) << own.err;
+  const std::string t = test::read_file(trace);
+  EXPECT_NE(t.find("matmul_add f32"), std::string::npos);
+  EXPECT_EQ(t.find("w4a16"), std::string::npos);
+  auto asked = test::run_kiln("profile " + model() + " -q w4a16 -p 4 -n 2 --no-ceilings --trace " + test::shell_quote(trace));
+  ASSERT_EQ(asked.exit_code, 0) << asked.err;
+  EXPECT_NE(test::read_file(trace).find("w4a16"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln
