@@ -2,6 +2,7 @@
 // streaming, several sessions on several threads, cancel, save and restore, the memory budget,
 // and every kind of bad input answered with a status and a message.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <atomic>
@@ -798,6 +799,15 @@ TEST(CApi, BadInputIsAStatusAndAMessage) {
   EXPECT_NE(std::string(kiln_last_error()).find("no chat template"), std::string::npos) << kiln_last_error();
   EXPECT_EQ(kiln_session_save(s, nullptr), KILN_E_INVALID_ARGUMENT);
   EXPECT_EQ(kiln_session_save(s, "/nonexistent-dir/x.session"), KILN_E_IO);
+  // A path that is not a regular file is refused, not replaced (issue 38 item 1).
+  const std::string fifo = kiln::test::temp_dir() + "/save.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(kiln_session_save(s, fifo.c_str()), KILN_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kiln_last_error()).find("save.fifo is a FIFO, not a regular file"), std::string::npos)
+      << kiln_last_error();
+  struct stat st;
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
   // Still fine after all that.
   EXPECT_FALSE(generate(s, "Once", 5).empty());
 
