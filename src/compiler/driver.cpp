@@ -13,6 +13,13 @@ namespace kiln {
 
 namespace {
 
+// The source tensor a weight of the graph is made from (the compile and its plan read the same).
+Result<const TensorSource*> source_of(const ImportedModel& m, const WeightDesc& w) {
+  auto it = m.tensors.find(w.name);
+  if (it == m.tensors.end()) return corrupt(m.path + ": missing tensor '" + w.name + "'");
+  return &it->second;
+}
+
 // The f32 values of a source tensor (mapped bytes reinterpreted, or converted).
 Result<std::vector<float>> source_f32(const TensorSource& t) {
   std::vector<float> out(t.elements());
@@ -186,9 +193,8 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
   std::vector<int64_t> sizes(g.weights.size(), 0);
   for (size_t i = 0; i < g.weights.size(); ++i) {
     const WeightDesc& w = g.weights[i];
-    auto it = m.tensors.find(w.name);
-    if (it == m.tensors.end()) return corrupt(m.path + ": missing tensor '" + w.name + "'");
-    const TensorSource& src = it->second;
+    KILN_ASSIGN_OR_RETURN(const TensorSource* found, source_of(m, w));
+    const TensorSource& src = *found;
     r.source_bytes += static_cast<int64_t>(src.bytes.size());
     r.parameters += static_cast<int64_t>(src.elements());
     KILN_ASSIGN_OR_RETURN(QuantParams p, weight_params(w));
@@ -275,9 +281,8 @@ Result<std::vector<WeightPlan>> plan_weights(const Import& imp, const CompileOpt
   std::vector<int64_t> sizes(g.weights.size(), 0);
   for (size_t i = 0; i < g.weights.size(); ++i) {
     const WeightDesc& w = g.weights[i];
-    auto it = m.tensors.find(w.name);
-    if (it == m.tensors.end()) return corrupt(m.path + ": missing tensor '" + w.name + "'");
-    const TensorSource& src = it->second;
+    KILN_ASSIGN_OR_RETURN(const TensorSource* found, source_of(m, w));
+    const TensorSource& src = *found;
     KILN_ASSIGN_OR_RETURN(QuantParams p, weight_params(w));
     WeightPlan& e = plan[i];
     e.source_type = src.dtype;
