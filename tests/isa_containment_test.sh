@@ -26,24 +26,27 @@ nm --defined-only $isa_objs 2>/dev/null | awk '$2 ~ /^[tTwW]$/ {print $3}' | sor
 # shellcheck disable=SC2086
 nm --defined-only $base_objs 2>/dev/null | awk '$2 ~ /^[TWu]$/ {print $3}' | sort -u >"$work/base"
 
+# One disassembly, read twice below.
+objdump -d --no-show-raw-insn "$@" >"$work/dis"
+
 # Functions of the binary holding an instruction beyond x86-64: AVX/AVX2/FMA/F16C and AVX-512
 # (v-prefixed mnemonics, opmask k-instructions) and AMX (tile*, ldtilecfg, tdp*).
-objdump -d --no-show-raw-insn "$@" | awk '
+awk '
   /^[0-9a-f]+ <.*>:$/ { fn = substr($2, 2, length($2) - 3); next }
   /^ +[0-9a-f]+:\t/ {
     split($0, parts, "\t"); m = parts[2]; sub(/ .*/, "", m)
     if (m ~ /^v[a-z]/ && m !~ /^verr|^verw/ || m ~ /^k(mov|and|or|xor|not|shift|unpck|ortest|test|add)/ ||
         m ~ /^(tile|ldtilecfg|sttilecfg|tdp)/) wide[fn] = 1
   }
-  END { for (f in wide) print f }' | sed 's/@plt$//' | sort -u >"$work/wide"
+  END { for (f in wide) print f }' "$work/dis" | sed 's/@plt$//' | sort -u >"$work/wide"
 
 # Every LDTILECFG loads the one constant tile configuration (x86/amx_tile_config.h), never a copy
 # built on the stack, whose stores g++ 12 drops as dead: each function holding one refers to it.
-objdump -d --no-show-raw-insn "$@" | awk '
+awk '
   /^[0-9a-f]+ <.*>:$/ { fn = substr($2, 2, length($2) - 3); next }
   /kAmxTileConfig/ { cfg[fn] = 1 }
   /\tldtilecfg / { ld[fn] = 1 }
-  END { for (f in ld) if (!(f in cfg)) print f }' >"$work/cfg"
+  END { for (f in ld) if (!(f in cfg)) print f }' "$work/dis" >"$work/cfg"
 
 bad=0
 while read -r fn; do
