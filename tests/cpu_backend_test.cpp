@@ -198,8 +198,13 @@ TEST(CpuDispatch, NoTableBeyondWhatThisMachineRuns) {
   for (int i = 0; i < n; ++i) EXPECT_EQ(all[i]->features & ~host_cpu().enabled, 0u) << all[i]->name;
   EXPECT_STREQ(all[n - 1]->name, "generic");
   // Naming a table runs none of it.
+#if defined(__x86_64__)
   EXPECT_STREQ(cpu::kernel_table_name(kCpuSetAmx), "amx");
   EXPECT_STREQ(cpu::kernel_table_name(kCpuSetAvx512 | kCpuAvxVnni), "avx512");
+#elif defined(__aarch64__)
+  EXPECT_STREQ(cpu::kernel_table_name(kCpuSetI8mm), "i8mm");
+  EXPECT_STREQ(cpu::kernel_table_name(kCpuSetDotprod), "dotprod");
+#endif
   EXPECT_STREQ(cpu::kernel_table_name(0), "generic");
 }
 
