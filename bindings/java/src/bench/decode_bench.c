@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   kiln_session_params sp = kiln_session_default_params();
-  sp.temperature = 0.0f;
+  sp.sampling.temperature = 0.0f;
   sp.n_ctx = 512;
   kiln_generate_params gp = kiln_generate_default_params();
   gp.max_tokens = atoi(argv[3]);

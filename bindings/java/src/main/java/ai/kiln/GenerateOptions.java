@@ -8,15 +8,12 @@ import java.util.List;
 public final class GenerateOptions {
   int maxTokens;
   List<String> stop = new ArrayList<>();
-  int addBos;
+  int addBos;  // kiln_generate_params.add_bos: -1 the model's rule, 0 no, 1 yes
   boolean parseSpecial;
 
   public GenerateOptions() {
     Native.check();
-    long[] d = Native.generateDefaults();
-    maxTokens = (int) d[0];
-    addBos = (int) d[1];
-    parseSpecial = d[2] != 0;
+    Native.generateDefaults(this);  // every field, by name
   }
 
   /** New tokens at most. */
@@ -31,9 +28,9 @@ public final class GenerateOptions {
     return this;
   }
 
-  /** generate(): -1 the model's rule, 0 no, 1 yes. */
-  public GenerateOptions addBos(int a) {
-    addBos = a;
+  /** generate(): add BOS (true), do not (false), or follow the model's rule (null, the default). */
+  public GenerateOptions addBos(Boolean a) {
+    addBos = a == null ? -1 : a ? 1 : 0;
     return this;
   }
 
@@ -51,8 +48,9 @@ public final class GenerateOptions {
     return java.util.Collections.unmodifiableList(new ArrayList<>(stop));
   }
 
-  public int addBos() {
-    return addBos;
+  /** null: the model's rule. */
+  public Boolean addBos() {
+    return addBos < 0 ? null : addBos != 0;
   }
 
   public boolean parseSpecial() {
@@ -63,7 +61,7 @@ public final class GenerateOptions {
     byte[][] out = new byte[stop.size()][];
     for (int i = 0; i < out.length; ++i) {
       if (stop.get(i) == null) {
-        throw new KilnException(KilnException.INVALID_ARGUMENT, "a stop string is null");
+        throw new KilnException(KilnStatus.INVALID_ARGUMENT, "a stop string is null");
       }
       out[i] = Native.utf8(stop.get(i));
     }

@@ -13,16 +13,15 @@ public final class GenerationStats {
   public final double prefillTokensPerSecond;
   public final double decodeTokensPerSecond;
 
-  GenerationStats(int stopReason, int promptTokens, int reusedTokens, int generatedTokens, double timeToFirstTokenMs,
-      double prefillTokensPerSecond, double decodeTokensPerSecond) {
-    StopReason[] reasons = StopReason.values();
-    this.stopReason = stopReason >= 0 && stopReason < reasons.length ? reasons[stopReason] : StopReason.LENGTH;
-    this.promptTokens = promptTokens;
-    this.reusedTokens = reusedTokens;
-    this.generatedTokens = generatedTokens;
-    this.timeToFirstTokenMs = timeToFirstTokenMs;
-    this.prefillTokensPerSecond = prefillTokensPerSecond;
-    this.decodeTokensPerSecond = decodeTokensPerSecond;
+  /** Filled field by field by JNI (kiln_generate_result), never read by position. */
+  private GenerationStats() {
+    stopReason = StopReason.LENGTH;
+    promptTokens = 0;
+    reusedTokens = 0;
+    generatedTokens = 0;
+    timeToFirstTokenMs = 0;
+    prefillTokensPerSecond = 0;
+    decodeTokensPerSecond = 0;
   }
 
   /**

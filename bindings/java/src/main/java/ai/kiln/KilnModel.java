@@ -6,6 +6,7 @@ import java.io.File;
 public final class KilnModel implements AutoCloseable {
   private final NativeRef ref;
   private final NativeCleaner.Cleanable cleanable;
+  private volatile int vocabSize;  // the sessions' logits() length, read once
 
   KilnModel(long handle) {
     ref = new NativeRef(handle, Native::modelFree, "KilnModel");
@@ -27,7 +28,7 @@ public final class KilnModel implements AutoCloseable {
    */
   public static Cancellable loadAsync(KilnRuntime runtime, String path, ModelOptions options, LoadListener listener) {
     if (listener == null) {
-      throw new KilnException(KilnException.INVALID_ARGUMENT, "the LoadListener is null");
+      throw new KilnException(KilnStatus.INVALID_ARGUMENT, "the LoadListener is null");
     }
     LoadSink sink = new LoadSink(listener);
     start(runtime, path, options, sink);
@@ -36,13 +37,12 @@ public final class KilnModel implements AutoCloseable {
 
   private static long start(KilnRuntime runtime, String path, ModelOptions options, LoadSink sink) {
     if (runtime == null || path == null) {
-      throw new KilnException(KilnException.INVALID_ARGUMENT, "the runtime and the path must not be null");
+      throw new KilnException(KilnStatus.INVALID_ARGUMENT, "the runtime and the path must not be null");
     }
     ModelOptions o = options != null ? options : new ModelOptions();
     long rt = runtime.acquire();
     try {
-      return Native.modelLoad(rt, Native.utf8(path), o.priority, o.verify ? 1 : 0, Native.utf8(o.scheme),
-          Native.utf8(o.tokenizerPath), o.prefault ? 1 : 0, sink);
+      return Native.modelLoad(rt, path, o, sink);
     } finally {
       runtime.release();
     }
@@ -52,13 +52,42 @@ public final class KilnModel implements AutoCloseable {
   public KilnSession newSession(SessionOptions options) {
     SessionOptions o = options != null ? options : new SessionOptions();
     if (o.kvType == null) {
-      throw new KilnException(KilnException.INVALID_ARGUMENT, "kvType is null");
+      throw new KilnException(KilnStatus.INVALID_ARGUMENT, "kvType is null");
     }
     long h = ref.acquire();
     try {
-      long s = Native.sessionCreate(h, o.nCtx, o.kvType.ordinal(), o.seed, o.temperature, o.topK, o.topP, o.minP,
-          o.repeatPenalty, o.repeatLastN, o.priority);
-      return new KilnSession(s, o.systemPrompt);
+      int vocab = vocabSize;
+      if (vocab == 0) {
+        vocab = Native.modelInfo(h).vocabSize;
+        vocabSize = vocab;
+      }
+      return new KilnSession(Native.sessionCreate(h, o), o.systemPrompt, vocab);
+    } finally {
+      ref.release();
+    }
+  }
+
+  /**
+   * The token ids of `text` (kiln_tokenize): addBos adds BOS where the vocabulary has one;
+   * parseSpecial reads special tokens' text as those tokens.
+   */
+  public int[] tokenize(String text, boolean addBos, boolean parseSpecial) {
+    if (text == null) {
+      throw new KilnException(KilnStatus.INVALID_ARGUMENT, "the text is null");
+    }
+    long h = ref.acquire();
+    try {
+      return Native.tokenize(h, Native.utf8(text), addBos, parseSpecial);
+    } finally {
+      ref.release();
+    }
+  }
+
+  /** The text of `ids` (kiln_detokenize; an incomplete trailing character becomes U+FFFD). */
+  public String detokenize(int... ids) {
+    long h = ref.acquire();
+    try {
+      return Native.detokenize(h, ids);
     } finally {
       ref.release();
     }
@@ -67,9 +96,7 @@ public final class KilnModel implements AutoCloseable {
   public ModelInfo info() {
     long h = ref.acquire();
     try {
-      long[] numbers = new long[13];
-      String[] names = Native.modelInfo(h, numbers);
-      return new ModelInfo(names, numbers);
+      return Native.modelInfo(h);
     } finally {
       ref.release();
     }

@@ -15,9 +15,9 @@ public final class KilnRuntime implements AutoCloseable {
   public static KilnRuntime create(RuntimeOptions options) {
     RuntimeOptions o = options != null ? options : new RuntimeOptions();
     if (o.perfMode == null) {
-      throw new KilnException(KilnException.INVALID_ARGUMENT, "perfMode is null");
+      throw new KilnException(KilnStatus.INVALID_ARGUMENT, "perfMode is null");
     }
-    return new KilnRuntime(Native.runtimeCreate(o.threads, o.memoryBudgetBytes, o.perfMode.ordinal()));
+    return new KilnRuntime(Native.runtimeCreate(o));
   }
 
   /**
@@ -36,7 +36,7 @@ public final class KilnRuntime implements AutoCloseable {
   public RuntimeStats stats() {
     long h = ref.acquire();
     try {
-      return new RuntimeStats(Native.runtimeStats(h));
+      return Native.runtimeStats(h);
     } finally {
       ref.release();
     }

@@ -1,47 +1,64 @@
 package ai.kiln;
 
 import java.io.File;
-import java.util.ArrayList;
+import java.util.ArrayDeque;
 import java.util.List;
 
 /**
  * kiln_session: one conversation (its KV cache, sampler and position). Blocking calls run on the
- * caller's thread; async ones run one after another on the session's own native thread, which
- * also delivers their callbacks. cancel() may be called from any thread.
+ * caller's thread. Async calls run on the runtime's job threads (kiln_session_generate_async /
+ * kiln_session_chat_async: threads the runtime keeps and reuses; the binding starts none), one
+ * call of a session after another in the order they were made, and their listeners are called
+ * there. cancel() may be called from any thread.
+ *
+ * Two levels work on the same KV cache: text (generate, chat) and tokens (decode, logits, sample,
+ * truncate, nPast), for an app's own sampler, speculative decoding or constrained output.
  */
 public final class KilnSession implements AutoCloseable {
   private final NativeRef ref;
   private final NativeCleaner.Cleanable cleanable;
   private final String systemPrompt;
+  private final int vocabSize;
   private volatile GenerationStats lastStats;
 
-  KilnSession(long handle, String systemPrompt) {
+  // The async calls: the one whose job runs (or whose listener is being called) and those waiting.
+  private final Object asyncLock = new Object();
+  private TokenSink running;
+  private final ArrayDeque<TokenSink> queued = new ArrayDeque<>();
+  private boolean closing;
+
+  KilnSession(long handle, String systemPrompt, int vocabSize) {
     ref = new NativeRef(handle, Native::sessionFree, "KilnSession");
     cleanable = NativeCleaner.register(this, ref);
     this.systemPrompt = systemPrompt;
+    this.vocabSize = vocabSize;
   }
 
   /**
    * Continues the session with `prompt` and returns the reply. Each call takes the whole text the
    * model should see: what the KV cache holds from the previous call is reused where the prompt
-   * starts with it. A cancel() ends it with KilnException CANCELLED.
+   * starts with it. A cancel() ends it with KilnException CANCELLED. Waits for the session's async
+   * calls to end first.
    */
   public String generate(String prompt, GenerateOptions options) {
-    return run(false, prompt, null, options);
+    return run(new Request(false, prompt, null, options, systemPrompt));
   }
 
   /** The reply to a whole conversation, through the model's chat template. */
   public String chat(List<Message> messages, GenerateOptions options) {
-    return run(true, null, messages, options);
+    return run(new Request(true, null, messages, options, systemPrompt));
   }
 
-  /** generate() on the session's thread: returns at once; the listener gets the pieces. */
+  /**
+   * generate() on one of the runtime's job threads: returns at once; the listener gets the pieces
+   * there. Calls made while another runs wait for it, in order.
+   */
   public Cancellable generateAsync(String prompt, GenerateOptions options, TokenListener listener) {
-    return runAsync(false, prompt, null, options, listener);
+    return runAsync(new Request(false, prompt, null, options, systemPrompt), listener);
   }
 
   public Cancellable chatAsync(List<Message> messages, GenerateOptions options, TokenListener listener) {
-    return runAsync(true, null, messages, options, listener);
+    return runAsync(new Request(true, null, messages, options, systemPrompt), listener);
   }
 
   /** Stops the generation in progress before its next step (a prefill chunk or a token). Any thread. */
@@ -59,24 +76,9 @@ public final class KilnSession implements AutoCloseable {
     }
   }
 
-  /** Cancels the async call `id` if it is the one running now. */
-  void cancelCall(long id) {
-    long h;
-    try {
-      h = ref.acquire();
-    } catch (KilnException closed) {
-      return;  // closing cancels it anyway
-    }
-    try {
-      Native.sessionCancelCall(h, id);
-    } finally {
-      ref.release();
-    }
-  }
-
   /** Forgets the conversation: the next call starts at position 0. */
   public void reset() {
-    long h = ref.acquire();
+    long h = acquireIdle();
     try {
       Native.sessionReset(h);
     } finally {
@@ -86,19 +88,29 @@ public final class KilnSession implements AutoCloseable {
 
   /** The tokens and KV cache to `file` (written to a temporary file and renamed). */
   public void save(File file) {
-    saveOrRestore(file, false);
+    long h = acquireIdle(file);
+    try {
+      Native.sessionSave(h, file.getPath());
+    } finally {
+      ref.release();
+    }
   }
 
   /** Reads a file save() wrote for this model, nCtx and kvType; anything else is refused, the session unchanged. */
   public void restore(File file) {
-    saveOrRestore(file, true);
+    long h = acquireIdle(file);
+    try {
+      Native.sessionRestore(h, file.getPath());
+    } finally {
+      ref.release();
+    }
   }
 
   /** The session's state now (any thread, during a call too). */
   public SessionStats stats() {
     long h = ref.acquire();
     try {
-      return new SessionStats(Native.sessionStats(h));
+      return Native.sessionStats(h);
     } finally {
       ref.release();
     }
@@ -106,12 +118,7 @@ public final class KilnSession implements AutoCloseable {
 
   /** Tokens the KV cache holds (live during a call). */
   public int position() {
-    long h = ref.acquire();
-    try {
-      return (int) Native.sessionStats(h)[1];
-    } finally {
-      ref.release();
-    }
+    return stats().position;
   }
 
   /** The statistics of the last call that finished (null before any). */
@@ -119,10 +126,106 @@ public final class KilnSession implements AutoCloseable {
     return lastStats;
   }
 
-  /** Cancels what runs, ends queued async calls with CANCELLED, and frees the session. */
+  // ---- token level (kiln_session_decode, _logits, _n_past, _truncate, _sample) ----------------
+
+  /**
+   * Appends `ids` at the session's position and computes the logits of the last: several ids run as
+   * prefill steps, one as a decode step shared with the model's other sessions decoding then. An id
+   * outside the vocabulary, or more than the context has room for, is refused with nothing decoded.
+   */
+  public void decode(int... ids) {
+    if (ids == null || ids.length == 0) {
+      throw new KilnException(KilnStatus.INVALID_ARGUMENT, "decode: no ids");
+    }
+    long h = acquireIdle();
+    try {
+      Native.sessionDecode(h, ids);
+    } finally {
+      ref.release();
+    }
+  }
+
+  /** The last decode's logits, one per vocabulary entry (before any decode, or after a generate: INVALID_ARGUMENT). */
+  public float[] logits() {
+    float[] out = new float[vocabSize];
+    logits(out);
+    return out;
+  }
+
+  /**
+   * The last decode's logits into `out`'s first vocabSize() floats; a shorter array is
+   * KilnException BUFFER_TOO_SMALL (nothing written). Returns vocabSize().
+   */
+  public int logits(float[] out) {
+    if (out == null) {
+      throw new KilnException(KilnStatus.INVALID_ARGUMENT, "logits: the array is null");
+    }
+    long h = acquireIdle();
+    try {
+      Native.sessionLogits(h, out, Math.min(out.length, vocabSize));
+    } finally {
+      ref.release();
+    }
+    return vocabSize;
+  }
+
+  /** The length logits() has: the model's vocabulary. */
+  public int vocabSize() {
+    return vocabSize;
+  }
+
+  /** The tokens the KV cache holds: the next decode's position. */
+  public int nPast() {
+    long h = acquireIdle();
+    try {
+      return Native.sessionNPast(h);
+    } finally {
+      ref.release();
+    }
+  }
+
+  /**
+   * Drops the positions from nKeep on (0 &lt;= nKeep &lt;= nPast()): the next decode continues there
+   * and, given the same ids, computes the same logits bit for bit.
+   */
+  public void truncate(int nKeep) {
+    long h = acquireIdle();
+    try {
+      Native.sessionTruncate(h, nKeep);
+    } finally {
+      ref.release();
+    }
+  }
+
+  /**
+   * A token from the last decode's logits with the session's sampling (SessionOptions' temperature,
+   * top-k, ...; at temperature 0 the argmax). Not decoded: pass it to decode() (or not).
+   */
+  public int sample() {
+    long h = acquireIdle();
+    try {
+      return Native.sessionSample(h);
+    } finally {
+      ref.release();
+    }
+  }
+
+  /**
+   * Cancels what runs, ends queued async calls with onError(CANCELLED), waits for the running one's
+   * listener to return (unless called from it) and frees the session.
+   */
   @Override
   public void close() {
+    TokenSink r;
+    synchronized (asyncLock) {
+      closing = true;
+      r = running;
+    }
+    if (r != null) {
+      r.cancel();
+    }
     cancel();
+    awaitAsyncIdle();
     ref.run();  // throws, still open, when called from inside its own blocking call
     cleanable.clean();
   }
@@ -131,89 +234,115 @@ public final class KilnSession implements AutoCloseable {
     lastStats = stats;
   }
 
-  private void saveOrRestore(File file, boolean restore) {
-    if (file == null) {
-      throw new KilnException(KilnException.INVALID_ARGUMENT, "the file is null");
-    }
-    long h = ref.acquire();
-    try {
-      Native.sessionSave(h, Native.utf8(file.getPath()), restore);
-    } finally {
-      ref.release();
-    }
-  }
+  // ---- the async calls' order ------------------------------------------------------------------
 
-  private String run(boolean chat, String prompt, List<Message> messages, GenerateOptions options) {
-    Args a = new Args(chat, prompt, messages, options);
-    GenerationStats[] stats = new GenerationStats[1];
-    long h = ref.acquire();
-    try {
-      String text = Native.sessionRun(h, chat, a.prompt, a.roles, a.contents, a.o.maxTokens, a.stop, a.o.addBos,
-          a.o.parseSpecial ? 1 : 0, stats);
-      lastStats = stats[0];
-      return text;
-    } finally {
-      ref.release();
-    }
-  }
-
-  private Cancellable runAsync(boolean chat, String prompt, List<Message> messages, GenerateOptions options,
-      TokenListener listener) {
+  private Cancellable runAsync(Request request, TokenListener listener) {
     if (listener == null) {
-      throw new KilnException(KilnException.INVALID_ARGUMENT, "the TokenListener is null");
+      throw new KilnException(KilnStatus.INVALID_ARGUMENT, "the TokenListener is null");
     }
-    Args a = new Args(chat, prompt, messages, options);
-    TokenSink sink = new TokenSink(this, listener);
-    long h = ref.acquire();
+    TokenSink sink = new TokenSink(this, listener, request);
+    synchronized (asyncLock) {
+      if (closing) {
+        throw new KilnException(KilnStatus.INVALID_ARGUMENT, "KilnSession is closed");
+      }
+      if (running != null) {
+        queued.add(sink);
+        return sink;
+      }
+      running = sink;
+    }
     try {
-      Native.sessionRunAsync(h, chat, a.prompt, a.roles, a.contents, a.o.maxTokens, a.stop, a.o.addBos,
-          a.o.parseSpecial ? 1 : 0, sink, sink.id);
-    } finally {
-      ref.release();
+      start(sink);
+    } catch (KilnException e) {
+      advance();  // the caller gets the exception; calls queued meanwhile go on
+      throw e;
     }
     return sink;
   }
 
-  /** A call's arguments as UTF-8, checked before anything runs. */
-  private final class Args {
-    final GenerateOptions o;
-    final byte[] prompt;
-    final byte[][] roles;
-    final byte[][] contents;
-    final byte[][] stop;
+  /** Starts `sink`'s job (kiln_session_generate_async / _chat_async). */
+  private void start(TokenSink sink) {
+    long h = ref.acquire();
+    try {
+      sink.started(Native.sessionStartAsync(h, sink.request, sink));
+    } finally {
+      ref.release();
+    }
+  }
 
-    Args(boolean chat, String prompt, List<Message> messages, GenerateOptions options) {
-      o = options != null ? options : new GenerateOptions();
-      stop = o.stopBytes();
-      if (!chat) {
-        if (prompt == null) {
-          throw new KilnException(KilnException.INVALID_ARGUMENT, "the prompt is null");
+  /** On the job thread, after a call's listener returned: the next queued call, if any, starts. */
+  void asyncEnded() {
+    advance();
+  }
+
+  private void advance() {
+    for (;;) {
+      TokenSink next;
+      boolean closed;
+      synchronized (asyncLock) {
+        next = queued.poll();
+        if (next == null) {
+          running = null;
+          asyncLock.notifyAll();
+          return;
         }
-        this.prompt = Native.utf8(prompt);
-        roles = null;
-        contents = null;
-        return;
+        running = next;
+        closed = closing;
       }
-      if (messages == null) {
-        throw new KilnException(KilnException.INVALID_ARGUMENT, "the messages are null");
+      if (closed || next.cancelled) {
+        next.deliver(KilnStatus.CANCELLED.value(), closed ? "the session was closed" : "cancelled before it started",
+            null);
+        continue;
       }
-      List<Message> all = new ArrayList<>();
-      boolean hasSystem = !messages.isEmpty() && messages.get(0) != null && "system".equals(messages.get(0).role);
-      if (systemPrompt != null && !hasSystem) {
-        all.add(Message.system(systemPrompt));
+      try {
+        start(next);
+        return;  // its finish continues the chain
+      } catch (KilnException e) {
+        next.deliver(e.code(), e.detail(), null);
       }
-      all.addAll(messages);
-      this.prompt = null;
-      roles = new byte[all.size()][];
-      contents = new byte[all.size()][];
-      for (int i = 0; i < all.size(); ++i) {
-        Message m = all.get(i);
-        if (m == null) {
-          throw new KilnException(KilnException.INVALID_ARGUMENT, "message " + i + " is null");
+    }
+  }
+
+  /** Waits until no async call runs, unless this thread is the running call's (its listener). */
+  private void awaitAsyncIdle() {
+    boolean interrupted = false;
+    synchronized (asyncLock) {
+      while (running != null && running.thread != Thread.currentThread()) {
+        try {
+          asyncLock.wait();
+        } catch (InterruptedException e) {
+          interrupted = true;
         }
-        roles[i] = Native.utf8(m.role);
-        contents[i] = Native.utf8(m.content);
       }
+    }
+    if (interrupted) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  /** The handle for a call that changes the session: after its async calls (kiln.h's rule). */
+  private long acquireIdle() {
+    ref.acquire();  // a closed session throws here, before any wait
+    ref.release();
+    awaitAsyncIdle();
+    return ref.acquire();
+  }
+
+  private long acquireIdle(File file) {
+    if (file == null) {
+      throw new KilnException(KilnStatus.INVALID_ARGUMENT, "the file is null");
+    }
+    return acquireIdle();
+  }
+
+  private String run(Request request) {
+    long h = acquireIdle();
+    try {
+      String text = Native.sessionRun(h, request);
+      lastStats = request.stats;
+      return text;
+    } finally {
+      ref.release();
     }
   }
 }

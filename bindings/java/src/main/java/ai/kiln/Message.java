@@ -7,7 +7,7 @@ public final class Message {
 
   public Message(String role, String content) {
     if (role == null || content == null) {
-      throw new KilnException(KilnException.INVALID_ARGUMENT, "a message's role and content must not be null");
+      throw new KilnException(KilnStatus.INVALID_ARGUMENT, "a message's role and content must not be null");
     }
     this.role = role;
     this.content = content;

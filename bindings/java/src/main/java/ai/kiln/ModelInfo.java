@@ -1,6 +1,6 @@
 package ai.kiln;
 
-/** kiln_model_info_t. */
+/** kiln_model_info (kiln_model_info_get). */
 public final class ModelInfo {
   public final String arch;
   public final String kind;
@@ -19,23 +19,24 @@ public final class ModelInfo {
   public final long weightBytes;
   public final long fileBytes;
 
-  ModelInfo(String[] names, long[] n) {
-    arch = names[0];
-    kind = names[1];
-    scheme = names[2];
-    nParams = n[0];
-    vocabSize = (int) n[1];
-    nLayers = (int) n[2];
-    dim = (int) n[3];
-    nHeads = (int) n[4];
-    nKvHeads = (int) n[5];
-    headDim = (int) n[6];
-    nCtxMax = (int) n[7];
-    bosId = (int) n[8];
-    eosId = (int) n[9];
-    hasChatTemplate = n[10] != 0;
-    weightBytes = n[11];
-    fileBytes = n[12];
+  /** Filled field by field by JNI (kiln_model_info_get), never read by position. */
+  private ModelInfo() {
+    arch = "";
+    kind = "";
+    scheme = "";
+    nParams = 0;
+    vocabSize = 0;
+    nLayers = 0;
+    dim = 0;
+    nHeads = 0;
+    nKvHeads = 0;
+    headDim = 0;
+    nCtxMax = 0;
+    bosId = 0;
+    eosId = 0;
+    hasChatTemplate = false;
+    weightBytes = 0;
+    fileBytes = 0;
   }
 
   /** Every field, as a record prints them: "ModelInfo[arch=llama, kind=kiln, ...]". */

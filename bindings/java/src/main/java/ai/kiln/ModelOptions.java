@@ -10,10 +10,7 @@ public final class ModelOptions {
 
   public ModelOptions() {
     Native.check();
-    long[] d = Native.modelDefaults();
-    priority = (int) d[0];
-    verify = d[1] != 0;
-    prefault = d[2] != 0;
+    Native.modelDefaults(this);  // every field, by name
   }
 
   /** Under the memory budget, lower priorities are evicted first. */

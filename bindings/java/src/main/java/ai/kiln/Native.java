@@ -46,58 +46,86 @@ final class Native {
   /** Every way into the binding starts here: a library that did not load is a KilnException too. */
   static void check() {
     if (LOAD_ERROR != null) {
-      throw new KilnException(KilnException.NOT_FOUND, "libkiln_jni could not be loaded: " + LOAD_ERROR.getMessage(),
+      throw new KilnException(KilnStatus.NOT_FOUND, "libkiln_jni could not be loaded: " + LOAD_ERROR.getMessage(),
           LOAD_ERROR);
     }
   }
 
   static native String version();
 
-  static native long[] runtimeDefaults();
+  static native int apiVersion();
 
-  static native long[] modelDefaults();
+  /** kiln_status_name(status). */
+  static native String statusName(int status);
 
-  static native long[] sessionDefaults();
+  // Each *Defaults fills its options object's fields, by name, with the C *_default_params().
+  static native void runtimeDefaults(RuntimeOptions o);
 
-  static native long[] generateDefaults();
+  static native void modelDefaults(ModelOptions o);
 
-  static native long runtimeCreate(int threads, long memoryBudgetBytes, int perfMode);
+  static native void sessionDefaults(SessionOptions o);
+
+  static native void generateDefaults(GenerateOptions o);
+
+  /** Reads the options' fields by name (enums by their C values). */
+  static native long runtimeCreate(RuntimeOptions o);
 
   static native void runtimeFree(long runtime);
 
   static native long runtimeTrim(long runtime);
 
-  static native long[] runtimeStats(long runtime);
+  static native RuntimeStats runtimeStats(long runtime);
 
   /** Blocking when sink is null (returns the model); else starts an async load and returns 0. */
-  static native long modelLoad(long runtime, byte[] path, int priority, int verify, byte[] scheme, byte[] tokenizer,
-      int prefault, LoadSink sink);
+  static native long modelLoad(long runtime, String path, ModelOptions o, LoadSink sink);
 
   static native void modelFree(long model);
 
-  static native String[] modelInfo(long model, long[] numbers);
+  static native ModelInfo modelInfo(long model);
 
-  static native long sessionCreate(long model, int nCtx, int kvType, long seed, float temperature, int topK,
-      float topP, float minP, float repeatPenalty, int repeatLastN, int priority);
+  /** kiln_tokenize: asks for the count first (KILN_E_BUFFER_TOO_SMALL), then fills. */
+  static native int[] tokenize(long model, byte[] text, boolean addBos, boolean parseSpecial);
+
+  static native String detokenize(long model, int[] ids);
+
+  static native long sessionCreate(long model, SessionOptions o);
 
   static native void sessionFree(long session);
 
-  static native String sessionRun(long session, boolean chat, byte[] prompt, byte[][] roles, byte[][] contents,
-      int maxTokens, byte[][] stop, int addBos, int parseSpecial, GenerationStats[] statsOut);
+  /** Blocking generate or chat: the reply; its GenerationStats into request.stats. */
+  static native String sessionRun(long session, Request request);
 
-  static native void sessionRunAsync(long session, boolean chat, byte[] prompt, byte[][] roles, byte[][] contents,
-      int maxTokens, byte[][] stop, int addBos, int parseSpecial, TokenSink sink, long callId);
+  /**
+   * kiln_session_generate_async / kiln_session_chat_async: returns the kiln_job at once; the sink's
+   * token() and finish() run on one of the runtime's job threads.
+   */
+  static native long sessionStartAsync(long session, Request request, TokenSink sink);
+
+  static native void jobCancel(long job);
+
+  /** kiln_job_free: waits for the job, or, from its own callback, lets it free itself when it ends. */
+  static native void jobFree(long job);
 
   static native void sessionCancel(long session);
 
-  /** Cancels the session's generation if the async call `callId` is the one running. */
-  static native void sessionCancelCall(long session, long callId);
-
   static native void sessionReset(long session);
 
-  static native void sessionSave(long session, byte[] path, boolean restore);
+  static native void sessionSave(long session, String path);
 
-  static native long[] sessionStats(long session);
+  static native void sessionRestore(long session, String path);
+
+  static native SessionStats sessionStats(long session);
+
+  static native void sessionDecode(long session, int[] ids);
+
+  /** The first n floats of `out` (n less than the vocabulary: BUFFER_TOO_SMALL from kiln). */
+  static native void sessionLogits(long session, float[] out, int n);
+
+  static native int sessionNPast(long session);
+
+  static native void sessionTruncate(long session, int nKeep);
+
+  static native int sessionSample(long session);
 
   static byte[] utf8(String s) {
     return s == null ? null : s.getBytes(java.nio.charset.StandardCharsets.UTF_8);

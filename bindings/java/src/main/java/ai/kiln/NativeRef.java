@@ -37,7 +37,7 @@ final class NativeRef implements Runnable {
   }
 
   private KilnException closed() {
-    return new KilnException(KilnException.INVALID_ARGUMENT, what + " is closed");
+    return new KilnException(KilnStatus.INVALID_ARGUMENT, what + " is closed");
   }
 
   void release() {
@@ -48,7 +48,7 @@ final class NativeRef implements Runnable {
   @Override
   public void run() {
     if (lock.getReadHoldCount() > 0) {
-      throw new KilnException(KilnException.REENTRANT, what + ": close() from inside one of its own calls");
+      throw new KilnException(KilnStatus.REENTRANT, what + ": close() from inside one of its own calls");
     }
     lock.writeLock().lock();
     try {

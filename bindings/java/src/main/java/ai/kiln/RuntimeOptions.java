@@ -8,10 +8,7 @@ public final class RuntimeOptions {
 
   public RuntimeOptions() {
     Native.check();
-    long[] d = Native.runtimeDefaults();
-    threads = (int) d[0];
-    memoryBudgetBytes = d[1];
-    perfMode = PerfMode.values()[(int) d[2]];
+    Native.runtimeDefaults(this);  // every field, by name
   }
 
   /** n_threads: worker threads, the caller's included; 0: chosen by perfMode. */

@@ -15,16 +15,17 @@ public final class RuntimeStats {
   public final long decodeSteps;
   public final long decodeTokens;
 
-  RuntimeStats(long[] n) {
-    memoryBudgetBytes = n[0];
-    heldBytes = n[1];
-    peakHeldBytes = n[2];
-    nThreads = (int) n[3];
-    nModels = (int) n[4];
-    nSessions = (int) n[5];
-    nEvictions = (int) n[6];
-    decodeSteps = n[7];
-    decodeTokens = n[8];
+  /** Filled field by field by JNI (kiln_runtime_stats_get), never read by position. */
+  private RuntimeStats() {
+    memoryBudgetBytes = 0;
+    heldBytes = 0;
+    peakHeldBytes = 0;
+    nThreads = 0;
+    nModels = 0;
+    nSessions = 0;
+    nEvictions = 0;
+    decodeSteps = 0;
+    decodeTokens = 0;
   }
 
   /** Every field, as a record prints them: "RuntimeStats[memoryBudgetBytes=0, ...]". */

@@ -1,7 +1,8 @@
 package ai.kiln;
 
 /**
- * kiln_session_params, plus a system prompt. The no-argument constructor holds
+ * kiln_session_params (its sampling, kiln_sampling_params, included), plus a system prompt. Read by
+ * JNI field by field by name; kvType by its C value. The no-argument constructor holds
  * kiln_session_default_params().
  */
 public final class SessionOptions {
@@ -16,22 +17,14 @@ public final class SessionOptions {
   float minP;
   float repeatPenalty;
   int repeatLastN;
+  float frequencyPenalty;
+  float presencePenalty;
   int priority;
   String systemPrompt;
 
   public SessionOptions() {
     Native.check();
-    long[] d = Native.sessionDefaults();
-    nCtx = (int) d[0];
-    kvType = KvType.values()[(int) d[1]];
-    seed = d[2];
-    temperature = Float.intBitsToFloat((int) d[3]);
-    topK = (int) d[4];
-    topP = Float.intBitsToFloat((int) d[5]);
-    minP = Float.intBitsToFloat((int) d[6]);
-    repeatPenalty = Float.intBitsToFloat((int) d[7]);
-    repeatLastN = (int) d[8];
-    priority = (int) d[9];
+    Native.sessionDefaults(this);  // every field, by name
   }
 
   /** Positions the KV cache holds; 0: the model's maximum, at most 4096. */
@@ -87,6 +80,18 @@ public final class SessionOptions {
     return this;
   }
 
+  /** OpenAI's, -2..2: each token's logit minus this times the times it was sampled; 0: off. */
+  public SessionOptions frequencyPenalty(float p) {
+    frequencyPenalty = p;
+    return this;
+  }
+
+  /** OpenAI's, -2..2: minus this once a token was sampled; 0: off. */
+  public SessionOptions presencePenalty(float p) {
+    presencePenalty = p;
+    return this;
+  }
+
   /** Under the memory budget, lower priorities are snapshotted first. */
   public SessionOptions priority(int p) {
     priority = p;
@@ -136,6 +141,14 @@ public final class SessionOptions {
 
   public int repeatLastN() {
     return repeatLastN;
+  }
+
+  public float frequencyPenalty() {
+    return frequencyPenalty;
+  }
+
+  public float presencePenalty() {
+    return presencePenalty;
   }
 
   public int priority() {

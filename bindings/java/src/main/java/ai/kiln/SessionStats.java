@@ -12,12 +12,13 @@ public final class SessionStats {
   /** The KV cache is in a snapshot file (the budget made room), back when the session is next used. */
   public final boolean evicted;
 
-  SessionStats(long[] n) {
-    nCtx = (int) n[0];
-    position = (int) n[1];
-    reservedBytes = n[2];
-    generating = n[3] != 0;
-    evicted = n[4] != 0;
+  /** Filled field by field by JNI (kiln_session_stats_get), never read by position. */
+  private SessionStats() {
+    nCtx = 0;
+    position = 0;
+    reservedBytes = 0;
+    generating = false;
+    evicted = false;
   }
 
   /** Every field, as a record prints them: "SessionStats[nCtx=512, position=12, ...]". */

@@ -4,6 +4,7 @@ import ai.kiln.Cancellable;
 import ai.kiln.GenerateOptions;
 import ai.kiln.GenerationStats;
 import ai.kiln.KilnException;
+import ai.kiln.KilnStatus;
 import ai.kiln.KilnModel;
 import ai.kiln.KilnRuntime;
 import ai.kiln.KilnSession;
@@ -88,6 +89,10 @@ public final class JavaTests {
       tests.put("Load.AMissingNativeLibraryIsAKilnException", JavaTests::missingLibrary);
       tests.put("Strings.InfoAndStatsPrintEveryField", JavaTests::infoAndStatsStrings);
       tests.put("Strings.KilnExceptionShowsItsStatusByName", JavaTests::exceptionStrings);
+      tests.put("Status.KilnStatusIsMappedByItsCValue", TokenAndAsyncTests::statusesMapByValue);
+      tests.put("Tokens.GreedyLoopIsTheGoldenAndTruncateIsBitExact", () -> TokenAndAsyncTests.greedyLoopTruncateAndErrors(data));
+      tests.put("Async.NoThreadPerSessionOrCall", TokenAndAsyncTests::noThreadPerSessionOrCall);
+      tests.put("Async.CancelStopsItsOwnCallOnly", TokenAndAsyncTests::cancelStopsItsOwnCallOnly);
     }
     int passed = 0;
     int failed = 0;
@@ -110,11 +115,17 @@ public final class JavaTests {
 
   // ---- helpers ------------------------------------------------------------------------------
 
-  /** A value class made with fixed numbers through its package-private constructor. */
-  static <T> T make(Class<T> c, Class<?> argType, Object arg) throws Exception {
-    java.lang.reflect.Constructor<T> k = c.getDeclaredConstructor(argType);
+  /** A value class with its fields set by name, as JNI fills them (its private constructor, then each field). */
+  static <T> T make(Class<T> c, Object... namesAndValues) throws Exception {
+    java.lang.reflect.Constructor<T> k = c.getDeclaredConstructor();
     k.setAccessible(true);
-    return k.newInstance(arg);
+    T o = k.newInstance();
+    for (int i = 0; i < namesAndValues.length; i += 2) {
+      java.lang.reflect.Field f = c.getDeclaredField((String) namesAndValues[i]);
+      f.setAccessible(true);
+      f.set(o, namesAndValues[i + 1]);
+    }
+    return o;
   }
 
   static String shipped() {
@@ -133,12 +144,13 @@ public final class JavaTests {
     }
   }
 
-  static KilnException expectThrows(Test t, int status, String what) throws Exception {
+  /** status null: any. */
+  static KilnException expectThrows(Test t, KilnStatus status, String what) throws Exception {
     try {
       t.run();
     } catch (KilnException e) {
       equal(KilnException.class, e.getClass(), what + ": exception class");
-      if (status >= 0) {
+      if (status != null) {
         equal(status, e.status(), what + ": status of " + e);
       }
       return e;
@@ -255,7 +267,7 @@ public final class JavaTests {
     equal(null, s.systemPrompt(), "systemPrompt");
     GenerateOptions g = new GenerateOptions();
     equal(256, g.maxTokens(), "maxTokens");
-    equal(-1, g.addBos(), "addBos");
+    equal(null, g.addBos(), "addBos: the model's rule");
     equal(true, g.parseSpecial(), "parseSpecial");
     equal(0, g.stop().size(), "stop");
     RuntimeOptions r = new RuntimeOptions();
@@ -372,7 +384,7 @@ public final class JavaTests {
       other.join();
       c.await();
       check(c.error != null, "a cancelled call ends in onError");
-      equal(KilnException.CANCELLED, c.error.status(), "status");
+      equal(KilnStatus.CANCELLED, c.error.status(), "status");
       check(count.get() - atCancel.get() <= 1, "tokens after cancel(): " + (count.get() - atCancel.get()));
       check(count.get() < 500, "generated " + count.get());
       // The session goes on: a greedy turn afterwards equals a fresh session's.
@@ -404,7 +416,7 @@ public final class JavaTests {
       KilnException e;
       try {
         e = expectThrows(() -> s.generate(longPrompt.toString(), new GenerateOptions().maxTokens(100000)),
-            KilnException.CANCELLED, "cancelled prefill");
+            KilnStatus.CANCELLED, "cancelled prefill");
       } finally {
         done.set(true);
         canceller.join();
@@ -460,8 +472,8 @@ public final class JavaTests {
   static void loadErrors() throws Exception {
     try (KilnRuntime rt = KilnRuntime.create(null)) {
       String missing = new File(work, "no-such-model.kiln").getPath();
-      KilnException e = expectThrows(() -> KilnModel.load(rt, missing, null), -1, "missing file");
-      check(e.status() == KilnException.IO || e.status() == KilnException.NOT_FOUND, "status " + e);
+      KilnException e = expectThrows(() -> KilnModel.load(rt, missing, null), null, "missing file");
+      check(e.status() == KilnStatus.IO || e.status() == KilnStatus.NOT_FOUND, "status " + e);
       check(e.getMessage().contains(missing), "the message names the file: " + e.getMessage());
       // A .kiln with one byte of its weights changed: the checksum (verify) refuses it.
       File good = new File(work, "good.kiln");
@@ -470,13 +482,13 @@ public final class JavaTests {
       byte[] bytes = Files.readAllBytes(good.toPath());
       bytes[bytes.length - 100] ^= 0x5A;
       Files.write(bad.toPath(), bytes);
-      e = expectThrows(() -> KilnModel.load(rt, bad.getPath(), new ModelOptions().verify(true)), KilnException.FORMAT,
+      e = expectThrows(() -> KilnModel.load(rt, bad.getPath(), new ModelOptions().verify(true)), KilnStatus.FORMAT,
           "corrupt .kiln");
       check(e.getMessage().contains(bad.getPath()), "the message names the file: " + e.getMessage());
       // A truncated one fails even without verify.
       File cut = new File(work, "cut.kiln");
       Files.write(cut.toPath(), java.util.Arrays.copyOf(bytes, 1000));
-      e = expectThrows(() -> KilnModel.load(rt, cut.getPath(), null), KilnException.FORMAT, "truncated .kiln");
+      e = expectThrows(() -> KilnModel.load(rt, cut.getPath(), null), KilnStatus.FORMAT, "truncated .kiln");
       check(e.getMessage().contains(cut.getPath()), "the message names the file: " + e.getMessage());
       equal("KILN_E_FORMAT", e.statusName(), "statusName");
       // The good one loads and generates what the source model does.
@@ -486,20 +498,20 @@ public final class JavaTests {
         check(!s.generate("Once", new GenerateOptions().maxTokens(10)).isEmpty(), "generates");
       }
       // Bad arguments are KilnExceptions too, never NullPointerException or a crash.
-      expectThrows(() -> KilnModel.load(rt, (String) null, null), KilnException.INVALID_ARGUMENT, "null path");
-      expectThrows(() -> KilnModel.load(rt, "a\0b", null), KilnException.INVALID_ARGUMENT, "NUL in the path");
-      expectThrows(() -> KilnModel.load(rt, (File) null, null), KilnException.INVALID_ARGUMENT, "null File");
+      expectThrows(() -> KilnModel.load(rt, (String) null, null), KilnStatus.INVALID_ARGUMENT, "null path");
+      expectThrows(() -> KilnModel.load(rt, "a\0b", null), KilnStatus.INVALID_ARGUMENT, "NUL in the path");
+      expectThrows(() -> KilnModel.load(rt, (File) null, null), KilnStatus.INVALID_ARGUMENT, "null File");
       try (KilnModel m = KilnModel.load(rt, shipped(), null)) {
-        expectThrows(() -> m.newSession(new SessionOptions().topP(2f)), KilnException.INVALID_ARGUMENT, "topP 2");
+        expectThrows(() -> m.newSession(new SessionOptions().topP(2f)), KilnStatus.INVALID_ARGUMENT, "topP 2");
         try (KilnSession s = m.newSession(null)) {
-          expectThrows(() -> s.generate(null, null), KilnException.INVALID_ARGUMENT, "null prompt");
-          expectThrows(() -> s.generate("x", new GenerateOptions().maxTokens(-1)), KilnException.INVALID_ARGUMENT,
+          expectThrows(() -> s.generate(null, null), KilnStatus.INVALID_ARGUMENT, "null prompt");
+          expectThrows(() -> s.generate("x", new GenerateOptions().maxTokens(-1)), KilnStatus.INVALID_ARGUMENT,
               "negative maxTokens");
-          expectThrows(() -> s.generate("x", new GenerateOptions().stop("a", null)), KilnException.INVALID_ARGUMENT,
+          expectThrows(() -> s.generate("x", new GenerateOptions().stop("a", null)), KilnStatus.INVALID_ARGUMENT,
               "a null stop string");
-          expectThrows(() -> s.generate("x\0y", null), KilnException.INVALID_ARGUMENT, "NUL in the prompt");
+          expectThrows(() -> s.generate("x\0y", null), KilnStatus.INVALID_ARGUMENT, "NUL in the prompt");
           expectThrows(() -> s.chat(java.util.Arrays.asList(Message.user("a"), null), null),
-              KilnException.INVALID_ARGUMENT, "a null message");
+              KilnStatus.INVALID_ARGUMENT, "a null message");
         }
         // Stop strings work through the binding: the reply ends before the first one.
         try (KilnSession s = m.newSession(new SessionOptions().temperature(0f))) {
@@ -578,7 +590,7 @@ public final class JavaTests {
       ready.countDown();
       check(self.get().await(60, TimeUnit.SECONDS), "cancelled load ended");
       check(cancelled.get() != null, "a cancelled load ends in onError");
-      equal(KilnException.CANCELLED, cancelled.get().status(), "status");
+      equal(KilnStatus.CANCELLED, cancelled.get().status(), "status");
       // A missing file, async: onError with the C message.
       AtomicReference<KilnException> missing = new AtomicReference<>();
       Cancellable m = KilnModel.loadAsync(rt, "/nonexistent/model.kiln", null, new LoadListener() {
@@ -605,23 +617,23 @@ public final class JavaTests {
     s.generate("Once", new GenerateOptions().maxTokens(5));
     s.close();
     s.close();  // twice is harmless
-    KilnException e = expectThrows(() -> s.generate("Once", null), KilnException.INVALID_ARGUMENT, "closed session");
+    KilnException e = expectThrows(() -> s.generate("Once", null), KilnStatus.INVALID_ARGUMENT, "closed session");
     check(e.getMessage().contains("closed"), e.getMessage());
-    expectThrows(() -> s.generateAsync("Once", null, new Collector()), KilnException.INVALID_ARGUMENT, "closed, async");
-    expectThrows(s::reset, KilnException.INVALID_ARGUMENT, "reset");
-    expectThrows(() -> s.save(new File(work, "x.session")), KilnException.INVALID_ARGUMENT, "save");
-    expectThrows(s::position, KilnException.INVALID_ARGUMENT, "position");
+    expectThrows(() -> s.generateAsync("Once", null, new Collector()), KilnStatus.INVALID_ARGUMENT, "closed, async");
+    expectThrows(s::reset, KilnStatus.INVALID_ARGUMENT, "reset");
+    expectThrows(() -> s.save(new File(work, "x.session")), KilnStatus.INVALID_ARGUMENT, "save");
+    expectThrows(s::position, KilnStatus.INVALID_ARGUMENT, "position");
     s.cancel();  // a no-op, as kiln_session_cancel on an idle session
     // A session outlives its closed model (the C API keeps the weights until the last session goes).
     KilnSession alive = model.newSession(new SessionOptions().temperature(0f));
     model.close();
-    expectThrows(() -> model.newSession(null), KilnException.INVALID_ARGUMENT, "closed model");
-    expectThrows(model::info, KilnException.INVALID_ARGUMENT, "closed model info");
+    expectThrows(() -> model.newSession(null), KilnStatus.INVALID_ARGUMENT, "closed model");
+    expectThrows(model::info, KilnStatus.INVALID_ARGUMENT, "closed model info");
     check(!alive.generate("Once", new GenerateOptions().maxTokens(5)).isEmpty(), "the session outlives its model");
     alive.close();
     rt.close();
-    expectThrows(() -> KilnModel.load(rt, shipped(), null), KilnException.INVALID_ARGUMENT, "closed runtime");
-    expectThrows(rt::trim, KilnException.INVALID_ARGUMENT, "closed runtime trim");
+    expectThrows(() -> KilnModel.load(rt, shipped(), null), KilnStatus.INVALID_ARGUMENT, "closed runtime");
+    expectThrows(rt::trim, KilnStatus.INVALID_ARGUMENT, "closed runtime trim");
     // Closing while an async call runs on another thread: the call ends (CANCELLED), nothing crashes.
     try (KilnRuntime rt2 = KilnRuntime.create(null); KilnModel m2 = KilnModel.load(rt2, shipped(), null)) {
       KilnSession busy = m2.newSession(null);
@@ -633,8 +645,8 @@ public final class JavaTests {
       busy.close();
       c.await();
       queued.await();
-      check(c.error != null && c.error.status() == KilnException.CANCELLED, "running call: " + c.error);
-      check(queued.error != null && queued.error.status() == KilnException.CANCELLED, "queued call: " + queued.error);
+      check(c.error != null && c.error.status() == KilnStatus.CANCELLED, "running call: " + c.error);
+      check(queued.error != null && queued.error.status() == KilnStatus.CANCELLED, "queued call: " + queued.error);
     }
   }
 
@@ -714,7 +726,7 @@ public final class JavaTests {
       try {
         t.run();
       } catch (KilnException e) {
-        if (e.status() == KilnException.NOT_FOUND && e.getMessage().contains("libkiln_jni could not be loaded")) {
+        if (e.status() == KilnStatus.NOT_FOUND && e.getMessage().contains("libkiln_jni could not be loaded")) {
           ++ok;
         }
       } catch (Throwable e) {
@@ -778,15 +790,15 @@ public final class JavaTests {
       byte[] bytes = Files.readAllBytes(f.toPath());
       bytes[bytes.length / 2] ^= 1;
       Files.write(bad.toPath(), bytes);
-      expectThrows(() -> b.restore(bad), KilnException.FORMAT, "damaged session file");
+      expectThrows(() -> b.restore(bad), KilnStatus.FORMAT, "damaged session file");
       equal(0, b.position(), "unchanged");
       // The shipped model has no chat template: chat is NOT_FOUND, with the C message.
-      KilnException e = expectThrows(() -> a.chat(List.of(Message.user("hi")), null), KilnException.NOT_FOUND, "chat");
+      KilnException e = expectThrows(() -> a.chat(List.of(Message.user("hi")), null), KilnStatus.NOT_FOUND, "chat");
       check(!e.getMessage().isEmpty(), "message");
       Collector c = new Collector();
       a.chatAsync(List.of(Message.user("hi")), null, c);
       c.await();
-      check(c.error != null && c.error.status() == KilnException.NOT_FOUND, "chatAsync: " + c.error);
+      check(c.error != null && c.error.status() == KilnStatus.NOT_FOUND, "chatAsync: " + c.error);
       check(rt.trim() >= 0, "trim");
     }
   }
@@ -830,7 +842,7 @@ public final class JavaTests {
         };
         s.generateAsync("Once", new GenerateOptions().maxTokens(5), c);
         c.await();
-        check(inner.get() != null && inner.get().status() == KilnException.REENTRANT, "inner: " + inner.get());
+        check(inner.get() != null && inner.get().status() == KilnStatus.REENTRANT, "inner: " + inner.get());
         check(c.error == null, "the outer call goes on: " + c.error);
       }
       // A listener that calls its session while another thread closes it: the call fails as closed
@@ -860,7 +872,7 @@ public final class JavaTests {
         check(started.await(60, TimeUnit.SECONDS), "started");
         busy.close();
         c.await();
-        check(c.error != null && c.error.status() == KilnException.CANCELLED, "ended by close: " + c.error);
+        check(c.error != null && c.error.status() == KilnStatus.CANCELLED, "ended by close: " + c.error);
       }
       // close() from inside the session's own callback: the call ends, the session is freed after it.
       KilnSession s = model.newSession(new SessionOptions().temperature(0f));
@@ -879,8 +891,8 @@ public final class JavaTests {
       s.generateAsync("", new GenerateOptions().maxTokens(1000), c);
       c.await();
       check(after.get() <= 1, "pieces after close: " + after.get());
-      check(c.error != null && c.error.status() == KilnException.CANCELLED, "error: " + c.error);
-      expectThrows(() -> s.generate("x", null), KilnException.INVALID_ARGUMENT, "closed from its callback");
+      check(c.error != null && c.error.status() == KilnStatus.CANCELLED, "error: " + c.error);
+      expectThrows(() -> s.generate("x", null), KilnStatus.INVALID_ARGUMENT, "closed from its callback");
     }
   }
 
@@ -907,28 +919,35 @@ public final class JavaTests {
     // Fixed numbers through the constructors, every field in its place.
     equal("RuntimeStats[memoryBudgetBytes=1, heldBytes=2, peakHeldBytes=3, nThreads=4, nModels=5, nSessions=6, "
             + "nEvictions=7, decodeSteps=8, decodeTokens=9]",
-        make(RuntimeStats.class, long[].class, new long[] {1, 2, 3, 4, 5, 6, 7, 8, 9}).toString(), "RuntimeStats");
+        make(RuntimeStats.class, "memoryBudgetBytes", 1L, "heldBytes", 2L, "peakHeldBytes", 3L, "nThreads", 4, "nModels", 5,
+            "nSessions", 6, "nEvictions", 7, "decodeSteps", 8L, "decodeTokens", 9L).toString(), "RuntimeStats");
     equal("SessionStats[nCtx=512, position=37, reservedBytes=1048576, generating=true, evicted=false]",
-        make(SessionStats.class, long[].class, new long[] {512, 37, 1 << 20, 1, 0}).toString(), "SessionStats");
-    java.lang.reflect.Constructor<GenerationStats> g = GenerationStats.class.getDeclaredConstructor(
-        int.class, int.class, int.class, int.class, double.class, double.class, double.class);
-    g.setAccessible(true);
+        make(SessionStats.class, "nCtx", 512, "position", 37, "reservedBytes", 1L << 20, "generating", true, "evicted",
+            false).toString(), "SessionStats");
     equal("40 tokens (EOS), prompt 6 (2 reused), first after 2.5 ms, prefill 2400.0 tok/s, decode 1500.3 tok/s",
-        g.newInstance(1, 6, 2, 40, 2.5, 2400.0, 1500.25).toString(), "GenerationStats");
+        make(GenerationStats.class, "stopReason", StopReason.EOS, "promptTokens", 6, "reusedTokens", 2, "generatedTokens", 40,
+            "timeToFirstTokenMs", 2.5, "prefillTokensPerSecond", 2400.0, "decodeTokensPerSecond", 1500.25).toString(),
+        "GenerationStats");
   }
 
   /** getMessage() and toString() start with the status's name; detail() is the message alone. */
   static void exceptionStrings() throws Exception {
-    KilnException e = new KilnException(KilnException.BUDGET, "needs 5 bytes");
+    KilnException e = new KilnException(KilnStatus.BUDGET, "needs 5 bytes");
     equal("KILN_E_BUDGET: needs 5 bytes", e.getMessage(), "getMessage");
     equal("KilnException: KILN_E_BUDGET: needs 5 bytes", e.toString(), "toString");
     equal("needs 5 bytes", e.detail(), "detail");
     equal("KILN_E_BUDGET", e.statusName(), "statusName");
-    equal("KILN_E_UNKNOWN(42): odd", new KilnException(42, "odd").getMessage(), "an unknown status");
+    java.lang.reflect.Constructor<KilnException> fromC = KilnException.class.getDeclaredConstructor(int.class, String.class);
+    fromC.setAccessible(true);
+    KilnException unknown = fromC.newInstance(42, "odd");
+    equal("KILN_E_UNKNOWN(42): odd", unknown.getMessage(), "an unknown status");
+    equal(KilnStatus.UNKNOWN, unknown.status(), "its KilnStatus");
+    equal(42, unknown.code(), "its C value kept");
+    equal("KILN_E_BUFFER_TOO_SMALL: short", fromC.newInstance(12, "short").getMessage(), "a C value maps by value");
     // One thrown by the C API: its kiln_last_error() text after the name.
     try (KilnRuntime rt = KilnRuntime.create(null)) {
       String missing = new File(work, "no-such-model.kiln").getPath();
-      KilnException thrown = expectThrows(() -> KilnModel.load(rt, missing, null), KilnException.NOT_FOUND, "missing");
+      KilnException thrown = expectThrows(() -> KilnModel.load(rt, missing, null), KilnStatus.NOT_FOUND, "missing");
       equal("KILN_E_NOT_FOUND: " + thrown.detail(), thrown.getMessage(), "getMessage of a C API failure");
       equal(missing + ": no such file or folder", thrown.detail(), "the C message");
     }
