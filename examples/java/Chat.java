@@ -67,7 +67,7 @@ public final class Chat {
           @Override
           public void onToken(String text) {
             reply.append(text);
-            out.print(text);  // on the session's thread, as each piece arrives
+            out.print(text);  // on a kiln job thread, as each piece arrives
           }
 
           @Override

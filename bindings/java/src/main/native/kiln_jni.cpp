@@ -228,11 +228,16 @@ JNIEXPORT void JNICALL Java_ai_kiln_Native_modelDefaults(JNIEnv* env, jclass, jo
 
 JNIEXPORT void JNICALL Java_ai_kiln_Native_sessionDefaults(JNIEnv* env, jclass, jobject o) {
   const kiln_session_params p = kiln_session_default_params();
-  const kiln_sampling_params& q = p.sampling;
   Fields f(env, o);
   f.set_int("nCtx", p.n_ctx);
   f.set_enum("kvType", "Lai/kiln/KvType;", refs().kv_type, refs().kv_type_of, p.kv_type);
   f.set_int("priority", p.priority);
+  // Its sampling: SessionOptions' own SamplingOptions, filled by samplingDefaults.
+}
+
+JNIEXPORT void JNICALL Java_ai_kiln_Native_samplingDefaults(JNIEnv* env, jclass, jobject o) {
+  const kiln_sampling_params q = kiln_sampling_default_params();
+  Fields f(env, o);
   f.set_long("seed", static_cast<jlong>(q.seed));
   f.set_float("temperature", q.temperature);
   f.set_int("topK", q.top_k);
@@ -396,27 +401,43 @@ JNIEXPORT jstring JNICALL Java_ai_kiln_Native_detokenize(JNIEnv* env, jclass, jl
   return new_string(env, text);
 }
 
+namespace {
+// A SamplingOptions into kiln_sampling_params, by field; false (KilnException pending) when it is null.
+bool read_sampling(JNIEnv* env, jobject o, kiln_sampling_params& q) {
+  q = kiln_sampling_default_params();
+  if (o == nullptr) {
+    throw_error(env, KILN_E_INVALID_ARGUMENT, "the SamplingOptions are null");
+    return false;
+  }
+  Fields f(env, o);
+  q.seed = static_cast<uint64_t>(f.get_long("seed"));
+  q.temperature = f.get_float("temperature");
+  q.top_k = f.get_int("topK");
+  q.top_p = f.get_float("topP");
+  q.min_p = f.get_float("minP");
+  q.repeat_penalty = f.get_float("repeatPenalty");
+  q.repeat_last_n = f.get_int("repeatLastN");
+  q.frequency_penalty = f.get_float("frequencyPenalty");
+  q.presence_penalty = f.get_float("presencePenalty");
+  return f.ok();
+}
+}  // namespace
+
 // ---- sessions -----------------------------------------------------------------------------
 
 JNIEXPORT jlong JNICALL Java_ai_kiln_Native_sessionCreate(JNIEnv* env, jclass, jlong m, jobject o) {
   kiln_session_params p = kiln_session_default_params();
-  kiln_sampling_params& q = p.sampling;
   {
     Fields f(env, o);
     jint kv = 0;
     p.n_ctx = f.get_int("nCtx");
     p.priority = f.get_int("priority");
-    q.seed = static_cast<uint64_t>(f.get_long("seed"));
-    q.temperature = f.get_float("temperature");
-    q.top_k = f.get_int("topK");
-    q.top_p = f.get_float("topP");
-    q.min_p = f.get_float("minP");
-    q.repeat_penalty = f.get_float("repeatPenalty");
-    q.repeat_last_n = f.get_int("repeatLastN");
-    q.frequency_penalty = f.get_float("frequencyPenalty");
-    q.presence_penalty = f.get_float("presencePenalty");
     if (!f.get_enum("kvType", "Lai/kiln/KvType;", kv)) return 0;
     p.kv_type = static_cast<kiln_kv_type>(kv);
+    jobject sampling = f.get_object("sampling", "Lai/kiln/SamplingOptions;");
+    const bool ok = f.ok() && read_sampling(env, sampling, p.sampling);
+    if (sampling != nullptr) env->DeleteLocalRef(sampling);
+    if (!ok) return 0;
   }
   kiln_session* s = nullptr;
   if (!check(env, kiln_session_create(ptr<kiln_model>(m), &p, &s))) return 0;
@@ -485,6 +506,12 @@ JNIEXPORT void JNICALL Java_ai_kiln_Native_jobFree(JNIEnv*, jclass, jlong job) {
 
 JNIEXPORT void JNICALL Java_ai_kiln_Native_sessionCancel(JNIEnv*, jclass, jlong h) {
   kiln_session_cancel(ptr<kiln_session>(h));
+}
+
+JNIEXPORT void JNICALL Java_ai_kiln_Native_sessionSetSampling(JNIEnv* env, jclass, jlong h, jobject o) {
+  kiln_sampling_params q;
+  if (!read_sampling(env, o, q)) return;
+  check(env, kiln_session_set_sampling(ptr<kiln_session>(h), &q));
 }
 
 JNIEXPORT void JNICALL Java_ai_kiln_Native_sessionReset(JNIEnv* env, jclass, jlong h) {

@@ -76,6 +76,19 @@ public final class KilnSession implements AutoCloseable {
     }
   }
 
+  /**
+   * The sampling of the next calls (generate, chat, sample()); the KV cache stays. Out-of-range
+   * values are KilnException INVALID_ARGUMENT, the sampling unchanged.
+   */
+  public void setSampling(SamplingOptions sampling) {
+    long h = acquireIdle();
+    try {
+      Native.sessionSetSampling(h, sampling);
+    } finally {
+      ref.release();
+    }
+  }
+
   /** Forgets the conversation: the next call starts at position 0. */
   public void reset() {
     long h = acquireIdle();

@@ -65,6 +65,8 @@ final class Native {
 
   static native void sessionDefaults(SessionOptions o);
 
+  static native void samplingDefaults(SamplingOptions o);
+
   static native void generateDefaults(GenerateOptions o);
 
   /** Reads the options' fields by name (enums by their C values). */
@@ -107,6 +109,8 @@ final class Native {
   static native void jobFree(long job);
 
   static native void sessionCancel(long session);
+
+  static native void sessionSetSampling(long session, SamplingOptions o);
 
   static native void sessionReset(long session);
 

@@ -7,24 +7,17 @@ package ai.kiln;
  */
 public final class SessionOptions {
   /** KILN_SEED_RANDOM (UINT64_MAX): a fresh seed per session. */
-  public static final long SEED_RANDOM = -1L;
+  public static final long SEED_RANDOM = SamplingOptions.SEED_RANDOM;
   int nCtx;
   KvType kvType;
-  long seed;
-  float temperature;
-  int topK;
-  float topP;
-  float minP;
-  float repeatPenalty;
-  int repeatLastN;
-  float frequencyPenalty;
-  float presencePenalty;
+  SamplingOptions sampling;  // kiln_session_params.sampling; the setters below write into it
   int priority;
   String systemPrompt;
 
   public SessionOptions() {
     Native.check();
     Native.sessionDefaults(this);  // every field, by name
+    sampling = new SamplingOptions();
   }
 
   /** Positions the KV cache holds; 0: the model's maximum, at most 4096. */
@@ -40,56 +33,70 @@ public final class SessionOptions {
 
   /** SEED_RANDOM (the default): a fresh one per session. */
   public SessionOptions seed(long s) {
-    seed = s;
+    sampling.seed(s);
     return this;
   }
 
   /** 0: greedy. */
   public SessionOptions temperature(float t) {
-    temperature = t;
+    sampling.temperature(t);
     return this;
   }
 
   /** 0: off. */
   public SessionOptions topK(int k) {
-    topK = k;
+    sampling.topK(k);
     return this;
   }
 
   /** 1: off. */
   public SessionOptions topP(float p) {
-    topP = p;
+    sampling.topP(p);
     return this;
   }
 
   /** 0: off. */
   public SessionOptions minP(float p) {
-    minP = p;
+    sampling.minP(p);
     return this;
   }
 
   /** 1: off. */
   public SessionOptions repeatPenalty(float r) {
-    repeatPenalty = r;
+    sampling.repeatPenalty(r);
     return this;
   }
 
   /** Tokens the repeat penalty looks back on. */
   public SessionOptions repeatLastN(int n) {
-    repeatLastN = n;
+    sampling.repeatLastN(n);
     return this;
   }
 
   /** OpenAI's, -2..2: each token's logit minus this times the times it was sampled; 0: off. */
   public SessionOptions frequencyPenalty(float p) {
-    frequencyPenalty = p;
+    sampling.frequencyPenalty(p);
     return this;
   }
 
   /** OpenAI's, -2..2: minus this once a token was sampled; 0: off. */
   public SessionOptions presencePenalty(float p) {
-    presencePenalty = p;
+    sampling.presencePenalty(p);
     return this;
+  }
+
+  /** The whole sampling at once (copied); the setters above change single fields of it. */
+  public SessionOptions sampling(SamplingOptions s) {
+    if (s == null) {
+      throw new KilnException(KilnStatus.INVALID_ARGUMENT, "the SamplingOptions are null");
+    }
+    sampling = s.copy();
+    return this;
+  }
+
+  /** A copy of the sampling these options hold. */
+  public SamplingOptions sampling() {
+    return sampling.copy();
   }
 
   /** Under the memory budget, lower priorities are snapshotted first. */
@@ -116,39 +123,39 @@ public final class SessionOptions {
   }
 
   public long seed() {
-    return seed;
+    return sampling.seed();
   }
 
   public float temperature() {
-    return temperature;
+    return sampling.temperature();
   }
 
   public int topK() {
-    return topK;
+    return sampling.topK();
   }
 
   public float topP() {
-    return topP;
+    return sampling.topP();
   }
 
   public float minP() {
-    return minP;
+    return sampling.minP();
   }
 
   public float repeatPenalty() {
-    return repeatPenalty;
+    return sampling.repeatPenalty();
   }
 
   public int repeatLastN() {
-    return repeatLastN;
+    return sampling.repeatLastN();
   }
 
   public float frequencyPenalty() {
-    return frequencyPenalty;
+    return sampling.frequencyPenalty();
   }
 
   public float presencePenalty() {
-    return presencePenalty;
+    return sampling.presencePenalty();
   }
 
   public int priority() {

@@ -27,6 +27,9 @@ final class TokenSink extends AsyncCall {
     synchronized (this) {
       if (!finished) {
         job = j;
+        if (cancelled) {
+          Native.jobCancel(j);  // cancel() came while the job was being started: stop its prefill too
+        }
         return;
       }
     }

@@ -91,6 +91,7 @@ public final class JavaTests {
       tests.put("Strings.KilnExceptionShowsItsStatusByName", JavaTests::exceptionStrings);
       tests.put("Status.KilnStatusIsMappedByItsCValue", TokenAndAsyncTests::statusesMapByValue);
       tests.put("Tokens.GreedyLoopIsTheGoldenAndTruncateIsBitExact", () -> TokenAndAsyncTests.greedyLoopTruncateAndErrors(data));
+      tests.put("Sampling.SetSamplingIsASessionMadeWithIt", TokenAndAsyncTests::setSampling);
       tests.put("Async.NoThreadPerSessionOrCall", TokenAndAsyncTests::noThreadPerSessionOrCall);
       tests.put("Async.CancelStopsItsOwnCallOnly", TokenAndAsyncTests::cancelStopsItsOwnCallOnly);
     }

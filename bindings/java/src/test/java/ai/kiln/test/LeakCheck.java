@@ -19,7 +19,9 @@ import java.util.concurrent.atomic.AtomicInteger;
 /**
  * Native memory and JNI references over many cycles (run under -Xcheck:jni by .ci/java.sh, which
  * fails on any JNI warning): runtime, model and session created, used (blocking and async) and
- * closed, again and again; the resident set after the warm-up and at the end within 5 MiB.
+ * closed, again and again (each cycle's runtime starts its job threads, attached to the JVM at their
+ * first callback and detached when they end); the resident set after the warm-up and at the end
+ * within 5 MiB.
  */
 final class LeakCheck {
   private LeakCheck() {}
@@ -87,6 +89,9 @@ final class LeakCheck {
         }
       });
       JavaTests.check(done.await(30, TimeUnit.SECONDS), "async call ended");
+      // The token level: a decode, its logits (a float[] per call) and a sample.
+      s.decode(m.tokenize(" The end", false, false));
+      JavaTests.check(s.logits().length == 512 && s.sample() >= 0, "token level");
     }
     // Every 10th cycle, objects are left unclosed for the Cleaner to free.
     if (i % 10 == 0) {
@@ -96,7 +101,10 @@ final class LeakCheck {
     }
   }
 
-  /** 10,000 tokens through one session's worker thread (it stays attached): local references stay bounded. */
+  /**
+   * 10,000 tokens through one session's async calls, on the runtime's job threads (attached once and
+   * never returning to Java): local references stay bounded.
+   */
   static void longGeneration(String model, int tokens) throws Exception {
     try (KilnRuntime rt = KilnRuntime.create(new RuntimeOptions().threads(1));
         KilnModel m = KilnModel.load(rt, model, null);
@@ -128,7 +136,7 @@ final class LeakCheck {
         JavaTests.check(generated[0] > 0, "generated nothing");
         total += generated[0];
       }
-      System.out.printf("long generation: %d tokens, %d pieces on one worker thread%n", total, pieces.get());
+      System.out.printf("long generation: %d tokens, %d pieces on kiln's job threads%n", total, pieces.get());
     }
   }
 }

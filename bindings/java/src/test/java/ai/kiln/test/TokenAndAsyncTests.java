@@ -14,6 +14,7 @@ import ai.kiln.KilnStatus;
 import ai.kiln.KvType;
 import ai.kiln.PerfMode;
 import ai.kiln.RuntimeOptions;
+import ai.kiln.SamplingOptions;
 import ai.kiln.SessionOptions;
 import ai.kiln.StopReason;
 import java.io.File;
@@ -203,6 +204,47 @@ final class TokenAndAsyncTests {
       check(started <= 8, started + " threads started for " + calls + " calls on 40 sessions");
       System.out.printf("async: %d calls on 40 sessions ran their listeners on %d threads; %d threads started%n", calls,
           threads.size(), started);
+    }
+  }
+
+  /**
+   * SamplingOptions (kiln_sampling_params): its defaults are the C API's, SessionOptions holds one,
+   * and setSampling changes the next calls' sampling (generate and sample()) on a live session as a
+   * session made with it samples; out-of-range values are refused, the sampling unchanged.
+   */
+  static void setSampling() throws Exception {
+    SamplingOptions d = new SamplingOptions();
+    equal(SamplingOptions.SEED_RANDOM, d.seed(), "seed");
+    equal(0.8f, d.temperature(), "temperature");
+    equal(40, d.topK(), "topK");
+    equal(0.95f, d.topP(), "topP");
+    equal(0.05f, d.minP(), "minP");
+    equal(1.0f, d.repeatPenalty(), "repeatPenalty");
+    equal(64, d.repeatLastN(), "repeatLastN");
+    equal(0f, d.frequencyPenalty(), "frequencyPenalty");
+    equal(0f, d.presencePenalty(), "presencePenalty");
+    SessionOptions so = new SessionOptions().sampling(new SamplingOptions().temperature(0.5f).topK(7)).seed(9);
+    equal(0.5f, so.temperature(), "sampling() then a field setter");
+    equal(7, so.sampling().topK(), "sampling() read back");
+    equal(9L, so.sampling().seed(), "seed() writes into the sampling");
+    GenerateOptions go = new GenerateOptions().maxTokens(40);
+    try (KilnRuntime rt = KilnRuntime.create(new RuntimeOptions().threads(1));
+        KilnModel model = KilnModel.load(rt, JavaTests.shipped(), null);
+        KilnSession s = model.newSession(new SessionOptions().temperature(0f));
+        KilnSession hot = model.newSession(new SessionOptions().sampling(new SamplingOptions().temperature(1f).seed(7)))) {
+      String greedy = s.generate("Once upon a time", go);
+      String want = hot.generate("Once upon a time", go);
+      check(!want.equals(greedy), "temperature 1 gave the greedy text");
+      s.setSampling(new SamplingOptions().temperature(1f).seed(7));
+      s.reset();
+      equal(want, s.generate("Once upon a time", go), "setSampling against a session made with that sampling");
+      expectThrows(() -> s.setSampling(new SamplingOptions().topP(2f)), KilnStatus.INVALID_ARGUMENT, "topP 2");
+      expectThrows(() -> s.setSampling(null), KilnStatus.INVALID_ARGUMENT, "null");
+      // sample() follows it too: greedy again is the argmax.
+      s.setSampling(new SamplingOptions().temperature(0f));
+      s.reset();
+      s.decode(model.tokenize("Once upon a time", true, false));
+      equal(argmax(s.logits()), s.sample(), "sample() after setSampling(temperature 0)");
     }
   }
 
