@@ -141,7 +141,9 @@ final class TokenAndAsyncTests {
    * The binding starts no thread per session or per call: 164 async calls over 40 sessions (one
    * after another, and 4 sessions with 5 queued calls each at once) see their listeners on a handful
    * of kiln's job threads ("kiln-job", attached once each), and the JVM's count of threads ever
-   * started grows by no more than those.
+   * started grows by no more than those. The bound, 12: 4 sessions running at once, each with its
+   * next call starting on another thread while the last one's onDone returns, and some slack; a
+   * thread per session would be 40, per call 164.
    */
   static void noThreadPerSessionOrCall() throws Exception {
     ThreadMXBean mx = ManagementFactory.getThreadMXBean();
@@ -200,8 +202,8 @@ final class TokenAndAsyncTests {
         check(t.getName().startsWith("kiln-job"), "a listener on thread " + t.getName());
         check(t.isDaemon(), "job threads are attached as daemons");
       }
-      check(threads.size() <= 8, "listeners ran on " + threads.size() + " threads for " + calls + " calls");
-      check(started <= 8, started + " threads started for " + calls + " calls on 40 sessions");
+      check(threads.size() <= 12, "listeners ran on " + threads.size() + " threads for " + calls + " calls");
+      check(started <= 12, started + " threads started for " + calls + " calls on 40 sessions");
       System.out.printf("async: %d calls on 40 sessions ran their listeners on %d threads; %d threads started%n", calls,
           threads.size(), started);
     }
