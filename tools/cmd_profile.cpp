@@ -13,15 +13,11 @@
 #include "core/temp_file.h"
 #include "engine/defaults.h"
 #include "engine/open_model.h"
-#include "perf/bandwidth.h"
-#include "perf/compute_probe.h"
+#include "engine/profile_run.h"
 #include "perf/html_report.h"
-#include "perf/profile.h"
 #include "perf/profile_json.h"
 #include "perf/profile_text.h"
-#include "perf/sample_stats.h"
 #include "perf/trace_json.h"
-#include "runtime/session.h"
 #include "tools/cli_common.h"
 #include "tools/generation_flags.h"
 
@@ -44,65 +40,6 @@ struct ProfileCmd {
 Status write_text(const std::string& path, const std::string& text) {
   return write_file_atomically(path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()))
       .with_context(path);
-}
-
-// The prompt (fixed pseudo-random tokens, as `kiln bench`'s) and greedy decoding after it.
-Status run_workload(Session& s, const std::vector<int>& prompt, int n_gen) {
-  s.reset();
-  std::span<const float> logits;
-  KILN_ASSIGN_OR_RETURN(logits, s.decode(prompt));
-  for (int i = 0; i < n_gen; ++i) {
-    const int next = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    KILN_ASSIGN_OR_RETURN(logits, s.decode(std::span<const int>(&next, 1)));
-  }
-  return Status::ok();
-}
-
-// The tracer's own cost: decode steps timed with the tracer off and at `level`, alternated token
-// by token in one session (so that a shared machine's drift falls on both alike).
-Status measure_overhead(Session& s, const std::vector<int>& prompt, int steps, ProfileLevel level) {
-  StepTracer t(level);
-  std::vector<double> off, on;
-  std::span<const float> logits;
-  s.reset();
-  KILN_ASSIGN_OR_RETURN(logits, s.decode(prompt));
-  for (int i = 0; i < 2 * steps && s.position() < s.n_ctx(); ++i) {
-    const bool traced = i % 2 == 1;
-    s.set_tracer(traced ? &t : nullptr);
-    const int next = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    const auto t0 = std::chrono::steady_clock::now();
-    KILN_ASSIGN_OR_RETURN(logits, s.decode(std::span<const int>(&next, 1)));
-    (traced ? on : off).push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  s.set_tracer(nullptr);
-  // Each traced step against the mean of the untraced steps on either side of it: a step grows
-  // with the context (attention), so neighbours are the fair pair; the median of those ratios.
-  std::vector<double> ratios;
-  for (size_t i = 0; i + 1 < off.size() && i < on.size(); ++i)
-    if (off[i] + off[i + 1] > 0) ratios.push_back(2 * on[i] / (off[i] + off[i + 1]));
-  const double a = median_of(off), b = median_of(on), paired = ratios.empty() ? 1.0 : median_of(ratios);
-  std::fprintf(stderr,
-               "kiln: overhead: decode step median %.4f ms off, %.4f ms %s (%+.2f %%; median of each traced step "
-               "against its untraced neighbours %+.2f %%), %zu steps each, alternated\n",
-               a * 1e3, b * 1e3, std::string(profile_level_name(level)).c_str(), a > 0 ? 100 * (b / a - 1) : 0.0,
-               100 * (paired - 1), on.size());
-  return Status::ok();
-}
-
-Result<Ceilings> measure_ceilings(const ProfileCmd& c, const Profile& p, const Model& model) {
-  Ceilings out;
-  BandwidthOptions bo;
-  bo.bytes = static_cast<uint64_t>(c.bw_mib) << 20;
-  bo.threads = c.threads;
-  bo.passes = c.bw_passes;
-  KILN_ASSIGN_OR_RETURN(BandwidthResult bw, measure_read_bandwidth(bo));
-  out.bandwidth_gbs = bw.median_gbs;
-  ComputeProbe probe(model, c.threads);
-  for (const auto& key : needed_rates(p)) {
-    auto r = probe.rate(std::get<0>(key), std::get<1>(key), std::get<2>(key));
-    if (r) out.product_rate[key] = *r;  // a back end without a measure has no compute ceiling
-  }
-  return out;
 }
 
 int profile(ProfileCmd c) {
@@ -134,44 +71,35 @@ int profile(ProfileCmd c) {
   auto opened = open_model(c.model, oo);
   if (!opened) return fail(opened.status());
   print_notes(opened->notes);
-  const Model& model = *opened->model;
-  const ModelConfig& cfg = model.config();
-  const int n_ctx = c.n_prompt + std::max(c.n_gen, 2 * c.overhead);
+  const ModelConfig& cfg = opened->model->config();
+  ProfileRunOptions po;
+  po.n_prompt = c.n_prompt;
+  po.n_gen = c.n_gen;
+  po.n_threads = c.threads;
+  po.kv_dtype = kv_dtype(c.kv_type);
+  po.level = *level;
+  po.check_numerics = c.check_numerics;
+  po.warmup = !c.no_warmup;
+  po.overhead = c.overhead;
+  po.ceilings = !c.no_ceilings;
+  po.bandwidth_bytes = static_cast<uint64_t>(c.bw_mib) << 20;
+  po.bandwidth_passes = c.bw_passes;
+  const int n_ctx = profile_context(po);
   if (n_ctx > cfg.max_seq_len)
     return usage_error("-p plus -n is " + std::to_string(n_ctx) + " tokens, more than the model's maximum of " +
                        std::to_string(cfg.max_seq_len));
-  auto session = Session::create(opened->model, n_ctx, c.threads, kv_dtype(c.kv_type));
-  if (!session) return fail(session.status());
-  Session& s = **session;
-  std::mt19937 rng(1234);
-  std::uniform_int_distribution<int> pick(0, cfg.vocab_size - 1);
-  std::vector<int> prompt(static_cast<size_t>(c.n_prompt));
-  for (int& t : prompt) t = pick(rng);
-
-  StepTracer tracer(*level, c.check_numerics);
-  s.set_tracer(&tracer);
-  // An untimed run first (page faults of the mapped weights, the workers' first wake-up), as
-  // `kiln bench` does; its records are dropped.
-  Status run;
-  if (!c.no_warmup) {
-    run = run_workload(s, prompt, std::min(c.n_gen, 4));
-    if (run) tracer.clear();
-  }
-  if (run) run = run_workload(s, prompt, c.n_gen);
-  s.set_tracer(nullptr);
-  if (!run && !tracer.fault()) return fail(run);
-  const MemoryParts memory = memory_parts(s);
-  if (c.overhead > 0 && run)
-    if (Status st = measure_overhead(s, prompt, c.overhead, *level); !st) return fail(st);
-
-  Profile p = build_profile(model, tracer, s.kv_dtype(), c.threads, memory, Ceilings{}, c.n_prompt);
+  auto measured = profile_model(*opened, po);
+  if (!measured) return fail(measured.status());
+  if (const auto& o = measured->overhead)
+    std::fprintf(stderr,
+                 "kiln: overhead: decode step median %.4f ms off, %.4f ms %s (%+.2f %%; median of each traced step "
+                 "against its untraced neighbours %+.2f %%), %zu steps each, alternated\n",
+                 o->off_seconds * 1e3, o->on_seconds * 1e3, std::string(profile_level_name(*level)).c_str(),
+                 o->off_seconds > 0 ? 100 * (o->on_seconds / o->off_seconds - 1) : 0.0, 100 * (o->paired_ratio - 1),
+                 o->steps);
+  const Status& run = measured->run;
+  Profile& p = measured->profile;
   p.model = c.model;
-  if (!c.no_ceilings && *level == ProfileLevel::kDetailed && !tracer.fault()) {
-    auto ceilings = measure_ceilings(c, p, model);
-    if (!ceilings) return fail(ceilings.status());
-    p = build_profile(model, tracer, s.kv_dtype(), c.threads, memory, *ceilings, c.n_prompt);
-    p.model = c.model;
-  }
   if (!c.trace.empty())
     if (Status st = write_text(c.trace, trace_to_json(p).dump()); !st) return fail(st);
   if (!c.report.empty())

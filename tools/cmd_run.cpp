@@ -9,11 +9,9 @@
 #include <iterator>
 
 #include "core/mapped_file.h"
-#include "runtime/chat_session.h"
-#include "runtime/generate.h"
-#include "runtime/session.h"
-#include "tools/cli_common.h"
+#include "engine/conversation.h"
 #include "engine/defaults.h"
+#include "tools/cli_common.h"
 #include "tools/generation_flags.h"
 #include "tools/template_vars.h"
 
@@ -44,6 +42,12 @@ bool stdin_is_piped() {
 void emit_stdout(std::string_view text) {
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
+}
+
+// The reply's pieces to stdout; never stops the call.
+bool piece_to_stdout(std::string_view text, std::span<const int>) {
+  emit_stdout(text);
+  return true;
 }
 
 void report(const GenerationStats& s, const GenerationFlags& g) {
@@ -79,56 +83,47 @@ int run(RunOptions o) {
     o.prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
     if (std::cin.bad()) return fail(io_error("cannot read the prompt from stdin"));
   }
+  auto rt = runtime_for(g);
+  if (!rt) return fail(rt.status());
   const auto t0 = std::chrono::steady_clock::now();
-  auto opened = open_for_generation(g);
-  if (!opened) return fail(opened.status());
+  auto model = open_for_generation(**rt, g);
+  if (!model) return fail(model.status());
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  const ModelConfig& cfg = opened->model->config();
-  const Tokenizer& tok = *opened->tokenizer;
-  // Before the "loaded" line, so that a --ctx or --threads the model refuses is the only line.
+  const ModelConfig& cfg = (*model)->config();
+  const Tokenizer& tok = (*model)->tokenizer();
+  // Before the "loaded" line, so that a --ctx the model refuses is the only line.
   if (Status s = check_ctx_flag(g.n_ctx, cfg.max_seq_len, g.model); !s.is_ok()) return fail(s);
-  auto executor = executor_for(g);
-  if (!executor) return fail(executor.status());
-  StepTracer numerics(ProfileLevel::kOff, /*check_numerics=*/true);  // outlives the session
-  auto session = Session::create(opened->model, g.n_ctx, *executor, kv_dtype(g.kv_type));
+  auto session = session_for(**model, g, o.check_numerics);
   if (!session) return fail(session.status().with_context(g.model));
-  if (o.check_numerics) (*session)->set_tracer(&numerics);
   std::fprintf(stderr, "kiln: loaded %s (%s, %s, %d layers, dim %d, vocab %d) in %.1f ms\n", g.model.c_str(),
-               opened->kind.c_str(), std::string(arch_name(cfg.arch)).c_str(), cfg.n_layers, cfg.dim, cfg.vocab_size,
-               load_ms);
-  const SamplerParams sp = sampler_with_seed(g);
+               (*model)->opened().kind.c_str(), std::string(arch_name(cfg.arch)).c_str(), cfg.n_layers, cfg.dim,
+               cfg.vocab_size, load_ms);
   // An echoed prompt ends mid-line on the terminal the progress line would overwrite.
   PrefillProgress progress(stderr_is_terminal() && !(o.echo && isatty(STDOUT_FILENO) == 1));
-  auto on_prefill = [&progress](int done, int total) { return progress.update(done, total); };
+  TurnOptions turn;
+  turn.max_tokens = g.n_predict;
+  turn.on_prefill = [&progress](int done, int total) { return progress.update(done, total); };
 
   if (o.chat) {
     // One user turn through the model's chat template, as `kiln chat` would send it.
-    auto tpl = chat_template_for(*opened, o.chat_template);
+    auto tpl = chat_template_for((*model)->opened(), o.chat_template);
     if (!tpl) return fail(tpl.status());
-    ChatOptions co;
-    co.system = o.system;
-    co.n_predict = g.n_predict;
-    co.sampler = sp;
-    co.kwargs = std::move(kwargs);
-    co.on_prefill = on_prefill;
-    auto chat = ChatSession::create(**session, tok, *tpl, co);
-    if (!chat) return fail(chat.status());
+    if (Status s = (*session)->use_chat_template(*tpl, kwargs); !s.is_ok()) return fail(s);
+    Conversation chat(*session, o.system);
     if (o.echo) emit_stdout(o.prompt);
     progress.start();
-    auto turn = chat->say(o.prompt, emit_stdout);
+    auto said = chat.say(o.prompt, turn, piece_to_stdout);
     progress.finish();
-    if (!turn) return fail(turn.status());
-    report(turn->stats, g);
+    if (!said) return fail(said.status());
+    report(said->stats, g);
     return 0;
   }
+  // Encoded here, before the echo, as the prompt's bytes are (an invalid UTF-8 byte included).
   auto prompt = tok.encode(o.prompt, add_bos_by_default(tok));
   if (!prompt) return fail(prompt.status());
-  Sampler sampler(sp, cfg.vocab_size);
   if (o.echo) emit_stdout(o.prompt);
-  GenerateOptions go;
-  go.on_prefill = on_prefill;
   progress.start();
-  auto stats = generate(**session, sampler, tok, *prompt, g.n_predict, emit_stdout, go);
+  auto stats = (*session)->generate_tokens(*prompt, turn, piece_to_stdout);
   progress.finish();
   if (!stats) return fail(stats.status());
   report(*stats, g);

@@ -6,8 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/mapped_file.h"
-#include "engine/open_model.h"
-#include "template/chat_template.h"
+#include "engine/render_chat.h"
 #include "tools/cli_common.h"
 #include "tools/template_vars.h"
 
@@ -28,27 +27,6 @@ int fail_one_line(const Status& s) {
   std::string m;
   for (char c : s.message()) m += c == '\n' ? std::string("\\n") : std::string(1, c);
   return fail(Status(s.code(), m));
-}
-
-// The template and its special tokens: --chat-template's file (special tokens from the model,
-// when one is given), a compiled .kiln's stored template, or a source model's.
-Result<ModelChatTemplate> template_of(const TemplateCmd& c, bool with_tools) {
-  ModelChatTemplate t;
-  if (!c.model.empty() && is_kiln_file(c.model)) {
-    KILN_ASSIGN_OR_RETURN(OpenedModel m, open_model(c.model, OpenOptions()));
-    KILN_ASSIGN_OR_RETURN(t, chat_template_for(m, c.chat_template));
-    return t;
-  }
-  if (!c.model.empty()) {
-    auto from_model = load_model_chat_template(c.model, with_tools);
-    // With --chat-template the model only lends its special tokens, and may have no template.
-    if (!from_model && c.chat_template.empty()) return from_model.status();
-    if (from_model) t = std::move(*from_model);
-  }
-  if (!c.chat_template.empty()) {
-    KILN_ASSIGN_OR_RETURN(t.source, read_text_file(c.chat_template));
-  }
-  return t;
 }
 
 int run_template(const TemplateCmd& c) {
@@ -87,12 +65,7 @@ int run_template(const TemplateCmd& c) {
     else
       req.kwargs[name] = std::move(v);
   }
-  auto model = template_of(c, !req.tools.is_null());
-  if (!model) return fail_one_line(model.status());
-  req.special_tokens = model->special_tokens;
-  auto tpl = ChatTemplate::parse(model->source);
-  if (!tpl) return fail_one_line(tpl.status());
-  auto out = tpl->render(req);
+  auto out = render_chat(c.model, c.chat_template, std::move(req));
   if (!out) return fail_one_line(out.status());
   std::fwrite(out->data(), 1, out->size(), stdout);
   std::fflush(stdout);

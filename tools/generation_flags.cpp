@@ -8,8 +8,6 @@
 #include <string>
 
 #include "engine/defaults.h"
-#include "engine/describe.h"
-#include "runtime/perf_mode.h"
 #include "tools/cli_common.h"
 
 namespace kiln::cli {
@@ -82,25 +80,46 @@ std::string generation_flags_problem(const GenerationFlags& f) {
   return {};
 }
 
-Result<OpenedModel> open_for_generation(GenerationFlags& f) {
+namespace {
+// The sampler's parameters with the seed filled in: --seed, or a random one (print it).
+SamplerParams sampler_with_seed(GenerationFlags& f) {
+  f.seed = resolve_seed(f.seed_given ? std::optional<uint64_t>(f.seed) : std::nullopt);
+  SamplerParams p = f.sampler;
+  p.seed = f.seed;
+  return p;
+}
+}  // namespace
+
+Result<std::shared_ptr<RuntimeModel>> open_for_generation(Runtime& rt, GenerationFlags& f) {
   if (f.model.empty()) f.model = default_model_path();
-  OpenOptions oo;
-  oo.tokenizer_path = f.tokenizer;
-  oo.verify = f.verify;
+  ModelLoadOptions lo;
+  lo.open.tokenizer_path = f.tokenizer;
+  lo.open.verify = f.verify;
   if (!f.scheme.empty()) {
-    KILN_ASSIGN_OR_RETURN(oo.quant, source_scheme(f.scheme, f.group));
+    KILN_ASSIGN_OR_RETURN(lo.open.quant, source_scheme(f.scheme, f.group));
   }
-  KILN_ASSIGN_OR_RETURN(OpenedModel m, open_model(f.model, oo));
-  print_notes(m.notes);
+  lo.prefault = false;  // one process, one model: pages come in as the first steps read them
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<RuntimeModel> m, rt.load_model(f.model, lo));
+  const OpenedModel& o = m->opened();
+  print_notes(o.notes);
   // A GGUF or HF source is compiled on every start; say so, and what a compiled file saves
   // (a 51 MB Q4_0 GGUF ran at 479 MB RSS from memory at f32, its w4a16 .kiln at 98 MB).
-  if (m.kind == "gguf" || m.kind == "hf")
+  if (o.kind == "gguf" || o.kind == "hf")
     std::fprintf(stderr,
                  "kiln: %s is a %s source, compiled in memory (%s%s) on every start; `kiln compile %s -o "
                  "model.kiln` once makes a file that starts as a map and a check\n",
-                 f.model.c_str(), m.kind.c_str(), main_scheme(*m.model).c_str(),
+                 f.model.c_str(), o.kind.c_str(), m->main_scheme().c_str(),
                  f.scheme.empty() ? ", its own precision" : "", f.model.c_str());
   return m;
+}
+
+Result<std::shared_ptr<RuntimeSession>> session_for(RuntimeModel& m, GenerationFlags& f, bool check_numerics) {
+  SessionOptions so;
+  so.n_ctx = f.n_ctx;
+  so.kv_dtype = kv_dtype(f.kv_type);
+  so.sampler = sampler_with_seed(f);
+  so.check_numerics = check_numerics;
+  return m.new_session(so);
 }
 
 void add_perf_flag(CLI::App* cmd, std::string& perf) {
@@ -125,17 +144,15 @@ Result<ThreadPlan> thread_plan_for(const std::string& perf, int threads) {
   return plan_threads(mode, threads);
 }
 
-Result<std::shared_ptr<StepExecutor>> executor_for(GenerationFlags& f) {
-  KILN_ASSIGN_OR_RETURN(ThreadPlan plan, thread_plan_for(f.perf, f.threads));
-  f.thread_summary = plan.summary;
-  return std::make_shared<StepExecutor>(plan.n_threads, plan.pool);
-}
-
-SamplerParams sampler_with_seed(GenerationFlags& f) {
-  f.seed = resolve_seed(f.seed_given ? std::optional<uint64_t>(f.seed) : std::nullopt);
-  SamplerParams p = f.sampler;
-  p.seed = f.seed;
-  return p;
+Result<std::shared_ptr<Runtime>> runtime_for(GenerationFlags& f) {
+  RuntimeOptions ro;
+  ro.n_threads = f.threads;
+  if (!f.perf.empty()) {
+    KILN_ASSIGN_OR_RETURN(ro.perf_mode, parse_perf_mode(f.perf));
+  }
+  std::shared_ptr<Runtime> rt = Runtime::create(ro);
+  f.thread_summary = rt->thread_plan().summary;
+  return rt;
 }
 
 bool stderr_is_terminal() { return isatty(STDERR_FILENO) == 1; }

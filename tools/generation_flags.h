@@ -5,10 +5,9 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/sampler.h"
-#include "engine/open_model.h"
-#include "runtime/perf_mode.h"
-#include "runtime/step_executor.h"
+#include <memory>
+
+#include "engine/runtime.h"
 
 namespace CLI {
 class App;
@@ -43,16 +42,17 @@ std::string kiln_file_fixes(const std::string& model, const std::string& flag, c
 // The usage error in flags a command cannot use, before any work: an unknown -q, or --tokenizer,
 // -q or --group given with a .kiln (which fixes them). Empty when there is none.
 std::string generation_flags_problem(const GenerationFlags& f);
-// Opens --model (default: the shipped one) as run and chat do: a .kiln mapped, a source model
-// compiled in memory (-q, f32 by default; a line on stderr says so and suggests kiln compile),
-// --tokenizer and --verify applied.
-Result<OpenedModel> open_for_generation(GenerationFlags& f);
-// The sampler's parameters with the seed filled in: --seed, or a random one (print it).
-SamplerParams sampler_with_seed(GenerationFlags& f);
-// The thread pool a session runs on, as the C API picks it: --perf MODE (balanced when not
-// given: the fastest cores, at most 4), --threads fixing the count when given. The choice is
-// left in f.thread_summary for the command's statistics on stderr.
-Result<std::shared_ptr<StepExecutor>> executor_for(GenerationFlags& f);
+// The engine's runtime a command's session runs on, its thread pool as the C API picks it:
+// --perf MODE (balanced when not given: the fastest cores, at most 4), --threads fixing the count
+// when given. The choice is left in f.thread_summary for the command's statistics on stderr.
+Result<std::shared_ptr<Runtime>> runtime_for(GenerationFlags& f);
+// Opens --model (default: the shipped one) on `rt` as run and chat do: a .kiln mapped, a source
+// model compiled in memory (-q, f32 by default; a line on stderr says so and suggests kiln
+// compile), --tokenizer and --verify applied.
+Result<std::shared_ptr<RuntimeModel>> open_for_generation(Runtime& rt, GenerationFlags& f);
+// A session of `m` as --ctx, --kv-type and the sampling flags ask (the seed resolved: --seed,
+// or a random one, left in f.seed to print).
+Result<std::shared_ptr<RuntimeSession>> session_for(RuntimeModel& m, GenerationFlags& f, bool check_numerics = false);
 // The same choice for a command without a session of its own (ppl, bench).
 Result<ThreadPlan> thread_plan_for(const std::string& perf, int threads);
 // The prefill's progress as one line on stderr that updates in place (carriage returns), for a

@@ -7,6 +7,7 @@
 #include "core/temp_file.h"
 #include "engine/defaults.h"
 #include "quant/overrides.h"
+#include "quant/scheme_flag.h"
 
 namespace kiln {
 
@@ -27,6 +28,12 @@ Result<CompileOptions> compile_options(const CompileRequest& c, const Import& im
     o.overrides_path = c.overrides;
   }
   return o;
+}
+
+std::string scheme_with_group(const std::string& scheme, int group) {
+  if (auto p = parse_scheme_flag(scheme, group, true); p && p->scheme == Scheme::kW8A16 && p->w8_group == 0)
+    return scheme + " g" + std::to_string(group);
+  return scheme;
 }
 
 Result<CompileSummary> compile_to_file(const CompileRequest& c) {

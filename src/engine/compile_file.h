@@ -39,6 +39,9 @@ struct CompileSummary {
 };
 
 Result<CompileSummary> compile_to_file(const CompileRequest& request);
+// -q's name with a --group the user gave: w8a16 asks for 8-bit groups then ("w8a16 g64"; alone it
+// keeps one scale per row); any other name is returned as it is.
+std::string scheme_with_group(const std::string& scheme, int group);
 // What compile_to_file compiles `imp` with for `request` (the scheme from -q or, without it, the
 // GGUF's own blocks; the overrides file; the classifier guard): `kiln inspect` on a source model
 // plans with the same, so that it says what the compile will do.

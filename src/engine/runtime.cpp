@@ -318,9 +318,9 @@ Result<GenerationStats> RuntimeSession::run(std::span<const int> prompt, const T
   for (const std::string& s : turn.stop)
     if (!is_valid_utf8(s)) return invalid_argument("a stop string is not valid UTF-8");
   if (static_cast<int64_t>(prompt.size()) >= n_ctx_)
-    return context_full("the prompt is " + std::to_string(prompt.size()) + " tokens; the session's context of " +
-                        std::to_string(n_ctx_) + " holds at most " + std::to_string(n_ctx_ - 1) +
-                        " with room for a reply");
+    return context_full("the prompt of " + std::to_string(prompt.size()) + " tokens does not fit the context of " +
+                        std::to_string(n_ctx_) + " with room for a reply (it holds at most " +
+                        std::to_string(n_ctx_ - 1) + ")");
   KILN_RETURN_IF_ERROR(resume());
   GenerateOptions go;
   go.extra_stop_ids = stop_ids;
@@ -361,6 +361,14 @@ Result<GenerationStats> RuntimeSession::generate(std::string_view prompt, const 
   return run(ids, turn, {}, sink);
 }
 
+Result<GenerationStats> RuntimeSession::generate_tokens(std::span<const int> prompt, const TurnOptions& turn,
+                                                        const PieceSink& sink) {
+  KILN_RETURN_IF_ERROR(enter());
+  const Held held{this};
+  cancel_.store(false);
+  return run(prompt, turn, {}, sink);
+}
+
 Result<GenerationStats> RuntimeSession::chat(const nlohmann::ordered_json& messages, const TurnOptions& turn,
                                              const PieceSink& sink) {
   KILN_RETURN_IF_ERROR(enter());
@@ -372,7 +380,19 @@ Result<GenerationStats> RuntimeSession::chat(const nlohmann::ordered_json& messa
     chat_.emplace(std::move(f));
   }
   KILN_ASSIGN_OR_RETURN(std::vector<int> ids, chat_->encode(messages));
+  if (static_cast<int64_t>(ids.size()) >= n_ctx_)
+    return context_full("chat: the conversation is " + std::to_string(ids.size()) +
+                        " tokens, more than the context of " + std::to_string(n_ctx_) +
+                        " holds; clear it or give a longer context");
   return run(ids, turn, chat_->end_of_turn_ids(), sink);
+}
+
+Status RuntimeSession::use_chat_template(const ModelChatTemplate& tpl, const nlohmann::ordered_json& kwargs) {
+  KILN_RETURN_IF_ERROR(enter());
+  const Held held{this};
+  KILN_ASSIGN_OR_RETURN(ChatFormat f, ChatFormat::create(model_->tokenizer(), tpl, kwargs));
+  chat_.emplace(std::move(f));
+  return Status::ok();
 }
 
 Status RuntimeSession::reset() {

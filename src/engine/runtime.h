@@ -157,8 +157,13 @@ class RuntimeSession {
   ~RuntimeSession();
   // The whole text the model should see (see the top of this file).
   Result<GenerationStats> generate(std::string_view prompt, const TurnOptions& turn, const PieceSink& sink);
+  // The same from tokens the caller encoded (kiln run: a prompt's bytes as given, BOS as it chose).
+  Result<GenerationStats> generate_tokens(std::span<const int> prompt, const TurnOptions& turn, const PieceSink& sink);
   // The reply to a whole conversation through the model's chat template.
   Result<GenerationStats> chat(const nlohmann::ordered_json& messages, const TurnOptions& turn, const PieceSink& sink);
+  // The template and extra variables (apply_chat_template's **kwargs: {"enable_thinking": false})
+  // of the next chat calls; until then the model's own template and none.
+  Status use_chat_template(const ModelChatTemplate& tpl, const nlohmann::ordered_json& kwargs);
   // Any thread: the running call stops before its next step.
   void cancel() { cancel_.store(true); }
   Status reset();

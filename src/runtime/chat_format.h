@@ -1,5 +1,5 @@
 // How a model's chat template turns a conversation into prompt tokens, and which token ends a
-// reply: stateless, shared by ChatSession and every front end that sends whole conversations.
+// reply: stateless, used by the engine's chat loop (RuntimeSession::chat) for every front end.
 #pragma once
 
 #include <nlohmann/json.hpp>
