@@ -1,4 +1,4 @@
-// kiln compare (perf/model_compare.h) on the shipped model: its perplexities are `kiln ppl`'s, a
+// kiln compare (engine/model_compare.h) on the shipped model: its perplexities are `kiln ppl`'s, a
 // model against itself is cosine 1 and KL 0 at every layer, a quantized one is ranked layer by
 // layer.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/open_model.h"
-#include "perf/model_compare.h"
+#include "engine/model_compare.h"
 #include "test_util.h"
 
 namespace kiln {

@@ -1,4 +1,4 @@
-// kiln compare: two compiles of one model on the same text, layer by layer (perf/model_compare.h):
+// kiln compare: two compiles of one model on the same text, layer by layer (engine/model_compare.h):
 // what a user reads before writing an overrides file.
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -7,7 +7,7 @@
 #include "core/mapped_file.h"
 #include "engine/defaults.h"
 #include "engine/open_model.h"
-#include "perf/model_compare.h"
+#include "engine/model_compare.h"
 #include "tools/cli_common.h"
 #include "tools/generation_flags.h"
 

@@ -1,5 +1,5 @@
 // Per-token statistics of next-token logits, shared by perplexity (engine/perplexity.h) and
-// `kiln compare` (perf/model_compare.h) so that both score a token the same way.
+// `kiln compare` (engine/model_compare.h) so that both score a token the same way.
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-#include "perf/model_compare.h"
+#include "engine/model_compare.h"
 
 #include <algorithm>
 #include <cmath>
