@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
   kiln_session* sessions[2] = {NULL, NULL};
   kiln_session_params sp = kiln_session_default_params();
   sp.n_ctx = 256;
-  sp.temperature = 0.0f;
+  sp.sampling.temperature = 0.0f;
   for (int m = 0; m < 2; ++m) {
     if ((st = kiln_model_load(rt, argv[2 + m], NULL, &models[m])) != KILN_OK) return fail(argv[2 + m], st);
     if ((st = kiln_session_create(models[m], &sp, &sessions[m])) != KILN_OK) return fail("session", st);

@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
   }
   kiln_session_params sp = kiln_session_default_params();
   sp.n_ctx = 1024;
-  sp.temperature = 0.0f;
+  sp.sampling.temperature = 0.0f;
   if ((st = kiln_session_create(model, &sp, &s)) != KILN_OK) {
     fprintf(stderr, "cancel_latency: %s: %s\n", kiln_status_name(st), kiln_last_error());
     return 2;

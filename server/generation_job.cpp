@@ -1,4 +1,4 @@
-// The generating thread calls the C API; the token callback hands text over under a mutex and
+// The job's thread runs the C API's turn; the token callback hands text over under a mutex and
 // returns non-zero once the job is cancelled, so a cancel takes effect within one step.
 #include "server/generation_job.h"
 
@@ -9,21 +9,20 @@ namespace kiln::server {
 GenerationJob::GenerationJob(kiln_session* session, const GenerationRequest& req, int max_tokens, int ctx_limit)
     : session_(session), max_tokens_(max_tokens), ctx_limit_(ctx_limit) {
   result_.size = sizeof result_;
-  thread_ = std::thread([this, session, req, max_tokens] { run(session, req, max_tokens); });
+  start(session, req, max_tokens);
 }
 
 GenerationJob::~GenerationJob() {
   cancel();
-  if (thread_.joinable()) thread_.join();
+  if (job_ != nullptr) kiln_job_free(job_);  // waits for it
 }
 
 void GenerationJob::cancel() {
-  // Under mu_ and only while running: once finished the slot may already serve another request,
-  // and a late kiln_session_cancel would stop that one.
+  // The job's own cancel: once finished it stops nothing (the slot may serve another request).
   std::lock_guard<std::mutex> lock(mu_);
   if (finished_) return;
   cancelled_.store(true);
-  kiln_session_cancel(session_);
+  if (job_ != nullptr) kiln_job_cancel(job_);
 }
 
 int GenerationJob::on_token(void* self, const char* text, size_t len, const int32_t*, size_t n_ids) {
@@ -51,8 +50,8 @@ int GenerationJob::on_token(void* self, const char* text, size_t len, const int3
   return job->cancelled_.load() ? 1 : 0;
 }
 
-void GenerationJob::run(kiln_session* session, GenerationRequest req, int max_tokens) {
-  kiln_session_params sp = kiln_session_default_params();
+void GenerationJob::start(kiln_session* session, const GenerationRequest& req, int max_tokens) {
+  kiln_sampling_params sp = kiln_sampling_default_params();
   if (req.temperature) sp.temperature = static_cast<float>(*req.temperature);
   if (req.top_p) sp.top_p = static_cast<float>(*req.top_p);
   if (req.frequency_penalty) sp.frequency_penalty = static_cast<float>(*req.frequency_penalty);
@@ -61,33 +60,43 @@ void GenerationJob::run(kiln_session* session, GenerationRequest req, int max_to
   if (req.repeat_last_n) sp.repeat_last_n = *req.repeat_last_n;
   sp.seed = req.seed ? *req.seed : KILN_SEED_RANDOM;
   kiln_status st = kiln_session_set_sampling(session, &sp);
-  kiln_generate_result res{};
-  res.size = sizeof res;
   if (st == KILN_OK) {
+    // The C API copies the strings and messages before it returns.
     std::vector<const char*> stops;
     for (const std::string& s : req.stop) stops.push_back(s.c_str());
     kiln_generate_params gp = kiln_generate_default_params();
     gp.max_tokens = max_tokens;
     gp.stop = stops.empty() ? nullptr : stops.data();
     gp.n_stop = stops.size();
+    done_.fn = &GenerationJob::on_done;
+    done_.user_data = this;
+    gp.on_done = &done_;
+    std::lock_guard<std::mutex> lock(mu_);  // job_ is set before on_done can read finished_ with it
     if (req.chat) {
       std::vector<kiln_message> ms;
       for (const ChatMessage& m : req.messages) ms.push_back(kiln_message{m.role.c_str(), m.content.c_str()});
-      st = kiln_session_chat(session, ms.data(), ms.size(), &gp, &GenerationJob::on_token, this, &res);
+      st = kiln_session_chat_async(session, ms.data(), ms.size(), &gp, &GenerationJob::on_token, this, &job_);
     } else {
-      st = kiln_session_generate(session, req.prompt.c_str(), &gp, &GenerationJob::on_token, this, &res);
+      st = kiln_session_generate_async(session, req.prompt.c_str(), &gp, &GenerationJob::on_token, this, &job_);
     }
   }
-  const std::string err = st == KILN_OK ? std::string() : std::string(kiln_last_error());
+  if (st != KILN_OK) finish(st, nullptr, kiln_last_error());
+}
+
+void GenerationJob::on_done(void* self, kiln_status status, const kiln_generate_result* result, const char* error) {
+  static_cast<GenerationJob*>(self)->finish(status, result, error);
+}
+
+void GenerationJob::finish(kiln_status st, const kiln_generate_result* res, const std::string& error) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (res != nullptr) result_ = *res;
     // A reply that ended before any text (an end token first) is held to the same rule.
     if (st == KILN_OK && !checked_ && ctx_limit_ > 0 &&
-        static_cast<int64_t>(res.prompt_tokens) + max_tokens_ > ctx_limit_)
-      overflow_prompt_ = res.prompt_tokens;
+        static_cast<int64_t>(result_.prompt_tokens) + max_tokens_ > ctx_limit_)
+      overflow_prompt_ = result_.prompt_tokens;
     status_ = st;
-    error_ = err;
-    result_ = res;
+    error_ = st == KILN_OK ? std::string() : error;
     finished_ = true;
   }
   cv_.notify_all();

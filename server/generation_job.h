@@ -1,4 +1,5 @@
-// One request's generation on a slot's session, on a thread of its own: the HTTP thread reads its
+// One request's generation on a slot's session, as a job on the runtime's job threads
+// (kiln_session_chat_async / _generate_async; no thread of its own): the HTTP thread reads its
 // text as it comes (SSE) or waits for the end, and cancels it when the client goes away.
 #pragma once
 
@@ -6,7 +7,6 @@
 #include <condition_variable>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "kiln/kiln.h"
@@ -20,7 +20,7 @@ class GenerationJob {
   // a prompt whose tokens plus `max_tokens` exceed it is refused (overflow_prompt()) before any
   // text is handed over; the prompt's length is only known once the runtime has read it.
   GenerationJob(kiln_session* session, const GenerationRequest& req, int max_tokens, int ctx_limit = 0);
-  ~GenerationJob();  // cancels and joins
+  ~GenerationJob();  // cancels and waits for the job
   GenerationJob(const GenerationJob&) = delete;
   GenerationJob& operator=(const GenerationJob&) = delete;
 
@@ -42,7 +42,10 @@ class GenerationJob {
 
  private:
   static int on_token(void* self, const char* text, size_t len, const int32_t* ids, size_t n_ids);
-  void run(kiln_session* session, GenerationRequest req, int max_tokens);
+  static void on_done(void* self, kiln_status status, const kiln_generate_result* result, const char* error);
+  // Sets the request's sampling and starts the job; a failure finishes the job at once.
+  void start(kiln_session* session, const GenerationRequest& req, int max_tokens);
+  void finish(kiln_status status, const kiln_generate_result* result, const std::string& error);
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -56,7 +59,8 @@ class GenerationJob {
   int max_tokens_ = 0, ctx_limit_ = 0;
   bool checked_ = false;      // the generating thread's: the ctx_limit check has run
   int overflow_prompt_ = -1;  // under mu_
-  std::thread thread_;
+  kiln_job_done done_{};
+  kiln_job* job_ = nullptr;
 };
 
 }  // namespace kiln::server

@@ -34,7 +34,7 @@ using nlohmann::json;
 struct ServedModel {
   std::string name;
   kiln_model* model = nullptr;
-  kiln_model_info_t info{};
+  kiln_model_info info{};
   int n_ctx = 0;
   int64_t created = 0;
   std::unique_ptr<SlotPool> pool;
@@ -209,7 +209,7 @@ bool Server::load() {
     }
     loaded_.push_back(m->model);
     m->info.size = sizeof m->info;
-    kiln_model_info(m->model, &m->info);
+    kiln_model_info_get(m->model, &m->info);
     kiln_session_params sp = kiln_session_default_params();
     // --ctx is at most each model's own maximum, so that one flag serves models of any size.
     sp.n_ctx = opt_.n_ctx > 0 ? std::min(opt_.n_ctx, m->info.n_ctx_max) : 0;

@@ -21,60 +21,13 @@
 #include "engine/open_model.h"
 #include "kiln/kiln.h"
 #include "runtime/session.h"
+#include "capi_test_util.h"
 #include "test_util.h"
 
 namespace {
 
 using kiln::test::read_file;
-
-struct Runtime {
-  kiln_runtime* rt = nullptr;
-  explicit Runtime(uint64_t budget = 0, int threads = 1) {
-    kiln_runtime_params p = kiln_runtime_default_params();
-    p.n_threads = threads;
-    p.memory_budget_bytes = budget;
-    EXPECT_EQ(kiln_runtime_create(&p, &rt), KILN_OK) << kiln_last_error();
-  }
-  ~Runtime() { kiln_runtime_free(rt); }
-};
-
-kiln_model* load(kiln_runtime* rt, const std::string& path) {
-  kiln_model* m = nullptr;
-  EXPECT_EQ(kiln_model_load(rt, path.c_str(), nullptr, &m), KILN_OK) << kiln_last_error();
-  return m;
-}
-
-kiln_session* session(kiln_model* m, float temperature = 0, uint64_t seed = 1, int n_ctx = 0) {
-  kiln_session_params p = kiln_session_default_params();
-  p.temperature = temperature;
-  p.seed = seed;
-  p.n_ctx = n_ctx;
-  kiln_session* s = nullptr;
-  EXPECT_EQ(kiln_session_create(m, &p, &s), KILN_OK) << kiln_last_error();
-  return s;
-}
-
-struct Collected {
-  std::string text;
-  std::vector<std::string> pieces;
-  size_t ids = 0;
-};
-
-int collect(void* user, const char* text, size_t len, const int32_t*, size_t n_ids) {
-  auto* c = static_cast<Collected*>(user);
-  c->text.append(text, len);
-  c->pieces.emplace_back(text, len);
-  c->ids += n_ids;
-  return 0;
-}
-
-std::string generate(kiln_session* s, const std::string& prompt, int max_tokens, kiln_generate_result* r = nullptr) {
-  kiln_generate_params g = kiln_generate_default_params();
-  g.max_tokens = max_tokens;
-  Collected c;
-  EXPECT_EQ(kiln_session_generate(s, prompt.c_str(), &g, collect, &c, r), KILN_OK) << kiln_last_error();
-  return c.text;
-}
+using namespace kiln::test::capi;
 
 TEST(CApi, GreedyTextIsTheGolden) {
   Runtime rt;
@@ -100,9 +53,9 @@ TEST(CApi, GreedyTextIsTheGolden) {
 TEST(CApi, InfoTokenizeDetokenize) {
   Runtime rt;
   kiln_model* m = load(rt.rt, kiln::test::shipped_model());
-  kiln_model_info_t info;
+  kiln_model_info info;
   info.size = sizeof info;
-  ASSERT_EQ(kiln_model_info(m, &info), KILN_OK) << kiln_last_error();
+  ASSERT_EQ(kiln_model_info_get(m, &info), KILN_OK) << kiln_last_error();
   EXPECT_STREQ(info.arch, "llama");
   EXPECT_STREQ(info.kind, "llama2c");
   EXPECT_EQ(info.vocab_size, 512);
@@ -120,10 +73,11 @@ TEST(CApi, InfoTokenizeDetokenize) {
   EXPECT_EQ(std::string(buf, len), text);
   // Too small a buffer: the size needed, and an error.
   size_t need = 0;
-  EXPECT_EQ(kiln_tokenize(m, text, std::strlen(text), 0, ids, 1, &need), KILN_E_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_tokenize(m, text, std::strlen(text), 0, ids, 1, &need), KILN_E_BUFFER_TOO_SMALL);
   EXPECT_EQ(need, n - 1);
-  EXPECT_EQ(kiln_tokenize(m, text, std::strlen(text), 0, nullptr, 0, &need), KILN_E_INVALID_ARGUMENT);
-  EXPECT_EQ(kiln_detokenize(m, ids, n, nullptr, 0, &need), KILN_E_INVALID_ARGUMENT);
+  EXPECT_STREQ(kiln_status_name(KILN_E_BUFFER_TOO_SMALL), "KILN_E_BUFFER_TOO_SMALL");
+  EXPECT_EQ(kiln_tokenize(m, text, std::strlen(text), 0, nullptr, 0, &need), KILN_E_BUFFER_TOO_SMALL);
+  EXPECT_EQ(kiln_detokenize(m, ids, n, nullptr, 0, &need), KILN_E_BUFFER_TOO_SMALL);
   EXPECT_EQ(need, std::strlen(text));
   const int32_t bad[] = {5, 512};
   EXPECT_EQ(kiln_detokenize(m, bad, 2, buf, sizeof buf, &len), KILN_E_INVALID_ARGUMENT);
@@ -191,7 +145,7 @@ TEST(CApi, SetSamplingKeepsTheCache) {
   kiln_model* m = load(rt.rt, kiln::test::shipped_model());
   kiln_session* s = session(m, 0, 1);
   generate(s, "Once upon a time", 10);
-  kiln_session_params p = kiln_session_default_params();
+  kiln_sampling_params p = kiln_sampling_default_params();
   p.temperature = 1.0f;
   p.seed = 42;
   ASSERT_EQ(kiln_session_set_sampling(s, &p), KILN_OK) << kiln_last_error();
@@ -214,29 +168,6 @@ TEST(CApi, SetSamplingKeepsTheCache) {
   kiln_session_free(fresh);
   kiln_session_free(s);
   kiln_model_free(m);
-}
-
-int collect_ids(void* user, const char*, size_t, const int32_t* ids, size_t n_ids) {
-  static_cast<std::vector<int>*>(user)->insert(static_cast<std::vector<int>*>(user)->end(), ids, ids + n_ids);
-  return 0;
-}
-
-std::vector<int> generate_ids(kiln_session* s, const char* prompt, int max_tokens) {
-  kiln_generate_params g = kiln_generate_default_params();
-  g.max_tokens = max_tokens;
-  std::vector<int> ids;
-  EXPECT_EQ(kiln_session_generate(s, prompt, &g, collect_ids, &ids, nullptr), KILN_OK) << kiln_last_error();
-  return ids;
-}
-
-std::vector<int> prompt_ids(kiln_model* m, const char* text) {
-  std::vector<int32_t> ids(256);
-  size_t n = 0;
-  EXPECT_EQ(kiln_tokenize(m, text, std::strlen(text), KILN_TOKENIZE_ADD_BOS | KILN_TOKENIZE_PARSE_SPECIAL, ids.data(),
-                          ids.size(), &n),
-            KILN_OK)
-      << kiln_last_error();
-  return std::vector<int>(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n));
 }
 
 // OpenAI's penalties written out here, on the model's own logits, one token at a time: each
@@ -281,9 +212,9 @@ TEST(CApi, FrequencyAndPresencePenaltiesAreOpenAis) {
   };
   for (const Case c : {Case{2, 0}, Case{0, 2}, Case{0.5f, 0.75f}, Case{-0.5f, 0}}) {
     kiln_session_params p = kiln_session_default_params();
-    p.temperature = 0;
-    p.frequency_penalty = c.frequency;
-    p.presence_penalty = c.presence;
+    p.sampling.temperature = 0;
+    p.sampling.frequency_penalty = c.frequency;
+    p.sampling.presence_penalty = c.presence;
     kiln_session* s = nullptr;
     ASSERT_EQ(kiln_session_create(m, &p, &s), KILN_OK) << kiln_last_error();
     const std::vector<int> got = generate_ids(s, prompt, 40);
@@ -292,7 +223,7 @@ TEST(CApi, FrequencyAndPresencePenaltiesAreOpenAis) {
       EXPECT_NE(got, unpenalized) << c.frequency << " " << c.presence;
     }
     // The same through kiln_session_set_sampling on a session that had none.
-    ASSERT_EQ(kiln_session_set_sampling(plain, &p), KILN_OK) << kiln_last_error();
+    ASSERT_EQ(kiln_session_set_sampling(plain, &p.sampling), KILN_OK) << kiln_last_error();
     EXPECT_EQ(generate_ids(plain, prompt, 40), got);
     kiln_session_free(s);
   }
@@ -300,27 +231,26 @@ TEST(CApi, FrequencyAndPresencePenaltiesAreOpenAis) {
   // Out of OpenAI's -2..2 (or not a number): refused, naming the field.
   for (const float bad : {2.5f, -2.01f, std::nanf("")}) {
     kiln_session_params p = kiln_session_default_params();
-    p.frequency_penalty = bad;
+    p.sampling.frequency_penalty = bad;
     kiln_session* s = nullptr;
     EXPECT_EQ(kiln_session_create(m, &p, &s), KILN_E_INVALID_ARGUMENT);
     EXPECT_NE(std::string(kiln_last_error()).find("frequency_penalty must be in -2..2"), std::string::npos)
         << kiln_last_error();
-    EXPECT_EQ(kiln_session_set_sampling(plain, &p), KILN_E_INVALID_ARGUMENT);
+    EXPECT_EQ(kiln_session_set_sampling(plain, &p.sampling), KILN_E_INVALID_ARGUMENT);
     p = kiln_session_default_params();
-    p.presence_penalty = bad;
-    EXPECT_EQ(kiln_session_set_sampling(plain, &p), KILN_E_INVALID_ARGUMENT);
+    p.sampling.presence_penalty = bad;
+    EXPECT_EQ(kiln_session_set_sampling(plain, &p.sampling), KILN_E_INVALID_ARGUMENT);
     EXPECT_NE(std::string(kiln_last_error()).find("presence_penalty must be in -2..2"), std::string::npos)
         << kiln_last_error();
   }
 
-  // A caller built before the penalties passes the 64-byte struct, its last 4 bytes padding it may
-  // not have set: whatever lies there or past it, the penalties stay off.
+  // A caller whose sampling struct stops before the penalties (its `size` says so): whatever lies
+  // past it, the penalties stay off.
   kiln_session_params old = kiln_session_default_params();
-  old.temperature = 0;
-  old.size = offsetof(kiln_session_params, reserved) + sizeof(int32_t);
-  old.reserved = 0x3fc00000;  // 1.5f's bits
-  old.frequency_penalty = 1.5f;
-  old.presence_penalty = 1.5f;
+  old.sampling.temperature = 0;
+  old.sampling.size = offsetof(kiln_sampling_params, frequency_penalty);
+  old.sampling.frequency_penalty = 1.5f;
+  old.sampling.presence_penalty = 1.5f;
   kiln_session* s = nullptr;
   ASSERT_EQ(kiln_session_create(m, &old, &s), KILN_OK) << kiln_last_error();
   EXPECT_EQ(generate_ids(s, prompt, 40), unpenalized);
@@ -774,8 +704,14 @@ TEST(CApi, BadInputIsAStatusAndAMessage) {
   sp.n_ctx = -1;
   EXPECT_EQ(kiln_session_create(m, &sp, &s), KILN_E_INVALID_ARGUMENT);
   sp = kiln_session_default_params();
-  sp.top_p = 2;
+  sp.sampling.top_p = 2;
   EXPECT_EQ(kiln_session_create(m, &sp, &s), KILN_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kiln_last_error()).find("kiln_session_create: sampling: top_p must be in 0..1"), std::string::npos)
+      << kiln_last_error();
+  sp = kiln_session_default_params();
+  sp.sampling.size = 3;  // not filled by kiln_sampling_default_params
+  EXPECT_EQ(kiln_session_create(m, &sp, &s), KILN_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kiln_last_error()).find("params.size is 3"), std::string::npos) << kiln_last_error();
   sp = kiln_session_default_params();
   sp.n_ctx = 32;
   ASSERT_EQ(kiln_session_create(m, &sp, &s), KILN_OK);
@@ -819,11 +755,11 @@ TEST(CApi, BadInputIsAStatusAndAMessage) {
   kiln_session_free(s);  // a second free is ignored
   kiln_model_free(m);
   EXPECT_EQ(kiln_session_create(m, nullptr, &s), KILN_E_INVALID_ARGUMENT);
-  kiln_model_info_t info;
+  kiln_model_info info;
   info.size = sizeof info;
-  EXPECT_EQ(kiln_model_info(m, &info), KILN_E_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_model_info_get(m, &info), KILN_E_INVALID_ARGUMENT);
   // A session handle passed as a model is refused too.
-  EXPECT_EQ(kiln_model_info(reinterpret_cast<kiln_model*>(rt.rt), &info), KILN_E_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_model_info_get(reinterpret_cast<kiln_model*>(rt.rt), &info), KILN_E_INVALID_ARGUMENT);
 }
 
 }  // namespace

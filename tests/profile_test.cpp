@@ -606,7 +606,7 @@ struct CRuntime {
   }
   kiln_session* session(kiln_profiling level, int check_numerics, size_t size = sizeof(kiln_session_params)) {
     kiln_session_params p = kiln_session_default_params();
-    p.temperature = 0;
+    p.sampling.temperature = 0;
     p.profiling = level;
     p.check_numerics = check_numerics;
     p.size = size;
@@ -630,7 +630,7 @@ TEST(ProfileCApi, DetailedProfileOfTheLastCall) {
   ASSERT_EQ(generate(s, 8, &r), KILN_OK) << kiln_last_error();
   size_t len = 0;
   char small[8];
-  EXPECT_EQ(kiln_session_profile_json(s, small, sizeof small, &len), KILN_E_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_session_profile_json(s, small, sizeof small, &len), KILN_E_BUFFER_TOO_SMALL);
   EXPECT_GT(len, sizeof small);
   std::string buf(len + 1, '\0');
   ASSERT_EQ(kiln_session_profile_json(s, buf.data(), buf.size(), &len), KILN_OK) << kiln_last_error();
@@ -645,7 +645,7 @@ TEST(ProfileCApi, DetailedProfileOfTheLastCall) {
   EXPECT_GT(j["memory"]["kv_cache_bytes"].get<uint64_t>(), 0u);
   // The next call replaces it.
   ASSERT_EQ(generate(s, 3, &r), KILN_OK) << kiln_last_error();
-  ASSERT_EQ(kiln_session_profile_json(s, nullptr, 0, &len), KILN_E_INVALID_ARGUMENT);
+  ASSERT_EQ(kiln_session_profile_json(s, nullptr, 0, &len), KILN_E_BUFFER_TOO_SMALL);
   buf.assign(len, '\0');
   ASSERT_EQ(kiln_session_profile_json(s, buf.data(), buf.size(), &len), KILN_OK);
   const json k = json::parse(buf);
@@ -689,7 +689,7 @@ TEST(ProfileCApi, CheckNumericsStopsTheCall) {
             std::string::npos)
       << e;
   size_t len = 0;
-  ASSERT_EQ(kiln_session_profile_json(s, nullptr, 0, &len), KILN_E_INVALID_ARGUMENT);
+  ASSERT_EQ(kiln_session_profile_json(s, nullptr, 0, &len), KILN_E_BUFFER_TOO_SMALL);
   std::string buf(len, '\0');
   ASSERT_EQ(kiln_session_profile_json(s, buf.data(), buf.size(), &len), KILN_OK);
   EXPECT_EQ(json::parse(buf)["numerics_fault"]["layer"], 2);

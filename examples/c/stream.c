@@ -40,8 +40,8 @@ int main(int argc, char** argv) {
   if ((st = kiln_model_load(rt, argv[1], NULL, &model)) != KILN_OK) return fail(argv[1], st);
 
   kiln_session_params sp = kiln_session_default_params();
-  sp.temperature = argc > 4 ? (float)atof(argv[4]) : 0.0f;
-  sp.seed = 42;
+  sp.sampling.temperature = argc > 4 ? (float)atof(argv[4]) : 0.0f;
+  sp.sampling.seed = 42;
   if ((st = kiln_session_create(model, &sp, &session)) != KILN_OK) return fail("session", st);
 
   kiln_generate_params gp = kiln_generate_default_params();

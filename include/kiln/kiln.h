@@ -10,7 +10,16 @@
  *
  * Parameter structs: fill them with the matching *_default_params() and change what you need;
  * each carries its own size in `size`, so that a library built later can tell which fields a
- * caller knows. Pass NULL for the defaults.
+ * caller knows. Pass NULL for the defaults. Getters that fill a struct are named kiln_x_get.
+ *
+ * Buffers: a call that fills a caller's buffer writes the size it needs to an out parameter and,
+ * when that is more than the buffer holds, writes nothing and returns KILN_E_BUFFER_TOO_SMALL:
+ * ask again with the size it said.
+ *
+ * Two levels: text in, text out (kiln_session_generate, kiln_session_chat and their _async forms,
+ * which run on the runtime's job threads), and tokens in, logits out (kiln_session_decode,
+ * kiln_session_logits, kiln_session_sample, kiln_session_truncate), for an app's own sampler,
+ * speculative decoding or constrained output. Both work on the same session and KV cache.
  *
  * Threads: a runtime, a model and their info calls may be used from any thread. A session is used
  * by one thread at a time; kiln_session_cancel() and kiln_session_stats_get() may be called from any
@@ -37,8 +46,12 @@ extern "C" {
 #endif
 
 #define KILN_VERSION_MAJOR 0
-#define KILN_VERSION_MINOR 2
+#define KILN_VERSION_MINOR 3
 #define KILN_VERSION_PATCH 0
+/* The ABI this header describes; raised whenever a struct or a call changes incompatibly (1: the
+ * token-level calls, kiln_sampling_params, KILN_E_BUFFER_TOO_SMALL, kiln_model_info_get). Compare
+ * it with kiln_api_version() to find a library built from another header. */
+#define KILN_API_VERSION 1
 
 typedef enum kiln_status {
   KILN_OK = 0,
@@ -52,15 +65,18 @@ typedef enum kiln_status {
   KILN_E_CONTEXT_FULL,     /* the prompt does not fit the session's context */
   KILN_E_REENTRANT,        /* a session called from inside its own callback */
   KILN_E_NOT_FOUND,        /* a file, tensor or chat template is missing */
-  KILN_E_INTERNAL
+  KILN_E_INTERNAL,
+  KILN_E_BUFFER_TOO_SMALL  /* the caller's buffer cannot hold the answer; the call said how much it needs */
 } kiln_status;
 
 /* This thread's last failure, never NULL ("" before any). Valid until this thread's next call. */
 KILN_API const char* kiln_last_error(void);
 /* "kiln_status" as text: "KILN_E_BUDGET". Never NULL. */
 KILN_API const char* kiln_status_name(kiln_status status);
-/* "0.2.0". */
+/* "0.3.0". */
 KILN_API const char* kiln_version(void);
+/* KILN_API_VERSION of the library's own header. */
+KILN_API int32_t kiln_api_version(void);
 
 typedef struct kiln_runtime kiln_runtime;
 typedef struct kiln_model kiln_model;
@@ -144,17 +160,19 @@ typedef void (*kiln_load_done_fn)(void* user_data, kiln_status status, kiln_mode
  * job to cancel or wait on; free it with kiln_job_free. */
 KILN_API kiln_status kiln_model_load_async(kiln_runtime* runtime, const char* path, const kiln_model_params* params,
                                            kiln_load_done_fn done, void* user_data, kiln_job** out);
-/* Asks the job to stop at its next progress point. Any thread. */
+/* Asks the job to stop: a load at its next progress point, a generation before its next step
+ * (KILN_E_CANCELLED, stop_reason KILN_STOP_CANCELLED). Any thread. */
 KILN_API kiln_status kiln_job_cancel(kiln_job* job);
-/* Waits until the job's `done` callback has returned; returns the job's status. */
+/* Waits until the job's last callback has returned; returns the job's status. From the job's own
+ * callback: KILN_E_REENTRANT. */
 KILN_API kiln_status kiln_job_wait(kiln_job* job);
 /* Waits for the job, then frees it. */
 KILN_API void kiln_job_free(kiln_job* job);
 /* The weights go when the last session of the model is freed. */
 KILN_API void kiln_model_free(kiln_model* model);
 
-typedef struct kiln_model_info_t {
-  size_t size;                 /* sizeof(kiln_model_info_t) */
+typedef struct kiln_model_info {
+  size_t size;                 /* sizeof(kiln_model_info) */
   char arch[32];               /* "llama", "qwen2", "qwen3", ... */
   char kind[16];               /* "kiln", "gguf", "hf", "llama2c" */
   char scheme[32];             /* the scheme most weight bytes are in: "w4a16", "f32", ... */
@@ -171,19 +189,20 @@ typedef struct kiln_model_info_t {
   int32_t has_chat_template;
   uint64_t weight_bytes;       /* the weights as stored */
   uint64_t file_bytes;         /* a .kiln's size; 0 for a source model */
-} kiln_model_info_t;
-KILN_API kiln_status kiln_model_info(const kiln_model* model, kiln_model_info_t* out);
+} kiln_model_info;
+KILN_API kiln_status kiln_model_info_get(const kiln_model* model, kiln_model_info* out);
 
 /* Token ids of `text` (len bytes, valid UTF-8). flags: KILN_TOKENIZE_ADD_BOS adds BOS where the
  * vocabulary has one; KILN_TOKENIZE_PARSE_SPECIAL reads special tokens' text as those tokens.
- * `n_ids` gets the count; when it is more than `capacity` nothing is written past `capacity` and
- * the call returns KILN_E_INVALID_ARGUMENT (ask again with a larger buffer). */
+ * `n_ids` gets the count; when it is more than `capacity` nothing is written and the call returns
+ * KILN_E_BUFFER_TOO_SMALL (ask again with a buffer of *n_ids). */
 #define KILN_TOKENIZE_ADD_BOS 1
 #define KILN_TOKENIZE_PARSE_SPECIAL 2
 KILN_API kiln_status kiln_tokenize(const kiln_model* model, const char* text, size_t len, int flags, int32_t* ids,
                                    size_t capacity, size_t* n_ids);
 /* The text of `ids`, UTF-8 (an incomplete trailing character becomes U+FFFD), not NUL-terminated
- * unless there is room for one; `len` gets the bytes needed, as for kiln_tokenize. */
+ * unless there is room for one; `len` gets the bytes needed (KILN_E_BUFFER_TOO_SMALL as for
+ * kiln_tokenize). */
 KILN_API kiln_status kiln_detokenize(const kiln_model* model, const int32_t* ids, size_t n_ids, char* buf,
                                      size_t capacity, size_t* len);
 
@@ -196,10 +215,10 @@ typedef enum kiln_kv_type { KILN_KV_F32 = 0, KILN_KV_F16 } kiln_kv_type;
 typedef enum kiln_profiling { KILN_PROFILE_OFF = 0, KILN_PROFILE_BASIC, KILN_PROFILE_DETAILED } kiln_profiling;
 #define KILN_SEED_RANDOM UINT64_MAX
 
-typedef struct kiln_session_params {
-  size_t size;            /* sizeof(kiln_session_params) */
-  int32_t n_ctx;          /* positions the KV cache holds; 0: the model's maximum, at most 4096 */
-  kiln_kv_type kv_type;
+/* How a session picks its next token: the repetition penalty, the frequency and presence
+ * penalties, then top_k, top_p, min_p and the temperature (llama.cpp's order). */
+typedef struct kiln_sampling_params {
+  size_t size;            /* sizeof(kiln_sampling_params) */
   uint64_t seed;          /* KILN_SEED_RANDOM (default): a fresh one per session */
   float temperature;      /* 0: greedy; default 0.8 */
   int32_t top_k;          /* 0: off; default 40 */
@@ -207,17 +226,23 @@ typedef struct kiln_session_params {
   float min_p;            /* 0: off; default 0.05 */
   float repeat_penalty;   /* 1: off (default) */
   int32_t repeat_last_n;  /* tokens the penalty looks back on; default 64 */
+  float frequency_penalty;  /* OpenAI's, -2..2: each token's logit minus frequency_penalty times the
+                               times it was sampled since the prompt; 0: off (default) */
+  float presence_penalty;   /* OpenAI's, -2..2: minus presence_penalty once it was sampled; 0: off */
+} kiln_sampling_params;
+
+KILN_API kiln_sampling_params kiln_sampling_default_params(void);
+
+typedef struct kiln_session_params {
+  size_t size;            /* sizeof(kiln_session_params) */
+  int32_t n_ctx;          /* positions the KV cache holds; 0: the model's maximum, at most 4096 */
+  kiln_kv_type kv_type;
   int32_t priority;       /* under the budget, lower priorities are snapshotted first; default 0 */
   kiln_profiling profiling; /* KILN_PROFILE_OFF (default), _BASIC or _DETAILED */
   int32_t check_numerics;   /* non-zero: each instruction's outputs are scanned, and the first NaN or
                                infinity ends the call with KILN_E_INTERNAL naming the op, its layer,
                                the token position and the ranges of the op's inputs */
-  int32_t reserved;         /* unused: the struct before the two penalties was 64 bytes, these 4 its
-                               padding, which a caller built then may have left uninitialised */
-  float frequency_penalty;  /* OpenAI's, -2..2: each token's logit minus frequency_penalty times the
-                               times this call has sampled it; 0: off (default) */
-  float presence_penalty;   /* OpenAI's, -2..2: minus presence_penalty once the call has sampled it;
-                               0: off (default). Both after repeat_penalty, before top_k (llama.cpp's order) */
+  kiln_sampling_params sampling; /* its own `size` says which of its fields the caller knows */
 } kiln_session_params;
 
 KILN_API kiln_session_params kiln_session_default_params(void);
@@ -240,6 +265,7 @@ typedef struct kiln_generate_params {
   int32_t parse_special;     /* kiln_session_generate: non-zero reads special tokens' text as tokens */
   kiln_prefill_fn on_prefill;  /* NULL (default): none. See kiln_prefill_fn */
   void* prefill_user_data;     /* passed to on_prefill */
+  struct kiln_job_done* on_done; /* the _async calls: see kiln_job_done; NULL (default): none */
 } kiln_generate_params;
 
 KILN_API kiln_generate_params kiln_generate_default_params(void);
@@ -252,6 +278,15 @@ typedef enum kiln_stop_reason {
   KILN_STOP_CANCELLED,    /* kiln_session_cancel() */
   KILN_STOP_CALLBACK      /* the token callback returned non-zero */
 } kiln_stop_reason;
+
+struct kiln_generate_result;
+/* An _async call's end: `fn` runs once on the job's thread after the last token callback, with the
+ * call's status, its result and, on failure, what failed (valid during the call only). The struct
+ * must outlive the job. kiln_job_wait and kiln_job_result may be used instead, or as well. */
+typedef struct kiln_job_done {
+  void (*fn)(void* user_data, kiln_status status, const struct kiln_generate_result* result, const char* error);
+  void* user_data;
+} kiln_job_done;
 
 typedef struct kiln_generate_result {
   size_t size;                /* sizeof(kiln_generate_result) */
@@ -288,14 +323,30 @@ KILN_API kiln_status kiln_session_chat(kiln_session* session, const kiln_message
                                        const kiln_generate_params* params, kiln_token_fn on_token, void* user_data,
                                        kiln_generate_result* out);
 
+/* kiln_session_generate and kiln_session_chat on one of the runtime's job threads: the call
+ * returns at once with a job (`out`, not NULL) whose token callbacks run on that thread. The
+ * runtime keeps its job threads and hands each call to an idle one (it adds one when none is
+ * idle, up to 64; calls past that wait their turn), so no thread is started per call. The strings
+ * and messages are copied before the call returns; `params` too (its on_done must outlive the job).
+ * Until the job ends the session may be given only to kiln_session_cancel, kiln_session_stats_get
+ * and kiln_job_cancel. kiln_job_result waits and gives the result; free the job with kiln_job_free. */
+KILN_API kiln_status kiln_session_generate_async(kiln_session* session, const char* prompt,
+                                                 const kiln_generate_params* params, kiln_token_fn on_token,
+                                                 void* user_data, kiln_job** out);
+KILN_API kiln_status kiln_session_chat_async(kiln_session* session, const kiln_message* messages, size_t n_messages,
+                                             const kiln_generate_params* params, kiln_token_fn on_token,
+                                             void* user_data, kiln_job** out);
+/* Waits for the job, fills `out` (NULL: not filled) and returns the job's status, with its message
+ * in kiln_last_error() on failure. A model load job has no result: `out` is left as it is. */
+KILN_API kiln_status kiln_job_result(kiln_job* job, struct kiln_generate_result* out);
+
 /* Stops the session's generation before its next step (a prefill chunk or a token). Any thread,
  * any time; a session that is not generating ignores it. */
 KILN_API kiln_status kiln_session_cancel(kiln_session* session);
-/* The sampling of the next calls from `params`' seed, temperature, top_k, top_p, min_p,
- * repeat_penalty, repeat_last_n, frequency_penalty and presence_penalty (its other fields are
- * ignored); the KV cache stays, so a server can give each request its own sampling on a session
- * that holds a shared prefix. */
-KILN_API kiln_status kiln_session_set_sampling(kiln_session* session, const kiln_session_params* params);
+/* The sampling of the next calls (generate, chat, kiln_session_sample); the KV cache stays, so a
+ * server can give each request its own sampling on a session that holds a shared prefix. NULL:
+ * the defaults. */
+KILN_API kiln_status kiln_session_set_sampling(kiln_session* session, const kiln_sampling_params* params);
 /* Forgets the conversation: the next call starts at position 0. */
 KILN_API kiln_status kiln_session_reset(kiln_session* session);
 /* The tokens and KV cache to `path` (written to a temporary file and renamed; checksummed; bound to
@@ -304,6 +355,31 @@ KILN_API kiln_status kiln_session_save(kiln_session* session, const char* path);
 /* Reads a file kiln_session_save wrote for this model, n_ctx and kv_type; anything else, or a
  * truncated or damaged file, is refused and the session is unchanged. */
 KILN_API kiln_status kiln_session_restore(kiln_session* session, const char* path);
+
+/* ---- token level ------------------------------------------------------------------------- */
+
+/* Appends `ids` to the session at its position (n_past) and computes the logits of the last one:
+ * several ids run as prefill steps, one id as a decode step that sessions of the same model
+ * decoding at the same time share. An id outside the vocabulary, or more ids than the context has
+ * room for, is refused with nothing decoded. A session that decodes one id at a time counts as
+ * decoding (its steps are waited for, briefly, by the other sessions' steps) until it decodes
+ * several at once, generates, chats, is reset or freed. Cancellable (KILN_E_CANCELLED: the session
+ * as before the call). */
+KILN_API kiln_status kiln_session_decode(kiln_session* session, const int32_t* ids, size_t n_ids);
+/* The last kiln_session_decode's logits, `n` floats: the vocabulary's size (kiln_model_info's
+ * vocab_size; fewer is KILN_E_BUFFER_TOO_SMALL). Before any decode, or after a generate, chat,
+ * truncate or reset: KILN_E_INVALID_ARGUMENT. */
+KILN_API kiln_status kiln_session_logits(kiln_session* session, float* out, size_t n);
+/* The tokens the KV cache holds: the next decode's position. */
+KILN_API kiln_status kiln_session_n_past(const kiln_session* session, int32_t* out);
+/* Drops the positions from n_keep on (0 <= n_keep <= n_past): the next decode continues there and,
+ * given the same ids, computes the same logits bit for bit. */
+KILN_API kiln_status kiln_session_truncate(kiln_session* session, int32_t n_keep);
+/* A token from the last decode's logits with the session's sampling (kiln_session_set_sampling):
+ * the repetition penalty looks back on what the cache holds, the frequency and presence penalties
+ * count the tokens this call sampled and the caller then decoded, as for kiln_session_generate.
+ * The token is not decoded: pass it to kiln_session_decode (or not). */
+KILN_API kiln_status kiln_session_sample(kiln_session* session, int32_t* out_id);
 
 typedef struct kiln_session_stats {
   size_t size;              /* sizeof(kiln_session_stats) */
@@ -320,7 +396,7 @@ KILN_API kiln_status kiln_session_stats_get(kiln_session* session, kiln_session_
  * KILN_PROFILE_DETAILED also bytes moved and tables by_op, by_kind, by_backend, by_layer,
  * by_instruction), memory (peak RSS and its parts), numerics_fault when check_numerics stopped it.
  * Written as kiln_detokenize writes: `len` gets the bytes needed, nothing is written when they do
- * not fit `capacity` (KILN_E_INVALID_ARGUMENT), a NUL follows when there is room. A session made
+ * not fit `capacity` (KILN_E_BUFFER_TOO_SMALL), a NUL follows when there is room. A session made
  * with KILN_PROFILE_OFF, or before its first call: KILN_E_INVALID_ARGUMENT. */
 KILN_API kiln_status kiln_session_profile_json(kiln_session* session, char* buf, size_t capacity, size_t* len);
 

@@ -1,4 +1,4 @@
-// kiln.h: errors, version, runtime, models, loading jobs, tokenizer calls.
+// kiln.h: errors, version, runtime, models and their loading, tokenizer calls.
 #include <cstring>
 #include <string>
 
@@ -21,6 +21,8 @@ KILN_API const char* kiln_last_error(void) { return kiln::capi::last_error(); }
 
 KILN_API const char* kiln_version(void) { return KILN_VERSION_STRING; }
 
+KILN_API int32_t kiln_api_version(void) { return KILN_API_VERSION; }
+
 KILN_API const char* kiln_status_name(kiln_status s) {
   switch (s) {
     case KILN_OK: return "KILN_OK";
@@ -35,6 +37,7 @@ KILN_API const char* kiln_status_name(kiln_status s) {
     case KILN_E_REENTRANT: return "KILN_E_REENTRANT";
     case KILN_E_NOT_FOUND: return "KILN_E_NOT_FOUND";
     case KILN_E_INTERNAL: return "KILN_E_INTERNAL";
+    case KILN_E_BUFFER_TOO_SMALL: return "KILN_E_BUFFER_TOO_SMALL";
   }
   return "KILN_E_UNKNOWN";
 }
@@ -179,73 +182,31 @@ KILN_API kiln_status kiln_model_load_async(kiln_runtime* runtime, const char* pa
     kiln_model_params p = kiln_model_default_params();
     if (!read_params(params, p, "kiln_model_load_async")) return KILN_E_INVALID_ARGUMENT;
     auto* job = new kiln_job();
-    // The job's own progress hook: the caller's, then the job's cancel flag.
-    struct Ctx {
-      kiln_progress_fn user;
-      void* user_data;
-      kiln_job* job;
-    };
-    auto ctx = std::make_shared<Ctx>(Ctx{p.progress, p.progress_user_data, job});
     std::shared_ptr<kiln::Runtime> rt = runtime->rt;
     std::string where(path);
-    job->thread = std::thread([rt, where, p, ctx, done, user_data, job]() mutable {
+    start_job(*rt, job, [rt, where, p, done, user_data, job] {
+      // The job's own progress hook: the caller's, then the job's cancel flag.
+      struct Ctx {
+        kiln_progress_fn user;
+        void* user_data;
+        kiln_job* job;
+      } ctx{p.progress, p.progress_user_data, job};
       kiln_model_params q = p;
       q.progress = [](void* c, float f) -> int {
         auto* x = static_cast<Ctx*>(c);
         if (x->user && x->user(x->user_data, f) != 0) return 1;
         return x->job->cancel.load() ? 1 : 0;
       };
-      q.progress_user_data = ctx.get();
+      q.progress_user_data = &ctx;
       kiln_runtime tmp{rt};
       kiln_model* model = nullptr;
       const kiln_status st = guarded("kiln_model_load_async", [&] { return load(&tmp, where.c_str(), q, &model); });
-      job->status = st;
-      done(user_data, st, model, st == KILN_OK ? "" : kiln_last_error());
-      job->done.store(true);
-      if (job->released.exchange(true)) delete job;  // nobody will wait on it
-    });
-    register_handle(job, HandleKind::kJob);
-    if (out) *out = job;
-    else {
-      // Nobody will wait on it: the thread frees it when it ends.
-      unregister_handle(job, HandleKind::kJob);
-      job->thread.detach();
-      if (job->released.exchange(true)) delete job;
-    }
+      const std::string error = st == KILN_OK ? "" : kiln_last_error();
+      done(user_data, st, model, error.c_str());
+      return st == KILN_OK ? KILN_OK : fail(st, error);
+    }, out);
     return ok();
   });
-}
-
-KILN_API kiln_status kiln_job_cancel(kiln_job* job) {
-  return guarded("kiln_job_cancel", [&] {
-    if (!check_handle(job, HandleKind::kJob, "kiln_job_cancel")) return KILN_E_INVALID_ARGUMENT;
-    job->cancel.store(true);
-    return ok();
-  });
-}
-
-KILN_API kiln_status kiln_job_wait(kiln_job* job) {
-  return guarded("kiln_job_wait", [&] {
-    if (!check_handle(job, HandleKind::kJob, "kiln_job_wait")) return KILN_E_INVALID_ARGUMENT;
-    if (job->thread.get_id() == std::this_thread::get_id())
-      return fail(KILN_E_REENTRANT, "kiln_job_wait: called from the job's own callback");
-    if (job->thread.joinable()) job->thread.join();
-    return job->status;
-  });
-}
-
-KILN_API void kiln_job_free(kiln_job* job) {
-  if (!check_handle(job, HandleKind::kJob, "kiln_job_free")) return;
-  if (job->thread.get_id() == std::this_thread::get_id()) {
-    // From its own callback: the thread frees the job when it ends.
-    unregister_handle(job, HandleKind::kJob);
-    job->thread.detach();
-    if (job->released.exchange(true)) delete job;
-    return;
-  }
-  unregister_handle(job, HandleKind::kJob);
-  if (job->thread.joinable()) job->thread.join();
-  delete job;
 }
 
 KILN_API void kiln_model_free(kiln_model* model) {
@@ -253,13 +214,13 @@ KILN_API void kiln_model_free(kiln_model* model) {
   delete model;  // its sessions keep the RuntimeModel until they go
 }
 
-KILN_API kiln_status kiln_model_info(const kiln_model* model, kiln_model_info_t* out) {
-  return guarded("kiln_model_info", [&] {
-    if (!check_handle(model, HandleKind::kModel, "kiln_model_info")) return KILN_E_INVALID_ARGUMENT;
-    if (out == nullptr) return fail(KILN_E_INVALID_ARGUMENT, "kiln_model_info: out is NULL");
+KILN_API kiln_status kiln_model_info_get(const kiln_model* model, kiln_model_info* out) {
+  return guarded("kiln_model_info_get", [&] {
+    if (!check_handle(model, HandleKind::kModel, "kiln_model_info_get")) return KILN_E_INVALID_ARGUMENT;
+    if (out == nullptr) return fail(KILN_E_INVALID_ARGUMENT, "kiln_model_info_get: out is NULL");
     const RuntimeModel& m = *model->model;
     const ModelConfig& c = m.config();
-    kiln_model_info_t r;
+    kiln_model_info r;
     std::memset(&r, 0, sizeof r);
     r.size = sizeof r;
     auto copy = [](char* dst, size_t cap, std::string_view s) {
@@ -305,7 +266,7 @@ KILN_API kiln_status kiln_tokenize(const kiln_model* model, const char* text, si
     if ((flags & KILN_TOKENIZE_ADD_BOS) && tok.bos_id() >= 0) r->insert(r->begin(), tok.bos_id());
     *n_ids = r->size();
     if (r->size() > capacity)
-      return fail(KILN_E_INVALID_ARGUMENT, "kiln_tokenize: " + std::to_string(r->size()) +
+      return fail(KILN_E_BUFFER_TOO_SMALL, "kiln_tokenize: " + std::to_string(r->size()) +
                                                " ids do not fit a buffer of " + std::to_string(capacity));
     for (size_t i = 0; i < r->size(); ++i) ids[i] = (*r)[i];
     return ok();
@@ -329,7 +290,7 @@ KILN_API kiln_status kiln_detokenize(const kiln_model* model, const int32_t* ids
     const std::string text = tok.decode_text(v);
     *len = text.size();
     if (text.size() > capacity)
-      return fail(KILN_E_INVALID_ARGUMENT, "kiln_detokenize: " + std::to_string(text.size()) +
+      return fail(KILN_E_BUFFER_TOO_SMALL, "kiln_detokenize: " + std::to_string(text.size()) +
                                                " bytes do not fit a buffer of " + std::to_string(capacity));
     std::memcpy(buf, text.data(), text.size());
     if (text.size() < capacity) buf[text.size()] = '\0';

@@ -1,8 +1,10 @@
-// kiln.h: sessions: create, generate, chat, cancel, reset, save and restore, stats.
+// kiln.h: sessions: create, generate and chat (and their _async forms), the token-level calls,
+// cancel, reset, save and restore, stats.
 #include <cstddef>
 #include <cstring>
-#include <type_traits>
+#include <optional>
 #include <string>
+#include <type_traits>
 
 #include "capi/guard.h"
 #include "core/byte_reader.h"
@@ -87,16 +89,12 @@ kiln_status finish(const Result<GenerationStats>& r, kiln_generate_result* out, 
   return KILN_OK;
 }
 
-// On 64-bit targets the struct before the penalties was 64 bytes (an older caller's `size`), its
-// last 4 padding: the penalties must lie past them, or such a caller's garbage would be read as one.
-static_assert(sizeof(void*) != 8 || offsetof(kiln_session_params, frequency_penalty) == 64);
-
 // The prefill callback came after the 40 bytes an older kiln_generate_params had (64-bit), so its
 // `size` leaves it at its default (none).
 static_assert(sizeof(void*) != 8 || offsetof(kiln_generate_params, on_prefill) == 40);
 
 // What is wrong with a params struct's sampling fields, or nullptr.
-const char* sampler_error(const kiln_session_params& p) {
+const char* sampler_error(const kiln_sampling_params& p) {
   if (!(p.temperature >= 0)) return "temperature must be 0 (greedy) or more";
   if (!(p.top_p >= 0 && p.top_p <= 1)) return "top_p must be in 0..1";
   if (!(p.min_p >= 0 && p.min_p <= 1)) return "min_p must be in 0..1";
@@ -107,7 +105,7 @@ const char* sampler_error(const kiln_session_params& p) {
   return nullptr;
 }
 
-SamplerParams sampler_of(const kiln_session_params& p) {
+SamplerParams sampler_of(const kiln_sampling_params& p) {
   SamplerParams o;
   o.temperature = p.temperature;
   o.top_k = p.top_k;
@@ -121,17 +119,95 @@ SamplerParams sampler_of(const kiln_session_params& p) {
   return o;
 }
 
+// The caller's sampling params (NULL: the defaults) with their own size honoured; false (the
+// error set) when they are malformed or out of range.
+bool read_sampling(const kiln_sampling_params* in, kiln_sampling_params& out, const char* what) {
+  out = kiln_sampling_default_params();
+  if (!read_params(in, out, what)) return false;
+  if (const char* why = sampler_error(out)) {
+    fail(KILN_E_INVALID_ARGUMENT, std::string(what) + ": " + why);
+    return false;
+  }
+  return true;
+}
+
+// One turn, text or conversation, on the engine's session.
+Result<GenerationStats> run_turn(RuntimeSession& s, const std::string* prompt, const nlohmann::ordered_json* messages,
+                                 const TurnOptions& turn, const PieceSink& sink) {
+  return prompt != nullptr ? s.generate(*prompt, turn, sink) : s.chat(*messages, turn, sink);
+}
+
+// A kiln_session_chat's messages as the engine takes them; false (the error set) when one is bad.
+bool read_messages(const kiln_message* messages, size_t n_messages, nlohmann::ordered_json& conv, const char* what) {
+  if (messages == nullptr || n_messages == 0) {
+    fail(KILN_E_INVALID_ARGUMENT, std::string(what) + ": no messages");
+    return false;
+  }
+  conv = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < n_messages; ++i) {
+    const kiln_message& m = messages[i];
+    const std::string at = std::string(what) + ": message " + std::to_string(i);
+    if (m.role == nullptr || m.content == nullptr) {
+      fail(KILN_E_INVALID_ARGUMENT, at + ": role or content is NULL");
+      return false;
+    }
+    if (!is_valid_utf8(m.role) || !is_valid_utf8(m.content)) {
+      fail(KILN_E_INVALID_ARGUMENT, at + ": not valid UTF-8");
+      return false;
+    }
+    conv.push_back({{"role", m.role}, {"content", m.content}});
+  }
+  return true;
+}
+
+// A generation on the runtime's job threads: the arguments are copied now, the turn runs later.
+kiln_status start_turn(kiln_session* session, std::optional<std::string> prompt, nlohmann::ordered_json messages,
+                       const kiln_generate_params& p, kiln_token_fn on_token, void* user_data, kiln_job** out,
+                       const char* what) {
+  auto* job = new kiln_job();
+  job->session = session->session;
+  TurnOptions turn = turn_options(p);
+  // The job's cancel reaches the turn at its next prefill chunk or token even when it comes before
+  // the turn has started (the session's own flag is cleared when a call starts).
+  if (turn.on_prefill) turn.on_prefill = [job, f = turn.on_prefill](int d, int t) { return !job->cancel.load() && f(d, t); };
+  else turn.on_prefill = [job](int, int) { return !job->cancel.load(); };
+  const PieceSink user_sink = sink_for(on_token, user_data);
+  PieceSink sink = [job, user_sink](std::string_view text, std::span<const int> ids) {
+    return user_sink(text, ids) && !job->cancel.load();
+  };
+  std::shared_ptr<RuntimeSession> s = session->session;
+  kiln_job_done* on_done = p.on_done;
+  start_job(*s->model()->runtime(), job,
+            [job, s, prompt = std::move(prompt), messages = std::move(messages), turn = std::move(turn),
+             sink = std::move(sink), on_done, what] {
+              const kiln_status st = guarded(what, [&] {
+                if (job->cancel.load()) return fail(KILN_E_CANCELLED, std::string(what) + ": cancelled");
+                auto r = run_turn(*s, prompt ? &*prompt : nullptr, &messages, turn, sink);
+                if (r && job->cancel.load() && r->stop == StopReason::kCallback) r->stop = StopReason::kCancelled;
+                job->result.size = sizeof job->result;
+                job->has_result = static_cast<bool>(r);
+                return finish(r, job->has_result ? &job->result : nullptr, what);
+              });
+              if (on_done != nullptr && on_done->fn != nullptr) {
+                const std::string error = st == KILN_OK ? "" : kiln_last_error();
+                on_done->fn(on_done->user_data, st, job->has_result ? &job->result : nullptr, error.c_str());
+                if (st != KILN_OK) fail(st, error);  // the job's message, whatever the callback called
+              }
+              return st;
+            },
+            out);
+  return ok();
+}
+
 }  // namespace
 
 extern "C" {
 
-KILN_API kiln_session_params kiln_session_default_params(void) {
-  kiln_session_params p;
+KILN_API kiln_sampling_params kiln_sampling_default_params(void) {
+  kiln_sampling_params p;
   std::memset(&p, 0, sizeof p);
   p.size = sizeof p;
   const SamplerParams d;
-  p.n_ctx = 0;
-  p.kv_type = KILN_KV_F32;
   p.seed = KILN_SEED_RANDOM;
   p.temperature = d.temperature;
   p.top_k = d.top_k;
@@ -141,6 +217,16 @@ KILN_API kiln_session_params kiln_session_default_params(void) {
   p.repeat_last_n = d.repeat_last_n;
   p.frequency_penalty = d.frequency_penalty;
   p.presence_penalty = d.presence_penalty;
+  return p;
+}
+
+KILN_API kiln_session_params kiln_session_default_params(void) {
+  kiln_session_params p;
+  std::memset(&p, 0, sizeof p);
+  p.size = sizeof p;
+  p.n_ctx = 0;
+  p.kv_type = KILN_KV_F32;
+  p.sampling = kiln_sampling_default_params();
   return p;
 }
 
@@ -164,7 +250,8 @@ KILN_API kiln_status kiln_session_create(kiln_model* model, const kiln_session_p
     auto bad = [](const std::string& m) { return fail(KILN_E_INVALID_ARGUMENT, "kiln_session_create: " + m); };
     if (p.n_ctx < 0) return bad("n_ctx " + std::to_string(p.n_ctx) + " is negative (0 takes the default)");
     if (p.kv_type != KILN_KV_F32 && p.kv_type != KILN_KV_F16) return bad("kv_type must be KILN_KV_F32 or KILN_KV_F16");
-    if (const char* why = sampler_error(p)) return bad(why);
+    kiln_sampling_params sampling;
+    if (!read_sampling(&p.sampling, sampling, "kiln_session_create: sampling")) return KILN_E_INVALID_ARGUMENT;
     // The caller's bytes as an integer: an out-of-range value loaded as the enum is undefined.
     std::underlying_type_t<kiln_profiling> level;
     std::memcpy(&level, &p.profiling, sizeof level);
@@ -173,7 +260,7 @@ KILN_API kiln_status kiln_session_create(kiln_model* model, const kiln_session_p
     SessionOptions o;
     o.n_ctx = p.n_ctx;
     o.kv_dtype = p.kv_type == KILN_KV_F16 ? DType::kF16 : DType::kF32;
-    o.sampler = sampler_of(p);
+    o.sampler = sampler_of(sampling);
     o.priority = p.priority;
     o.profiling = p.profiling == KILN_PROFILE_DETAILED ? ProfileLevel::kDetailed
                   : p.profiling == KILN_PROFILE_BASIC  ? ProfileLevel::kBasic
@@ -199,7 +286,8 @@ KILN_API kiln_status kiln_session_generate(kiln_session* session, const char* pr
     kiln_generate_params p;
     if (!turn_args(session, params, p, "kiln_session_generate")) return KILN_E_INVALID_ARGUMENT;
     if (prompt == nullptr) return fail(KILN_E_INVALID_ARGUMENT, "kiln_session_generate: prompt is NULL");
-    auto r = session->session->generate(prompt, turn_options(p), sink_for(on_token, user_data));
+    const std::string text(prompt);
+    auto r = run_turn(*session->session, &text, nullptr, turn_options(p), sink_for(on_token, user_data));
     return finish(r, out, "kiln_session_generate");
   });
 }
@@ -210,19 +298,37 @@ KILN_API kiln_status kiln_session_chat(kiln_session* session, const kiln_message
   return guarded("kiln_session_chat", [&] {
     kiln_generate_params p;
     if (!turn_args(session, params, p, "kiln_session_chat")) return KILN_E_INVALID_ARGUMENT;
-    if (messages == nullptr || n_messages == 0)
-      return fail(KILN_E_INVALID_ARGUMENT, "kiln_session_chat: no messages");
-    nlohmann::ordered_json conv = nlohmann::ordered_json::array();
-    for (size_t i = 0; i < n_messages; ++i) {
-      const kiln_message& m = messages[i];
-      const std::string at = "kiln_session_chat: message " + std::to_string(i);
-      if (m.role == nullptr || m.content == nullptr) return fail(KILN_E_INVALID_ARGUMENT, at + ": role or content is NULL");
-      if (!is_valid_utf8(m.role) || !is_valid_utf8(m.content))
-        return fail(KILN_E_INVALID_ARGUMENT, at + ": not valid UTF-8");
-      conv.push_back({{"role", m.role}, {"content", m.content}});
-    }
-    auto r = session->session->chat(conv, turn_options(p), sink_for(on_token, user_data));
+    nlohmann::ordered_json conv;
+    if (!read_messages(messages, n_messages, conv, "kiln_session_chat")) return KILN_E_INVALID_ARGUMENT;
+    auto r = run_turn(*session->session, nullptr, &conv, turn_options(p), sink_for(on_token, user_data));
     return finish(r, out, "kiln_session_chat");
+  });
+}
+
+KILN_API kiln_status kiln_session_generate_async(kiln_session* session, const char* prompt,
+                                                 const kiln_generate_params* params, kiln_token_fn on_token,
+                                                 void* user_data, kiln_job** out) {
+  return guarded("kiln_session_generate_async", [&] {
+    if (out == nullptr) return fail(KILN_E_INVALID_ARGUMENT, "kiln_session_generate_async: out is NULL");
+    *out = nullptr;
+    kiln_generate_params p;
+    if (!turn_args(session, params, p, "kiln_session_generate_async")) return KILN_E_INVALID_ARGUMENT;
+    if (prompt == nullptr) return fail(KILN_E_INVALID_ARGUMENT, "kiln_session_generate_async: prompt is NULL");
+    return start_turn(session, std::string(prompt), {}, p, on_token, user_data, out, "kiln_session_generate_async");
+  });
+}
+
+KILN_API kiln_status kiln_session_chat_async(kiln_session* session, const kiln_message* messages, size_t n_messages,
+                                             const kiln_generate_params* params, kiln_token_fn on_token,
+                                             void* user_data, kiln_job** out) {
+  return guarded("kiln_session_chat_async", [&] {
+    if (out == nullptr) return fail(KILN_E_INVALID_ARGUMENT, "kiln_session_chat_async: out is NULL");
+    *out = nullptr;
+    kiln_generate_params p;
+    if (!turn_args(session, params, p, "kiln_session_chat_async")) return KILN_E_INVALID_ARGUMENT;
+    nlohmann::ordered_json conv;
+    if (!read_messages(messages, n_messages, conv, "kiln_session_chat_async")) return KILN_E_INVALID_ARGUMENT;
+    return start_turn(session, std::nullopt, std::move(conv), p, on_token, user_data, out, "kiln_session_chat_async");
   });
 }
 
@@ -234,13 +340,11 @@ KILN_API kiln_status kiln_session_cancel(kiln_session* session) {
   });
 }
 
-KILN_API kiln_status kiln_session_set_sampling(kiln_session* session, const kiln_session_params* params) {
+KILN_API kiln_status kiln_session_set_sampling(kiln_session* session, const kiln_sampling_params* params) {
   return guarded("kiln_session_set_sampling", [&] {
     if (!check_handle(session, HandleKind::kSession, "kiln_session_set_sampling")) return KILN_E_INVALID_ARGUMENT;
-    kiln_session_params p = kiln_session_default_params();
-    if (!read_params(params, p, "kiln_session_set_sampling")) return KILN_E_INVALID_ARGUMENT;
-    if (const char* why = sampler_error(p))
-      return fail(KILN_E_INVALID_ARGUMENT, std::string("kiln_session_set_sampling: ") + why);
+    kiln_sampling_params p;
+    if (!read_sampling(params, p, "kiln_session_set_sampling")) return KILN_E_INVALID_ARGUMENT;
     const Status st = session->session->set_sampler(sampler_of(p));
     return st ? ok() : fail(st.with_context("kiln_session_set_sampling"));
   });
@@ -300,10 +404,61 @@ KILN_API kiln_status kiln_session_profile_json(kiln_session* session, char* buf,
     if (!j) return fail(j.status().with_context("kiln_session_profile_json"));
     *len = j->size();
     if (j->size() > capacity)
-      return fail(KILN_E_INVALID_ARGUMENT, "kiln_session_profile_json: " + std::to_string(j->size()) +
+      return fail(KILN_E_BUFFER_TOO_SMALL, "kiln_session_profile_json: " + std::to_string(j->size()) +
                                                " bytes do not fit a buffer of " + std::to_string(capacity));
     std::memcpy(buf, j->data(), j->size());
     if (j->size() < capacity) buf[j->size()] = '\0';
+    return ok();
+  });
+}
+
+KILN_API kiln_status kiln_session_decode(kiln_session* session, const int32_t* ids, size_t n_ids) {
+  return guarded("kiln_session_decode", [&] {
+    if (!check_handle(session, HandleKind::kSession, "kiln_session_decode")) return KILN_E_INVALID_ARGUMENT;
+    if (ids == nullptr || n_ids == 0) return fail(KILN_E_INVALID_ARGUMENT, "kiln_session_decode: no ids (NULL or 0)");
+    static_assert(sizeof(int) == sizeof(int32_t));
+    const Status st = session->session->decode(std::span<const int>(reinterpret_cast<const int*>(ids), n_ids));
+    return st ? ok() : fail(st.with_context("kiln_session_decode"));
+  });
+}
+
+KILN_API kiln_status kiln_session_logits(kiln_session* session, float* out, size_t n) {
+  return guarded("kiln_session_logits", [&] {
+    if (!check_handle(session, HandleKind::kSession, "kiln_session_logits")) return KILN_E_INVALID_ARGUMENT;
+    const size_t vocab = static_cast<size_t>(session->session->model()->config().vocab_size);
+    if (n < vocab)
+      return fail(KILN_E_BUFFER_TOO_SMALL, "kiln_session_logits: the logits are " + std::to_string(vocab) +
+                                               " floats (the vocabulary); the buffer holds " + std::to_string(n));
+    if (out == nullptr) return fail(KILN_E_INVALID_ARGUMENT, "kiln_session_logits: out is NULL");
+    const Status st = session->session->logits(std::span<float>(out, vocab));
+    return st ? ok() : fail(st.with_context("kiln_session_logits"));
+  });
+}
+
+KILN_API kiln_status kiln_session_n_past(const kiln_session* session, int32_t* out) {
+  return guarded("kiln_session_n_past", [&] {
+    if (!check_handle(session, HandleKind::kSession, "kiln_session_n_past")) return KILN_E_INVALID_ARGUMENT;
+    if (out == nullptr) return fail(KILN_E_INVALID_ARGUMENT, "kiln_session_n_past: out is NULL");
+    *out = session->session->n_past();
+    return ok();
+  });
+}
+
+KILN_API kiln_status kiln_session_truncate(kiln_session* session, int32_t n_keep) {
+  return guarded("kiln_session_truncate", [&] {
+    if (!check_handle(session, HandleKind::kSession, "kiln_session_truncate")) return KILN_E_INVALID_ARGUMENT;
+    const Status st = session->session->truncate(n_keep);
+    return st ? ok() : fail(st.with_context("kiln_session_truncate"));
+  });
+}
+
+KILN_API kiln_status kiln_session_sample(kiln_session* session, int32_t* out_id) {
+  return guarded("kiln_session_sample", [&] {
+    if (!check_handle(session, HandleKind::kSession, "kiln_session_sample")) return KILN_E_INVALID_ARGUMENT;
+    if (out_id == nullptr) return fail(KILN_E_INVALID_ARGUMENT, "kiln_session_sample: out_id is NULL");
+    auto id = session->session->sample();
+    if (!id) return fail(id.status().with_context("kiln_session_sample"));
+    *out_id = *id;
     return ok();
   });
 }

@@ -4,7 +4,11 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <thread>
 
 #include "engine/runtime.h"
@@ -22,14 +26,21 @@ struct kiln_session {
   std::shared_ptr<kiln::RuntimeSession> session;
 };
 
+// An asynchronous call (a model load, a generation) on the runtime's job threads.
 struct kiln_job {
-  std::thread thread;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;        // under mu: the work and its callbacks have returned
+  std::thread::id runner;   // under mu: the job thread while it runs the work
   std::atomic<bool> cancel{false};
-  std::atomic<bool> done{false};
-  // Set by whichever of (the loading thread ends, the owner lets go) happens first; the second
-  // frees the job.
-  std::atomic<bool> released{false};
+  std::shared_ptr<kiln::RuntimeSession> session;  // a generation's, which kiln_job_cancel stops
+  // When done:
   kiln_status status = KILN_OK;
+  std::string error;
+  bool has_result = false;  // a generation's
+  kiln_generate_result result{};
+  // Whichever of (the work ends, the owner lets go) comes second frees the job.
+  std::atomic<bool> released{false};
 };
 
 namespace kiln::capi {
@@ -48,5 +59,9 @@ kiln_status fail(kiln_status code, const std::string& message);
 // KILN_OK, clearing nothing (the last error stays until the next failure).
 inline kiln_status ok() { return KILN_OK; }
 kiln_status to_c_status(StatusCode code);
+
+// Runs `work` on `rt`'s job threads as `job` (registered here): `work` returns the job's status,
+// with its message taken from the thread's last error. `out` NULL: nobody will wait on the job.
+void start_job(kiln::Runtime& rt, kiln_job* job, std::function<kiln_status()> work, kiln_job** out);
 
 }  // namespace kiln::capi

@@ -251,6 +251,7 @@ Result<std::shared_ptr<RuntimeSession>> RuntimeModel::new_session(const SessionO
 // RuntimeSession
 
 RuntimeSession::~RuntimeSession() {
+  stop_counting_decoding();
   if (!snapshot_.empty()) ::unlink(snapshot_.c_str());
   session_.reset();
   std::lock_guard<std::recursive_mutex> lock(model_->rt_->mu_);
@@ -302,6 +303,7 @@ Status RuntimeSession::resume() {
 
 uint64_t RuntimeSession::evict_locked() {
   if (!session_) return 0;
+  stop_counting_decoding();
   const int n = std::min(static_cast<int>(cached_.size()), session_->position());
   if (n > 0) {
     const std::string path = snapshot_path();
@@ -317,11 +319,10 @@ Result<GenerationStats> RuntimeSession::run(std::span<const int> prompt, const T
   if (turn.max_tokens < 0) return invalid_argument("max_tokens " + std::to_string(turn.max_tokens) + " is negative");
   for (const std::string& s : turn.stop)
     if (!is_valid_utf8(s)) return invalid_argument("a stop string is not valid UTF-8");
-  if (static_cast<int64_t>(prompt.size()) >= n_ctx_)
-    return context_full("the prompt of " + std::to_string(prompt.size()) + " tokens does not fit the context of " +
-                        std::to_string(n_ctx_) + " with room for a reply (it holds at most " +
-                        std::to_string(n_ctx_ - 1) + ")");
   KILN_RETURN_IF_ERROR(resume());
+  stop_counting_decoding();  // generate() counts itself while it decodes
+  logits_.clear();
+  sampled_tail_ = 0;
   GenerateOptions go;
   go.extra_stop_ids = stop_ids;
   go.stop_strings = turn.stop;
@@ -358,6 +359,10 @@ Result<GenerationStats> RuntimeSession::generate(std::string_view prompt, const 
   const bool bos = turn.add_bos < 0 ? tok.bos_id() >= 0 : turn.add_bos > 0;
   if (bos && tok.bos_id() >= 0) ids.insert(ids.begin(), tok.bos_id());
   if (ids.empty()) return invalid_argument("the prompt is empty and the model has no BOS token to start from");
+  if (static_cast<int64_t>(ids.size()) >= n_ctx_)
+    return context_full("the prompt is " + std::to_string(ids.size()) + " tokens; the session's context of " +
+                        std::to_string(n_ctx_) + " holds at most " + std::to_string(n_ctx_ - 1) +
+                        " with room for a reply");
   return run(ids, turn, {}, sink);
 }
 
@@ -366,6 +371,8 @@ Result<GenerationStats> RuntimeSession::generate_tokens(std::span<const int> pro
   KILN_RETURN_IF_ERROR(enter());
   const Held held{this};
   cancel_.store(false);
+  // No room kept for a reply: a prompt that fills the context gives its one token (kiln run's rule);
+  // the generation loop refuses one longer than the context.
   return run(prompt, turn, {}, sink);
 }
 
@@ -400,6 +407,9 @@ Status RuntimeSession::reset() {
   const Held held{this};
   cached_.clear();
   position_.store(0);
+  stop_counting_decoding();
+  logits_.clear();
+  sampled_tail_ = 0;
   if (session_) session_->reset();
   if (!snapshot_.empty()) {
     ::unlink(snapshot_.c_str());
@@ -430,6 +440,8 @@ Status RuntimeSession::restore(const std::string& path) {
   KILN_RETURN_IF_ERROR(resume());
   KILN_ASSIGN_OR_RETURN(cached_, load_session_snapshot(*session_, path));
   position_.store(static_cast<int>(cached_.size()));
+  logits_.clear();
+  sampled_tail_ = 0;
   return Status::ok();
 }
 
@@ -453,6 +465,113 @@ SessionState RuntimeSession::state() {
   // and session_ changes only under rt mu_); between calls what the last call left in the cache.
   s.position = session_ && s.generating ? session_->position() : position_.load();
   return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// RuntimeSession, token level
+
+void RuntimeSession::stop_counting_decoding() {
+  if (counted_decoding_) model_->rt_->executor_->decoding().fetch_sub(1);
+  counted_decoding_ = false;
+}
+
+Status RuntimeSession::decode(std::span<const int> ids) {
+  KILN_RETURN_IF_ERROR(enter());
+  const Held held{this};
+  cancel_.store(false);
+  if (ids.empty()) return invalid_argument("decode: no token ids");
+  const int vocab = model_->config().vocab_size;
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= vocab)
+      return invalid_argument("decode: token id " + std::to_string(ids[i]) + " (at " + std::to_string(i) +
+                              ") is outside the vocabulary of " + std::to_string(vocab));
+  KILN_RETURN_IF_ERROR(resume());
+  // The tokens the cache really holds (a failed call may have left the two apart).
+  const int start = std::min(static_cast<int>(cached_.size()), session_->position());
+  if (static_cast<int64_t>(start) + static_cast<int64_t>(ids.size()) > n_ctx_)
+    return context_full("decode: " + std::to_string(ids.size()) + " tokens after " + std::to_string(start) +
+                        " do not fit the session's context of " + std::to_string(n_ctx_));
+  session_->rewind(start);
+  cached_.resize(static_cast<size_t>(start));
+  logits_.clear();
+  // One token at a time is how a decoding loop runs: the session counts as decoding, so that the
+  // other sessions' steps wait for its token and carry it (see StepExecutor::decoding).
+  if (ids.size() == 1 && !counted_decoding_) {
+    model_->rt_->executor_->decoding().fetch_add(1);
+    counted_decoding_ = true;
+  } else if (ids.size() > 1) {
+    stop_counting_decoding();
+  }
+  struct Watch {
+    Session& s;
+    Watch(Session& x, const std::atomic<bool>* f) : s(x) { s.watch_cancel(f); }
+    ~Watch() { s.watch_cancel(nullptr); }
+  } watch(*session_, &cancel_);
+  const size_t chunk = static_cast<size_t>(std::max(session_->max_step(), 1));
+  std::span<const float> last;
+  for (size_t i = 0; i < ids.size(); i += chunk) {
+    Status st = cancel_.load() ? cancelled("decode: cancelled") : Status::ok();
+    if (st) {
+      auto l = session_->decode(ids.subspan(i, std::min(chunk, ids.size() - i)));
+      if (l) last = *l;
+      else st = l.status();
+    }
+    if (!st) {
+      session_->rewind(start);  // as before the call
+      return st.code() == StatusCode::kCancelled ? cancelled("decode: cancelled") : st;
+    }
+  }
+  logits_.assign(last.begin(), last.end());
+  // A token sample() gave, decoded back, is a sampled one; anything else starts a new prompt.
+  sampled_tail_ = ids.size() == 1 && ids[0] == last_sampled_ ? sampled_tail_ + 1 : 0;
+  last_sampled_ = -1;
+  cached_.insert(cached_.end(), ids.begin(), ids.end());
+  position_.store(static_cast<int>(cached_.size()));
+  std::lock_guard<std::recursive_mutex> lock(model_->rt_->mu_);
+  last_used_ = model_->rt_->touch();
+  return Status::ok();
+}
+
+Status RuntimeSession::logits(std::span<float> out) {
+  KILN_RETURN_IF_ERROR(enter());
+  const Held held{this};
+  if (logits_.empty())
+    return invalid_argument("no logits to read: decode tokens first (generate, chat, truncate and reset leave none)");
+  if (out.size() < logits_.size())
+    return invalid_argument("the logits are " + std::to_string(logits_.size()) + " floats; the buffer holds " +
+                            std::to_string(out.size()));
+  std::copy(logits_.begin(), logits_.end(), out.begin());
+  return Status::ok();
+}
+
+int RuntimeSession::n_past() { return state().position; }
+
+Status RuntimeSession::truncate(int n_keep) {
+  KILN_RETURN_IF_ERROR(enter());
+  const Held held{this};
+  KILN_RETURN_IF_ERROR(resume());
+  const int n = std::min(static_cast<int>(cached_.size()), session_->position());
+  if (n_keep < 0 || n_keep > n)
+    return invalid_argument("truncate: n_keep " + std::to_string(n_keep) + " is outside 0.." + std::to_string(n) +
+                            " (the tokens the session holds)");
+  const size_t dropped = static_cast<size_t>(n - n_keep) + (cached_.size() - static_cast<size_t>(n));
+  sampled_tail_ = sampled_tail_ > dropped ? sampled_tail_ - dropped : 0;
+  cached_.resize(static_cast<size_t>(n_keep));
+  session_->rewind(n_keep);
+  position_.store(n_keep);
+  logits_.clear();
+  last_sampled_ = -1;
+  return Status::ok();
+}
+
+Result<int> RuntimeSession::sample() {
+  KILN_RETURN_IF_ERROR(enter());
+  const Held held{this};
+  if (logits_.empty())
+    return invalid_argument("no logits to sample from: decode tokens first (generate, chat, truncate and reset leave none)");
+  const int id = sampler_->sample(logits_, cached_, cached_.size() - std::min(sampled_tail_, cached_.size()));
+  last_sampled_ = id;
+  return id;
 }
 
 }  // namespace kiln

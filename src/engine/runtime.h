@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/job_threads.h"
 #include "engine/open_model.h"
 #include "runtime/chat_format.h"
 #include "runtime/generate.h"
@@ -84,6 +85,8 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   RuntimeStats stats();
   const ThreadPlan& thread_plan() const { return plan_; }
   const StepExecutor& executor() const { return *executor_; }
+  // The threads asynchronous calls run on (see job_threads.h).
+  JobThreads& jobs() { return jobs_; }
 
  private:
   friend class RuntimeModel;
@@ -104,6 +107,7 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   uint64_t held_ = 0, peak_ = 0;
   int evictions_ = 0;
   std::atomic<uint64_t> clock_{0};
+  JobThreads jobs_;  // last: destroyed first, while what its jobs use is still there
 };
 
 class RuntimeModel : public std::enable_shared_from_this<RuntimeModel> {
@@ -157,13 +161,24 @@ class RuntimeSession {
   ~RuntimeSession();
   // The whole text the model should see (see the top of this file).
   Result<GenerationStats> generate(std::string_view prompt, const TurnOptions& turn, const PieceSink& sink);
-  // The same from tokens the caller encoded (kiln run: a prompt's bytes as given, BOS as it chose).
+  // The same from tokens the caller encoded (kiln run: a prompt's bytes as given, BOS as it chose);
+  // a prompt that fills the context is taken (its one next token), one longer refused.
   Result<GenerationStats> generate_tokens(std::span<const int> prompt, const TurnOptions& turn, const PieceSink& sink);
   // The reply to a whole conversation through the model's chat template.
   Result<GenerationStats> chat(const nlohmann::ordered_json& messages, const TurnOptions& turn, const PieceSink& sink);
   // The template and extra variables (apply_chat_template's **kwargs: {"enable_thinking": false})
   // of the next chat calls; until then the model's own template and none.
   Status use_chat_template(const ModelChatTemplate& tpl, const nlohmann::ordered_json& kwargs);
+  // Token level: appends `ids` at the session's position and keeps the logits of the last one.
+  Status decode(std::span<const int> ids);
+  // The last decode()'s logits (vocabulary size); an error when there are none (see kiln.h).
+  Status logits(std::span<float> out);
+  int n_past();
+  // Drops the positions from n_keep on.
+  Status truncate(int n_keep);
+  // A token from the last decode()'s logits with the session's sampler (not decoded).
+  Result<int> sample();
+
   // Any thread: the running call stops before its next step.
   void cancel() { cancel_.store(true); }
   Status reset();
@@ -215,6 +230,14 @@ class RuntimeSession {
   std::optional<ChatFormat> chat_;
   uint64_t last_used_ = 0;
   std::unique_ptr<StepTracer> tracer_;  // profiling or check_numerics; set on session_
+  // Token level: the last decode()'s logits (empty: none to read), how many tokens at the end of
+  // cached_ came from sample() (the frequency and presence penalties count those), the token the
+  // last sample() gave, and whether the session counts itself in the executor's decoding().
+  std::vector<float> logits_;
+  size_t sampled_tail_ = 0;
+  int last_sampled_ = -1;
+  bool counted_decoding_ = false;
+  void stop_counting_decoding();
   std::string profile_;                 // the last call's profile, JSON
 };
 

@@ -1,6 +1,7 @@
 """kiln serve through the official openai client (and requests where the client hides the wire):
 completions and chat, streamed and not, usage, stop strings, errors, limits, the prefix cache."""
 import json
+import os
 import random
 import socket
 import time
@@ -381,3 +382,32 @@ def test_one_log_line_per_request(start_server, chat_model):
         m = re.match(want, got)
         assert m, (got, want)
         assert float(m.group(1)) < 60
+
+
+def test_no_thread_per_request(start_server):
+    """Generations run as kiln_session_*_async jobs on the runtime's job threads, which it keeps:
+    while each of 16 streamed requests is generating (sampled at its first chunk, a long reply
+    still to come), the server's threads are those it had after a warm-up of two requests at once
+    (a thread started per request would be a new id in /proc/PID/task)."""
+    import concurrent.futures
+    s = start_server("--model", f"stories260K={STORIES}", "--parallel", "2", "--threads", "1", "--ctx", "512")
+
+    def tids():
+        return set(os.listdir(f"/proc/{s.proc.pid}/task"))
+
+    def ask(i):
+        seen = set()
+        with requests.post(s.base_url + "/completions", json={"model": "stories260K", "prompt": f"Once {i}",
+                                                               "max_tokens": 480, "stream": True},
+                           stream=True, timeout=60) as r:
+            assert r.status_code == 200, r.text
+            for line in r.iter_lines():
+                if line.startswith(b"data: ") and not seen:
+                    seen = tids()
+        return seen
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        warm = set().union(*pool.map(ask, range(2))) | tids()
+    for i in range(16):
+        during = ask(i)
+        assert during <= warm, f"request {i}: new threads {sorted(during - warm)}"
