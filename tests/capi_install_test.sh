@@ -2,7 +2,8 @@
 # The C API as an application gets it: `cmake --install` into a fresh prefix, examples/c/stream.c
 # compiled as strict C11 with nothing but the installed header and `pkg-config --cflags --libs
 # kiln`, run on the shipped model: its greedy text byte-identical to `kiln run --temp 0 -n 200`
-# (the golden). Also: libkiln.so exports kiln_* and nothing else.
+# (the golden); examples/c/tokens.c, the token level, gives the same text. Also: libkiln.so
+# exports kiln_* and nothing else.
 # Usage: capi_install_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$1
@@ -16,6 +17,15 @@ cc -std=c11 -Wall -Wextra -Werror -pedantic "$src/examples/c/stream.c" $(pkg-con
   -o "$work/stream"
 "$work/stream" "$src/models/stories260K/stories260K.bin" "" 200 0 2>/dev/null >"$work/out.txt"
 cmp "$work/out.txt" "$src/tests/data/golden/stories260K_greedy200.txt"
+# The token level as a C program drives it (examples/c/tokens.c: tokenize, kiln_session_decode,
+# then kiln_session_logits -> argmax -> decode): the same text as kiln_session_generate.
+cc -std=c11 -Wall -Wextra -Werror -pedantic "$src/examples/c/tokens.c" $(pkg-config --cflags --libs kiln) \
+  -o "$work/tokens"
+"$work/tokens" "$src/models/stories260K/stories260K.bin" "" 200 >"$work/out.txt"
+cmp "$work/out.txt" "$src/tests/data/golden/stories260K_greedy200.txt"
+"$work/tokens" "$src/models/stories260K/stories260K.bin" "Once upon a time" 100 >"$work/tokens.txt"
+"$work/stream" "$src/models/stories260K/stories260K.bin" "Once upon a time" 100 0 2>/dev/null >"$work/stream.txt"
+cmp "$work/tokens.txt" "$work/stream.txt"
 # The same through the portable table (KILN_CPU caps the kernels for the C API too), and a cap
 # kiln does not know refused by kiln_runtime_create with the name in its message.
 KILN_CPU=portable "$work/stream" "$src/models/stories260K/stories260K.bin" "" 200 0 2>/dev/null >"$work/out.txt"
@@ -34,4 +44,4 @@ fi
 # The static library and the CMake package are there too.
 test -f "$work/prefix/lib/libkiln.a"
 test -f "$work/prefix/lib/cmake/kiln/kilnConfig.cmake"
-echo "capi install test: the installed C API streams the golden text; libkiln.so exports only kiln_*"
+echo "capi install test: the installed C API streams the golden text, token by token too; libkiln.so exports only kiln_*"
