@@ -158,7 +158,10 @@ bool read_string(JNIEnv* env, jstring s, std::string& out, const char* what) {
   return true;
 }
 
-Fields::Fields(JNIEnv* env, jobject obj) : env_(env), obj_(obj), cls_(env->GetObjectClass(obj)) {}
+Fields::Fields(JNIEnv* env, jobject obj)
+    : env_(env), obj_(obj), cls_(obj != nullptr ? env->GetObjectClass(obj) : nullptr) {
+  if (obj == nullptr) throw_error(env, KILN_E_INVALID_ARGUMENT, "an options or stats object is null");
+}
 
 Fields::~Fields() {
   if (cls_ != nullptr) env_->DeleteLocalRef(cls_);

@@ -722,6 +722,7 @@ public final class JavaTests {
   static void withoutLibrary() {
     int ok = 0;
     Test[] ways = {() -> new SessionOptions(), () -> new GenerateOptions(), () -> new ModelOptions(),
+        () -> new ai.kiln.SamplingOptions(),
         () -> KilnRuntime.create(null), () -> ai.kiln.Kiln.version()};
     for (Test t : ways) {
       try {
@@ -744,7 +745,7 @@ public final class JavaTests {
         .redirectErrorStream(true).start();
     String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
     equal(0, p.waitFor(), "exit status");
-    equal("without library: 5 of 5 KilnException NOT_FOUND\n", out, "output");
+    equal("without library: 6 of 6 KilnException NOT_FOUND\n", out, "output");
   }
 
   /** Models and sessions nobody closed: the collector finds them, the cleaner frees them natively. */
