@@ -14,7 +14,8 @@
  *
  * Buffers: a call that fills a caller's buffer writes the size it needs to an out parameter and,
  * when that is more than the buffer holds, writes nothing and returns KILN_E_BUFFER_TOO_SMALL:
- * ask again with the size it said.
+ * ask again with the size it said. (kiln_session_logits needs the vocabulary's size, which
+ * kiln_model_info_get gives.)
  *
  * Two levels: text in, text out (kiln_session_generate, kiln_session_chat and their _async forms,
  * which run on the runtime's job threads), and tokens in, logits out (kiln_session_decode,
@@ -282,7 +283,8 @@ typedef enum kiln_stop_reason {
 struct kiln_generate_result;
 /* An _async call's end: `fn` runs once on the job's thread after the last token callback, with the
  * call's status, its result and, on failure, what failed (valid during the call only). The struct
- * must outlive the job. kiln_job_wait and kiln_job_result may be used instead, or as well. */
+ * must live until `fn` is called; `fn` may free it (kiln reads nothing of it afterwards).
+ * kiln_job_wait and kiln_job_result may be used instead, or as well. */
 typedef struct kiln_job_done {
   void (*fn)(void* user_data, kiln_status status, const struct kiln_generate_result* result, const char* error);
   void* user_data;
@@ -327,7 +329,7 @@ KILN_API kiln_status kiln_session_chat(kiln_session* session, const kiln_message
  * returns at once with a job (`out`, not NULL) whose token callbacks run on that thread. The
  * runtime keeps its job threads and hands each call to an idle one (it adds one when none is
  * idle, up to 64; calls past that wait their turn), so no thread is started per call. The strings
- * and messages are copied before the call returns; `params` too (its on_done must outlive the job).
+ * and messages are copied before the call returns; `params` too (its on_done: see kiln_job_done).
  * Until the job ends the session may be given only to kiln_session_cancel, kiln_session_stats_get
  * and kiln_job_cancel. kiln_job_result waits and gives the result; free the job with kiln_job_free. */
 KILN_API kiln_status kiln_session_generate_async(kiln_session* session, const char* prompt,
