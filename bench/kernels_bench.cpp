@@ -23,7 +23,8 @@
 #include "core/cpu_features.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
-#include "quant/scheme.h"
+#include "layout/weight_layout.h"
+#include "quant/weight_quantizer.h"
 
 namespace kiln {
 namespace {

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "formats/kiln_file.h"
+#include "artifact/kiln_file.h"
 
 namespace {
 

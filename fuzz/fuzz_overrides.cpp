@@ -9,8 +9,9 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/ref/ref_matmul.h"
 #include "quant/overrides.h"
-#include "quant/ref_matmul.h"
+#include "quant/weight_quantizer.h"
 
 namespace {
 

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <vector>
 
+#include "artifact/kiln_file.h"
 #include "engine/open_model.h"
-#include "formats/kiln_file.h"
 #include "runtime/session.h"
 #include "runtime/session_snapshot.h"
 

@@ -6,19 +6,19 @@
 #include <cmath>
 #include <filesystem>
 
-#include "backends/ref/ref_backend.h"
 #include "artifact/config_section.h"
 #include "artifact/program_section.h"
 #include "artifact/tokenizer_section.h"
+#include "backends/ref/ref_backend.h"
 #include "backends/registry.h"
 #include "compiler/kiln_writer.h"
 #include "engine/defaults.h"
-#include "quant/ggml_blocks.h"
-#include "quant/weight_params.h"
+#include "graph/weight_params.h"
+#include "layout/ggml_blocks.h"
 #include <nlohmann/json.hpp>
 #include "artifact/kiln_image_reader.h"
-#include "runtime/session.h"
 #include "reference/reference_session.h"
+#include "runtime/session.h"
 #include "test_util.h"
 
 namespace kiln {

@@ -4,9 +4,9 @@
 // token and many), with a stated error bound per scheme; then the thread pool, the layouts, the
 // targets and the whole model.
 //
-// Error bounds, per output y[t][r] against quant/ref_matmul.h's y_ref on the same reference bytes:
+// Error bounds, per output y[t][r] against backends/ref/ref_matmul.h's y_ref on the same reference bytes:
 //   every scheme   |y - y_ref| <= 1e-5 * S + 1e-30,   S = sum_k |w[r][k]| * |x[t][k]|
-// with w the dequantized weights and x as quant/ref_matmul.h rounds it: the dequantized int8
+// with w the dequantized weights and x as backends/ref/ref_matmul.h rounds it: the dequantized int8
 // activations for the A8 schemes, the 16-bit ones for W4A16. The kernels widen weights exactly
 // and sum in f32 (float schemes, W8A16), or sum integer products exactly (W4A16, A8), so what is
 // left is the f32 rounding of sums of at most a few thousand terms, in another order.
@@ -32,16 +32,17 @@
 #if defined(__x86_64__)
 #include "backends/cpu/x86/amx_tile_config.h"
 #endif
+#include "artifact/kiln_image_reader.h"
 #include "backends/ref/kernels.h"
 #include "backends/ref/ref_backend.h"
+#include "backends/ref/ref_matmul.h"
 #include "backends/registry.h"
 #include "compiler/kiln_writer.h"
 #include "core/cpu_features.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
-#include "quant/ref_matmul.h"
-#include "quant/weight_params.h"
-#include "artifact/kiln_image_reader.h"
+#include "graph/weight_params.h"
+#include "quant/weight_quantizer.h"
 #include "runtime/session.h"
 #include "test_util.h"
 
@@ -736,7 +737,7 @@ TEST(CpuOps, EveryTableMakesTheSameDigits) {
 }
 
 TEST(CpuOps, EveryTableRoundsW4A16ActivationsAsTheReference) {
-  // W4A16's kernels read x as quant/ref_matmul.h's 16-bit values, two int8 digits each: every
+  // W4A16's kernels read x as backends/ref/ref_matmul.h's 16-bit values, two int8 digits each: every
   // table must make digits that put the reference's X back together (hi * 256 + lo, hi in
   // [-127, 127]), its scales bit for bit and the sums (of X, -8 times those of hi and of lo), on
   // ties, the clamp, zero and non-finite blocks.

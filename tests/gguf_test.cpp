@@ -11,9 +11,10 @@
 #include "backends/cpu/layouts.h"
 #include "engine/defaults.h"
 #include "formats/gguf.h"
-#include "quant/ggml_blocks.h"
-#include "quant/scheme.h"
+#include "layout/ggml_blocks.h"
+#include "layout/weight_layout.h"
 #include "quant/scheme_flag.h"
+#include "quant/weight_origin.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -205,7 +206,7 @@ TEST(Gguf, Q8AndQ5AreW8Groups) {
 
 // Q4_K is w4a16 g256 asymmetric, IQ4_XS w4a16 g256 symmetric, Q5_K w5a16 and Q6_K w6a16, byte for byte: the
 // file's blocks read as those schemes dequantize to gguf-py's values bit for bit (kiln keeps them
-// so, quant/scheme.h).
+// so, layout/weight_layout.h).
 TEST(Gguf, Q4KIq4XsAndQ6KAreKiln) {
   {
     const GgufFile g = open_test_gguf("gguf-quant/iq4_xs.gguf");  // llama-quantize's blocks

@@ -1,6 +1,6 @@
 // The .kiln container: round trips, alignment, determinism, atomic writes and every class of
 // malformed file (each with an error naming the file, the place and the problem).
-#include "formats/kiln_file.h"
+#include "artifact/kiln_file.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -20,7 +20,7 @@
 #include "engine/defaults.h"
 #include "formats/gguf.h"
 #include "formats/import.h"
-#include "quant/weight_params.h"
+#include "graph/weight_params.h"
 #include "model_paths.h"
 #include "test_util.h"
 

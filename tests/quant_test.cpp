@@ -22,11 +22,12 @@
 #include <random>
 #include <vector>
 
+#include "backends/ref/ref_matmul.h"
 #include "core/dtype.h"
-#include "quant/ggml_blocks.h"
-#include "quant/ref_matmul.h"
-#include "quant/scheme.h"
+#include "layout/ggml_blocks.h"
+#include "layout/weight_layout.h"
 #include "quant/scheme_flag.h"
+#include "quant/weight_quantizer.h"
 
 namespace kiln {
 namespace {
@@ -454,7 +455,7 @@ TEST(QuantExact, W4Group32IsGgmlQ4_0AndQ4_1) {
 
 // GGML's k-quant super-blocks: w4a16 g256 asymmetric is Q4_K, w6a16 is Q6_K, byte for byte (the
 // reference dequantization is GGML's own, which the GGUF tests check against gguf-py), with the
-// element packing of quant/ggml_blocks.h; their names, sizes and refusals.
+// element packing of layout/ggml_blocks.h; their names, sizes and refusals.
 TEST(QuantKQuant, LayoutsAreGgmlBlocks) {
   const QuantParams q4k{Scheme::kW4A16, 256, false}, q6k = canonical({Scheme::kW6A16});
   EXPECT_TRUE(is_ggml_superblock(q4k));
@@ -548,7 +549,7 @@ TEST(QuantKQuant, LayoutsAreGgmlBlocks) {
 }
 
 // w5a16 is GGML's Q5_K block byte for byte: Q4_K's d, dmin and 6-bit scales and mins, each
-// value's fifth bit in 32 bytes before the nibbles (quant/ggml_blocks.h); round to nearest over
+// value's fifth bit in 32 bytes before the nibbles (layout/ggml_blocks.h); round to nearest over
 // 31 levels, dequantized by GGML's own Q5_K code.
 TEST(QuantKQuant, W5A16IsGgmlQ5K) {
   const QuantParams q5k = canonical({Scheme::kW5A16, 64, false});

@@ -22,15 +22,15 @@
 #include "core/thread_pool.h"
 #include "formats/hf_config.h"
 #include "formats/import.h"
-#include "formats/synth_model.h"
 #include "graph/builder.h"
-#include "quant/weight_params.h"
+#include "graph/weight_params.h"
+#include "model_paths.h"
+#include "reference/reference_session.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
-#include "reference/reference_session.h"
-#include "model_paths.h"
 #include "test_util.h"
 #include "tokenizer/bytelevel_bpe.h"
+#include "tools/synth/synth_model.h"
 
 namespace kiln {
 namespace {

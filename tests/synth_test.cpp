@@ -1,6 +1,6 @@
 // kiln synth: published shapes, a tokenizer of the exact vocabulary size, deterministic weights,
 // folders that import, compile and run, shards, and nothing half-written under the output name.
-#include "formats/synth_model.h"
+#include "tools/synth/synth_model.h"
 
 #include <gtest/gtest.h>
 
@@ -10,9 +10,9 @@
 #include "compiler/driver.h"
 #include "formats/hf_config.h"
 #include "formats/safetensors.h"
+#include "reference/reference_session.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
-#include "reference/reference_session.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 

@@ -11,7 +11,7 @@
 
 #include "engine/defaults.h"
 #include "engine/speed_bench.h"
-#include "quant/scheme.h"
+#include "core/scheme.h"
 #include "tools/bench_cold_start.h"
 #include "tools/bench_common.h"
 #include "tools/bench_sessions.h"

@@ -5,8 +5,8 @@
 #include <chrono>
 #include <cstdio>
 
-#include "formats/synth_model.h"
 #include "tools/cli_common.h"
+#include "tools/synth/synth_model.h"
 
 namespace kiln::cli {
 

@@ -5,7 +5,7 @@
 #include "artifact/tokenizer_section.h"
 #include "core/cpu_features.h"
 #include "formats/json_util.h"
-#include "quant/weight_params.h"
+#include "graph/weight_params.h"
 
 namespace kiln {
 

@@ -4,8 +4,8 @@
 #include <memory>
 #include <string>
 
+#include "artifact/kiln_file.h"
 #include "artifact/program_image.h"
-#include "formats/kiln_file.h"
 
 namespace kiln {
 

@@ -5,7 +5,7 @@
 #include "artifact/config_section.h"
 #include "artifact/program_section.h"
 #include "artifact/tokenizer_section.h"
-#include "quant/weight_params.h"
+#include "graph/weight_params.h"
 
 namespace kiln {
 

@@ -1,12 +1,12 @@
-// Writes a program image as a .kiln context binary (formats/kiln_file.h is the container).
+// Writes a program image as a .kiln context binary (artifact/kiln_file.h is the container).
 #pragma once
 
 #include <functional>
 #include <string>
 
+#include "artifact/kiln_file.h"
 #include "artifact/program_image.h"
 #include "artifact/quant_record_section.h"
-#include "formats/kiln_file.h"
 
 namespace kiln {
 

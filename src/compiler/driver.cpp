@@ -5,8 +5,9 @@
 
 #include "backends/registry.h"
 #include "graph/builder.h"
-#include "quant/ggml_blocks.h"
-#include "quant/weight_params.h"
+#include "graph/weight_params.h"
+#include "layout/ggml_blocks.h"
+#include "quant/weight_quantizer.h"
 #include "tokenizer/tokenizer_source.h"
 
 namespace kiln {

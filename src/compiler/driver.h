@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "compiler/passes.h"
 #include "artifact/program_image.h"
 #include "artifact/quant_record_section.h"
+#include "compiler/passes.h"
 #include "formats/import.h"
 #include "graph/program.h"
-#include "quant/ggml_blocks.h"
+#include "quant/weight_origin.h"
 
 namespace kiln {
 

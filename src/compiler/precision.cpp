@@ -1,6 +1,6 @@
 #include "compiler/passes.h"
 #include "formats/hf_folder.h"
-#include "quant/weight_params.h"
+#include "graph/weight_params.h"
 
 namespace kiln {
 

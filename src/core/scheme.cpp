@@ -30,4 +30,30 @@ std::optional<Scheme> parse_scheme(std::string_view name) {
 
 std::string_view scheme_names_list() { return "f32, f16, bf16, w8a16, w6a16, w5a16, w4a16, w8a8, w4a8"; }
 
+int weight_bits(Scheme s) {
+  switch (s) {
+    case Scheme::kF32: return 32;
+    case Scheme::kF16:
+    case Scheme::kBF16: return 16;
+    case Scheme::kW8A16:
+    case Scheme::kW8A8: return 8;
+    case Scheme::kW6A16: return 6;
+    case Scheme::kW5A16: return 5;
+    case Scheme::kW4A16:
+    case Scheme::kW4A8: return 4;
+  }
+  return 0;
+}
+
+bool is_float_scheme(Scheme s) { return s == Scheme::kF32 || s == Scheme::kF16 || s == Scheme::kBF16; }
+bool is_4bit(Scheme s) { return s == Scheme::kW4A16 || s == Scheme::kW4A8; }
+bool a16_activations(Scheme s) { return s == Scheme::kW4A16 || s == Scheme::kW6A16 || s == Scheme::kW5A16; }
+bool quantizes_activations(Scheme s) { return s == Scheme::kW8A8 || s == Scheme::kW4A8; }
+
+Scheme widen_to_w8(Scheme s) {
+  if (s == Scheme::kW4A16 || s == Scheme::kW6A16 || s == Scheme::kW5A16) return Scheme::kW8A16;
+  if (s == Scheme::kW4A8) return Scheme::kW8A8;
+  return s;
+}
+
 }  // namespace kiln

@@ -9,7 +9,7 @@
 #include "compiler/driver.h"
 #include "core/mapped_file.h"
 #include "engine/defaults.h"
-#include "formats/kiln_file.h"
+#include "artifact/kiln_file.h"
 #include "artifact/kiln_image_reader.h"
 #include "tokenizer/tokenizer_source.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "graph/graph.h"
-#include "quant/scheme.h"
+#include "layout/weight_layout.h"
 
 namespace kiln {
 

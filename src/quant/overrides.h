@@ -59,7 +59,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "quant/scheme.h"
+#include "layout/weight_layout.h"
 
 namespace kiln {
 

@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "core/status.h"
-#include "quant/scheme.h"
+#include "layout/weight_layout.h"
 
 namespace kiln {
 

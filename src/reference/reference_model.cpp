@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "graph/builder.h"
-#include "quant/ggml_blocks.h"
+#include "layout/ggml_blocks.h"
 
 namespace kiln {
 

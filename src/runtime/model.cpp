@@ -8,10 +8,10 @@
 #endif
 
 #include "artifact/config_section.h"
+#include "artifact/kiln_file.h"
 #include "artifact/program_section.h"
 #include "backends/registry.h"
-#include "formats/kiln_file.h"
-#include "quant/weight_params.h"
+#include "graph/weight_params.h"
 
 namespace kiln {
 

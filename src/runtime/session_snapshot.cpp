@@ -2,9 +2,9 @@
 
 #include <cstring>
 
+#include "artifact/kiln_file.h"
 #include "core/mapped_file.h"
 #include "core/temp_file.h"
-#include "formats/kiln_file.h"
 
 namespace kiln {
 

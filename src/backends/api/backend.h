@@ -12,14 +12,14 @@
 
 #include "core/dtype.h"
 #include "graph/graph.h"
-#include "quant/scheme.h"
-#include "quant/weight_params.h"
+#include "graph/weight_params.h"
+#include "layout/weight_layout.h"
 
 namespace kiln {
 
 class ThreadPool;
 
-// The name of the reference layout of src/quant/scheme.h, which every back end can be handed.
+// The name of the reference layout of src/layout/weight_layout.h, which every back end can be handed.
 inline constexpr std::string_view kRowMajorLayout = "rowmajor";
 
 // Model-wide constants the kernels need, fixed when the model is opened.

@@ -12,7 +12,7 @@
 
 #include "backends/api/backend.h"
 #include "core/dtype.h"
-#include "quant/weight_params.h"
+#include "graph/weight_params.h"
 
 namespace kiln {
 

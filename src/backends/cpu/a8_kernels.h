@@ -8,7 +8,7 @@ namespace {
 
 // ---- int8 activations ----
 
-// W4A8: per group the exact integer sum of u * q, then, as quant/ref_matmul.h,
+// W4A8: per group the exact integer sum of u * q, then, as backends/ref/ref_matmul.h,
 //   symmetric  y += d * (sum - 8 * qsum)     asymmetric  y += d * sum + m * qsum
 // and at the end y *= the row's activation scale. kPanels: the activations and their group sums
 // from the q panels (prefill: every broadcast at a fixed offset from one pointer, serving RT

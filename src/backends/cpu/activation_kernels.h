@@ -44,7 +44,7 @@ inline AbsMax abs_max(const float* x, int64_t n) {
   return r;
 }
 
-// As quantize_activation_row in quant/ref_matmul.cpp (the same values: the same f32 product and
+// As quantize_activation_row in backends/ref/ref_matmul.cpp (the same values: the same f32 product and
 // rounding per element), with k padded to q_stride with zeros, and the integer sums per group;
 // S::N elements at a time (scalar, it was 17 % of a W4A8 prefill).
 template <class S>
@@ -159,7 +159,7 @@ inline void make_digits(const float* x, int64_t cols, int8_t* digits, float* sca
   }
 }
 
-// quant/ref_matmul.h's W4A16 rounding of one row of x (cols a multiple of 32), S::N elements at
+// backends/ref/ref_matmul.h's W4A16 rounding of one row of x (cols a multiple of 32), S::N elements at
 // a time with the same f32 operations (ties to even), each X written as the digits
 // hi = floor((X + 128) / 256) in [-127, 127] and lo = X - 256 hi in [-128, 127] (exact in f32).
 template <class S>

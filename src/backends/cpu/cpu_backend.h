@@ -13,7 +13,7 @@
 //    digits (|error| <= 2.4e-7 of the block's max |x|), and the weights times the digits are
 //    summed exactly in int32 (VNNI vpdpbusd, SDOT); the row scale is applied in f32.
 //  - w4a16: each activation row is rounded to 16 bits per block of 32 exactly as
-//    quant/ref_matmul.h does (make_a16), X = 256 hi + lo with int8 digits, and the nibbles times
+//    backends/ref/ref_matmul.h does (make_a16), X = 256 hi + lo with int8 digits, and the nibbles times
 //    the digits are summed exactly in int32 (two sums per output from one load of the weights;
 //    AVX-512 prefill from 24 tokens: X as int16 pairs times the nibbles widened to int16, one
 //    exact sum, the same value); the group's f16 scale and the block's activation scale are
@@ -21,7 +21,7 @@
 //    machines, prefill: the rounded values s X split into two bf16 parts as above, times the
 //    bf16-exact nibbles on the tile units.
 //  - A8 schemes (w8a8, w4a8): each activation row is quantized to int8 exactly as
-//    quant/ref_matmul.h does; the integer sums are exact; only the final f32 scaling differs in
+//    backends/ref/ref_matmul.h does; the integer sums are exact; only the final f32 scaling differs in
 //    rounding order.
 //  - softmax and SiLU use a polynomial exp (relative error ~2 ulp); attention's softmax is
 //    computed online (flash-style), not in two passes.

@@ -7,14 +7,14 @@
 // Numerics (documented in cpu_backend.h): float schemes and W8A16 multiply f32 activations with
 // f32 weights in f32 (FMA), like the reference, in another summation order; W4A16 rounds each
 // activation row to 16 bits per block of 32 and A8 schemes to int8 per row, exactly as
-// quant/ref_matmul.h does, and sum the integer products exactly.
+// backends/ref/ref_matmul.h does, and sum the integer products exactly.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <string>
 
-#include "quant/scheme.h"
+#include "layout/weight_layout.h"
 
 namespace kiln::cpu {
 
@@ -54,7 +54,7 @@ struct Activations {
   int64_t x_stride = 0;
   int n = 0;
   ActivationFormat format = ActivationFormat::kRows;
-  // W4A16: x as quant/ref_matmul.h's 16-bit X per block of 32, x ~ a16_scale[block] * X, each
+  // W4A16: x as backends/ref/ref_matmul.h's 16-bit X per block of 32, x ~ a16_scale[block] * X, each
   // X written as two int8 digits X = 256 hi + lo (make_a16), so that the nibbles times X are two
   // exact integer dot products.
   const int8_t* a16 = nullptr;         // [n][2][cols]: per token the hi digits, then the lo ones
@@ -139,7 +139,7 @@ struct KernelTable {
   const char* name = "";
   uint64_t features = 0;  // the CPU features these kernels use
   MatmulFn matmul[kSchemeCount] = {};  // by Scheme
-  // Per row t < n: int8 values, scale and (group > 0) per-group sums, as quant/ref_matmul.h.
+  // Per row t < n: int8 values, scale and (group > 0) per-group sums, as backends/ref/ref_matmul.h.
   void (*quantize_rows)(const float* x, int64_t x_stride, int n, int64_t cols, int group, int8_t* q, int64_t q_stride,
                         float* scales, int32_t* group_sums) = nullptr;
   // For tables with matrix units: the tiles of bf16_tiles above for n rows (null elsewhere), the

@@ -8,13 +8,13 @@
 
 #include "backends/cpu/kernel_helpers.h"
 #include "backends/cpu/w4a16_kernels.h"
-#include "quant/ggml_blocks.h"
+#include "layout/ggml_blocks.h"
 
 namespace kiln::cpu {
 namespace {
 
 // Sub-block j's 6-bit scale (kMin false) or min (true) for lanes v.. of the tile, from the 12
-// planes of the rows' packed bytes (quant/ggml_blocks.h: q4_k_scale_min, lane by lane).
+// planes of the rows' packed bytes (layout/ggml_blocks.h: q4_k_scale_min, lane by lane).
 template <class S, int j, bool kMin>
 inline typename S::I q4k_scale_min(const uint8_t* planes, int v) {
   auto plane = [&](int p) { return S::from_u8(planes + p * 16 + v * S::N); };
@@ -27,7 +27,7 @@ inline typename S::I q4k_scale_min(const uint8_t* planes, int v) {
 }
 
 // IQ4_XS's scale of sub-block j for lanes v.., ls - 32 in [-32, 31], from the 6 planes of the rows'
-// bytes 2-7 (quant/ggml_blocks.h: iq4_xs_scale, lane by lane).
+// bytes 2-7 (layout/ggml_blocks.h: iq4_xs_scale, lane by lane).
 template <class S, int j>
 inline typename S::I iq4xs_scale(const uint8_t* planes, int v) {
   auto plane = [&](int p) { return S::from_u8(planes + p * 16 + v * S::N); };
@@ -60,7 +60,7 @@ struct FifthBits {
 };
 
 // The 4-bit super-blocks, NT tokens from t0 (their a16 rows) and RT tiles: per sub-block j of 32
-// elements (the a16 block kb) the exact integer D, then, as quant/ref_matmul.h up to f32 rounding,
+// elements (the a16 block kb) the exact integer D, then, as backends/ref/ref_matmul.h up to f32 rounding,
 //   Q4_K (kIq4Xs false): D = sum u X,    y += (d sc_j) (s_kb D)  and  y += (dmin m_j) (-(s_kb sum X));
 //   IQ4_XS:              D = sum L[u] X (the nibbles' levels as signed weights, lookup16, summed by
 //                        dot_lv, whose bias the sums' start takes off),  y += (d s_j) (s_kb D);
@@ -165,7 +165,7 @@ inline void q6k_half_sums(const Activations& a, int64_t cols, int32_t* out) {
 
 // Q6_K, NT tokens from t0 and RT tiles: per sub-block i of 16 elements the exact D = sum (q - 32) X
 // (the sums start at `half_sums`, q6k_half_sums), then y += (d sc_i) (s_kb D), kb = i / 2 the a16
-// block, as quant/ref_matmul.h up to f32 rounding. The 6-bit values are each chunk's nibbles
+// block, as backends/ref/ref_matmul.h up to f32 rounding. The 6-bit values are each chunk's nibbles
 // with their high bit pairs shifted beside them (layouts.h).
 template <class S, int RT, int NT>
 inline void q6k_block(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tile, int t0,

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "core/dtype.h"
-#include "quant/ggml_blocks.h"
+#include "layout/ggml_blocks.h"
 
 namespace kiln::cpu {
 

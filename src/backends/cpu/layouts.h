@@ -1,5 +1,5 @@
 // The weight layouts the fast CPU kernels read, packed by `kiln compile` from the reference
-// layout of src/quant/scheme.h (never at load time).
+// layout of src/layout/weight_layout.h (never at load time).
 //
 // All of them are "row-interleaved": the rows (output channels) of a [rows][cols] matrix are
 // cut into tiles of 16, the last one padded with zero rows, and each tile is stored as one
@@ -60,7 +60,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "quant/scheme.h"
+#include "layout/weight_layout.h"
 
 namespace kiln::cpu {
 

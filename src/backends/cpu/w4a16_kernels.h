@@ -64,7 +64,7 @@ inline void nibble_chunk(typename S::I (&ah)[RT][NT][kTileRows / S::N], typename
 
 // W4A16, NT tokens from t0 and RT tiles: per block of 32 elements the exact integer
 // D = 256 sum u hi + sum u lo = sum u X (|D| < 2^24), both sums from one load of the nibbles;
-// symmetric: D - 8 sum X. Then, as quant/ref_matmul.h up to f32 rounding,
+// symmetric: D - 8 sum X. Then, as backends/ref/ref_matmul.h up to f32 rounding,
 //   y += d * (s_block * D)      and, asymmetric, per group  y += m * sum_blocks s_block sum X.
 // kPanels: the digits from the a16 panels (prefill: every broadcast at a fixed offset from one
 // pointer, serving RT tiles), else from the token rows (decode).

@@ -7,8 +7,8 @@
 #include "backends/api/activation_math.h"
 #include "backends/api/node_io.h"
 #include "backends/ref/kernels.h"
-#include "quant/ref_matmul.h"
-#include "quant/weight_params.h"
+#include "backends/ref/ref_matmul.h"
+#include "graph/weight_params.h"
 
 namespace kiln {
 

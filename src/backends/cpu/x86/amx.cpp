@@ -6,7 +6,7 @@
 // split into two bf16 parts hi + lo (|x - hi - lo| <= 2^-17 |x|), with weights that bf16 holds
 // exactly, and sums the products in f32:
 //   w4a16  the nibbles as bf16 integers (u - 8, or u for asymmetric groups) times its rounded
-//          activations s X (quant/ref_matmul.h), split the same way; each group's sum is scaled
+//          activations s X (backends/ref/ref_matmul.h), split the same way; each group's sum is scaled
 //          by its f16 scale on the AVX-512 side: y += d * C (+ m * sum_group s X);
 //   w8a16  the int8 values (|q| <= 127 is exact in bf16's 8 significant bits); y = s * C;
 //   bf16   the weights themselves;

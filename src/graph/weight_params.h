@@ -2,7 +2,7 @@
 #pragma once
 
 #include "graph/graph.h"
-#include "quant/scheme.h"
+#include "layout/weight_layout.h"
 
 namespace kiln {
 

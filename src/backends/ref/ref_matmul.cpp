@@ -1,4 +1,4 @@
-#include "quant/ref_matmul.h"
+#include "backends/ref/ref_matmul.h"
 
 #include <algorithm>
 #include <cmath>

@@ -3,11 +3,9 @@
 
 #include <cstdint>
 #include <span>
-#include <string>
 
 #include "core/dtype.h"
 #include "core/status.h"
-#include "quant/scheme.h"
 
 namespace kiln {
 
@@ -15,36 +13,21 @@ namespace kiln {
 // dtype_bytes(t, n) bytes and n must be a whole number of blocks.
 Status dequantize(DType t, std::span<const uint8_t> src, std::span<float> dst);
 
-// Q4_K blocks rewritten as kiln's W4 asymmetric groups of 32 (quant/scheme.h): each of a block's
+// Q4_K blocks rewritten as kiln's W4 asymmetric groups of 32 (layout/weight_layout.h): each of a block's
 // 8 sub-blocks of 32 becomes one group, its 4-bit values unchanged, its scale d * sc and minimum
 // -dmin * m rounded once to FP16 (relative error at most 2^-11 of each; the nibbles move to
 // kiln's order). `src` holds whole Q4_K blocks; `dst` gets 8 groups of 20 bytes per block. A
 // scale or minimum beyond FP16's range is an error.
 Status q4_k_to_w4_asym(std::span<const uint8_t> src, std::span<uint8_t> dst);
 
-// Q5_0 or IQ4_NL blocks rewritten as kiln's W8 groups of 32 (w8a16 g32, quant/scheme.h): each
+// Q5_0 or IQ4_NL blocks rewritten as kiln's W8 groups of 32 (w8a16 g32, layout/weight_layout.h): each
 // block's f16 scale as it is, then its 32 values as int8 (Q5_0: 5-bit, less 16: -16..15;
 // IQ4_NL: the level each nibble indexes). Exact. `src` holds whole blocks (22 or 18 bytes);
 // `dst` gets 34 bytes per block.
 Status blocks_to_w8_g32(DType type, std::span<const uint8_t> src, std::span<uint8_t> dst);
 
-// How the compiler makes a weight stored as `source` into `p`'s reference layout: the one
-// decision compile_model acts on and `kiln inspect` reports on a source model, so the two cannot
-// disagree.
-enum class WeightOrigin {
-  kAsStored,   // the source's bytes are p's layout byte for byte (f32, f16, bf16, Q4_0/Q4_1 as w4 g32,
-               // Q8_0 as w8a16 g32, Q4_K/IQ4_XS as w4a16 g256, Q5_K as w5a16, Q6_K as w6a16)
-  kSubBlocks,  // Q4_K's sub-blocks as w4 asymmetric groups of 32 (q4_k_to_w4_asym)
-  kWidened,    // Q5_0 or IQ4_NL blocks as w8a16 g32, their values as int8, exact (blocks_to_w8_g32)
-  kRounded,    // dequantized and rounded once into p (round to nearest)
-};
-WeightOrigin weight_origin(DType source, const QuantParams& p);
-// How, in a few words, for `inspect`: "kept byte for byte", "widened: no 5-bit scheme of that
-// block", "rounded from its values", ... (`target` is the scheme it becomes).
-std::string weight_origin_text(DType source, Scheme target, WeightOrigin origin);
-
 // The k-quant blocks kiln keeps as they are (w4a16 g256 asymmetric is GGML's Q4_K block, w5a16
-// its Q5_K block, w6a16 its Q6_K block: quant/scheme.h), element by element; `e` is 0..255 within
+// its Q5_K block, w6a16 its Q6_K block: layout/weight_layout.h), element by element; `e` is 0..255 within
 // one block. The getters are inline (packing reads every value of a model through them); the
 // setters overwrite only that element's bits.
 inline constexpr int kQ4KBlockBytes = 144, kQ5KBlockBytes = 176, kQ6KBlockBytes = 210;

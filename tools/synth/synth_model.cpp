@@ -1,4 +1,4 @@
-#include "formats/synth_model.h"
+#include "tools/synth/synth_model.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

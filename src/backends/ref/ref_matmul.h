@@ -29,7 +29,7 @@
 #include <span>
 
 #include "core/status.h"
-#include "quant/scheme.h"
+#include "layout/weight_layout.h"
 
 namespace kiln {
 

@@ -1,4 +1,4 @@
-#include "formats/kiln_file.h"
+#include "artifact/kiln_file.h"
 
 #include "core/temp_file.h"
 

@@ -1,12 +1,11 @@
-#include "quant/scheme.h"
+#include "quant/weight_quantizer.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 
 #include "core/dtype.h"
-#include "quant/ggml_blocks.h"
+#include "layout/ggml_blocks.h"
 
 namespace kiln {
 
@@ -14,17 +13,7 @@ namespace {
 
 constexpr float kF16Max = 65504.0f;
 
-uint16_t load_u16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
 void store_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
-float load_f32(const uint8_t* p) {
-  float v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 void store_f32(uint8_t* p, float v) { std::memcpy(p, &v, 4); }
 
 // The FP16 value next to h in the direction of -infinity (h finite, not the most negative).
@@ -150,7 +139,7 @@ Status quantize_group_w4(const float* w, int g, bool symmetric, uint8_t* out, in
 }
 
 // One Q4_K block (w4a16 g256 asym; `five` false) or Q5_K block (w5a16; true) from 256 weights,
-// as quant/scheme.h says: the same scales and mins over 15 or 31 levels.
+// as layout/weight_layout.h says: the same scales and mins over 15 or 31 levels.
 Status quantize_block_q45_k(const float* w, bool five, uint8_t* out, int64_t r, int64_t c0) {
   KILN_RETURN_IF_ERROR(check_finite(w, 256, r, c0));
   const float levels = five ? 31.0f : 15.0f;
@@ -189,7 +178,7 @@ Status quantize_block_q45_k(const float* w, bool five, uint8_t* out, int64_t r, 
 Status quantize_block_q4_k(const float* w, uint8_t* out, int64_t r, int64_t c0) { return quantize_block_q45_k(w, false, out, r, c0); }
 Status quantize_block_q5_k(const float* w, uint8_t* out, int64_t r, int64_t c0) { return quantize_block_q45_k(w, true, out, r, c0); }
 
-// One Q6_K block (w6a16) from 256 weights, as quant/scheme.h says.
+// One Q6_K block (w6a16) from 256 weights, as layout/weight_layout.h says.
 Status quantize_block_q6_k(const float* w, uint8_t* out, int64_t r, int64_t c0) {
   KILN_RETURN_IF_ERROR(check_finite(w, 256, r, c0));
   std::memset(out, 0, kQ6KBlockBytes);
@@ -217,7 +206,7 @@ Status quantize_block_q6_k(const float* w, uint8_t* out, int64_t r, int64_t c0) 
   return Status::ok();
 }
 
-// One IQ4_XS block (w4a16 g256 sym) from 256 weights, as quant/scheme.h says.
+// One IQ4_XS block (w4a16 g256 sym) from 256 weights, as layout/weight_layout.h says.
 Status quantize_block_iq4_xs(const float* w, uint8_t* out, int64_t r, int64_t c0) {
   KILN_RETURN_IF_ERROR(check_finite(w, 256, r, c0));
   std::memset(out, 0, kIq4XsBlockBytes);
@@ -295,209 +284,11 @@ class RoundToNearest final : public WeightQuantizer {
 
 }  // namespace
 
-int weight_bits(Scheme s) {
-  switch (s) {
-    case Scheme::kF32: return 32;
-    case Scheme::kF16:
-    case Scheme::kBF16: return 16;
-    case Scheme::kW8A16:
-    case Scheme::kW8A8: return 8;
-    case Scheme::kW6A16: return 6;
-    case Scheme::kW5A16: return 5;
-    case Scheme::kW4A16:
-    case Scheme::kW4A8: return 4;
-  }
-  return 0;
-}
-
-bool is_float_scheme(Scheme s) { return s == Scheme::kF32 || s == Scheme::kF16 || s == Scheme::kBF16; }
-bool is_4bit(Scheme s) { return s == Scheme::kW4A16 || s == Scheme::kW4A8; }
-bool a16_activations(Scheme s) { return s == Scheme::kW4A16 || s == Scheme::kW6A16 || s == Scheme::kW5A16; }
-int scale_group(const QuantParams& p) {
-  if (is_4bit(p.scheme)) return p.group_size;
-  if (p.scheme == Scheme::kW6A16 || p.scheme == Scheme::kW5A16) return 256;
-  return p.scheme == Scheme::kW8A16 ? p.w8_group : 0;
-}
-DType ggml_block_type(const QuantParams& p) {
-  if (p.scheme == Scheme::kW6A16) return DType::kQ6_K;
-  if (p.scheme == Scheme::kW5A16) return DType::kQ5_K;
-  return p.symmetric ? DType::kIQ4_XS : DType::kQ4_K;
-}
-
-bool is_ggml_superblock(const QuantParams& p) {
-  return p.scheme == Scheme::kW6A16 || p.scheme == Scheme::kW5A16 || (p.scheme == Scheme::kW4A16 && p.group_size == 256);
-}
-bool quantizes_activations(Scheme s) { return s == Scheme::kW8A8 || s == Scheme::kW4A8; }
-
-Scheme widen_to_w8(Scheme s) {
-  if (s == Scheme::kW4A16 || s == Scheme::kW6A16 || s == Scheme::kW5A16) return Scheme::kW8A16;
-  if (s == Scheme::kW4A8) return Scheme::kW8A8;
-  return s;
-}
-
-QuantParams canonical(QuantParams p) {
-  if (!is_4bit(p.scheme)) {
-    p.group_size = 0;
-    p.symmetric = true;
-  }
-  if (p.scheme != Scheme::kW8A16) p.w8_group = 0;
-  return p;
-}
-
-std::string describe(const QuantParams& p) {
-  std::string s(scheme_name(p.scheme));
-  if (is_4bit(p.scheme)) s += " g" + std::to_string(p.group_size) + (p.symmetric ? " sym" : " asym");
-  if (p.scheme == Scheme::kW8A16 && p.w8_group != 0) s += " g" + std::to_string(p.w8_group);
-  return s;
-}
-
-Status validate_params(const QuantParams& p) {
-  if (scheme_name(p.scheme) == "?")
-    return invalid_argument("unknown scheme " + std::to_string(static_cast<int>(p.scheme)));
-  if (p.scheme == Scheme::kW4A8 && p.group_size == 256)
-    return invalid_argument("w4a8: group size 256 (GGML's Q4_K and IQ4_XS super-blocks) is a w4a16 layout only");
-  if (is_4bit(p.scheme) && p.group_size != 32 && p.group_size != 64 && p.group_size != 128 && p.group_size != 256)
-    return invalid_argument(std::string(scheme_name(p.scheme)) + ": group size " + std::to_string(p.group_size) +
-                            " is not one of 32, 64, 128 (or 256 for w4a16: GGML's Q4_K and IQ4_XS)");
-  if (p.w8_group != 0 && p.scheme != Scheme::kW8A16)
-    return invalid_argument(std::string(scheme_name(p.scheme)) + ": 8-bit groups are a w8a16 layout only");
-  if (p.w8_group != 0 && p.w8_group != 32 && p.w8_group != 64 && p.w8_group != 128)
-    return invalid_argument("w8a16: group size " + std::to_string(p.w8_group) + " is not one of 32, 64, 128");
-  return Status::ok();
-}
-
-std::optional<uint64_t> quantized_row_size(const QuantParams& p, int64_t cols) {
-  if (!validate_params(p) || cols < 0) return std::nullopt;
-  const auto c = static_cast<uint64_t>(cols);
-  switch (p.scheme) {
-    case Scheme::kF32: return 4 * c;  // cols < 2^63: no overflow
-    case Scheme::kF16:
-    case Scheme::kBF16: return 2 * c;
-    case Scheme::kW8A16:
-    case Scheme::kW8A8:
-      if (p.w8_group != 0) {
-        const auto g = static_cast<uint64_t>(p.w8_group);
-        if (c % g != 0 || c / g > std::numeric_limits<uint64_t>::max() / (2 + g)) return std::nullopt;
-        return (c / g) * (2 + g);
-      }
-      if (c > std::numeric_limits<uint64_t>::max() - 4) return std::nullopt;
-      return 4 + c;
-    case Scheme::kW6A16:
-    case Scheme::kW5A16:
-      if (c % 256 != 0) return std::nullopt;
-      return (c / 256) * static_cast<uint64_t>(dtype_info(ggml_block_type(p)).block_bytes);  // less than c: fits
-    case Scheme::kW4A16:
-    case Scheme::kW4A8: {
-      const auto g = static_cast<uint64_t>(p.group_size);
-      if (c % g != 0) return std::nullopt;
-      if (g == 256) return (c / g) * (p.symmetric ? kIq4XsBlockBytes : kQ4KBlockBytes);
-      return (c / g) * ((p.symmetric ? 2 : 4) + g / 2);  // at most c / 2 + c / 8: fits
-    }
-  }
-  return std::nullopt;
-}
-
-std::optional<uint64_t> quantized_size(const QuantParams& p, int64_t rows, int64_t cols) {
-  if (rows < 0) return std::nullopt;
-  auto row = quantized_row_size(p, cols);
-  if (!row) return std::nullopt;
-  const auto r = static_cast<uint64_t>(rows);
-  if (*row != 0 && r > std::numeric_limits<uint64_t>::max() / *row) return std::nullopt;
-  return r * *row;
-}
-
-Status check_shape(const QuantParams& p, int64_t rows, int64_t cols) {
-  KILN_RETURN_IF_ERROR(validate_params(p));
-  if (rows < 0 || cols < 0)
-    return invalid_argument("negative matrix shape [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
-  if (const int g = scale_group(p); g != 0 && cols % g != 0)
-    return invalid_argument(describe(p) + " needs the input dimension (" + std::to_string(cols) +
-                            ") to be a multiple of the group size " + std::to_string(g));
-  if (!quantized_size(p, rows, cols))
-    return invalid_argument("matrix [" + std::to_string(rows) + ", " + std::to_string(cols) + "] is too large");
-  return Status::ok();
-}
-
 WeightQuantizer::~WeightQuantizer() = default;
 
 const WeightQuantizer& round_to_nearest() {
   static const RoundToNearest kRtn;
   return kRtn;
-}
-
-Status dequantize_row(const QuantParams& p, std::span<const uint8_t> q, int64_t cols, float* out) {
-  KILN_RETURN_IF_ERROR(check_shape(p, 1, cols));
-  const uint64_t want = *quantized_row_size(p, cols);
-  if (q.size() != want)
-    return invalid_argument("dequantize " + describe(p) + ": row is " + std::to_string(q.size()) + " bytes, expected " +
-                            std::to_string(want));
-  const uint8_t* b = q.data();
-  if (is_ggml_superblock(p))  // GGML's own blocks: its reference dequantization, bit for bit
-    return dequantize(ggml_block_type(p), q, std::span<float>(out, static_cast<size_t>(cols)));
-  switch (p.scheme) {
-    case Scheme::kF32:
-      for (int64_t c = 0; c < cols; ++c) out[c] = load_f32(b + 4 * c);
-      break;
-    case Scheme::kF16:
-      for (int64_t c = 0; c < cols; ++c) out[c] = f16_to_f32(load_u16(b + 2 * c));
-      break;
-    case Scheme::kBF16:
-      for (int64_t c = 0; c < cols; ++c) out[c] = bf16_to_f32(load_u16(b + 2 * c));
-      break;
-    case Scheme::kW8A16:
-    case Scheme::kW8A8: {
-      if (const int g = p.w8_group; g != 0) {
-        for (int64_t c0 = 0; c0 < cols; c0 += g, b += 2 + g) {
-          const float scale = f16_to_f32(load_u16(b));
-          const auto* qs = reinterpret_cast<const int8_t*>(b + 2);
-          for (int j = 0; j < g; ++j) out[c0 + j] = static_cast<float>(qs[j]) * scale;
-        }
-        break;
-      }
-      const float scale = load_f32(b);
-      const auto* qs = reinterpret_cast<const int8_t*>(b + 4);
-      for (int64_t c = 0; c < cols; ++c) out[c] = static_cast<float>(qs[c]) * scale;
-      break;
-    }
-    case Scheme::kW6A16:
-    case Scheme::kW5A16: break;  // above
-    case Scheme::kW4A16:
-    case Scheme::kW4A8: {
-      const int g = p.group_size, half = g / 2;
-      for (int64_t c0 = 0; c0 < cols; c0 += g) {
-        const float scale = f16_to_f32(load_u16(b));
-        const float mn = p.symmetric ? 0.0f : f16_to_f32(load_u16(b + 2));
-        const uint8_t* nib = b + (p.symmetric ? 2 : 4);
-        for (int j = 0; j < half; ++j) {
-          const int lo = nib[j] & 0x0f, hi = nib[j] >> 4;
-          if (p.symmetric) {
-            out[c0 + j] = static_cast<float>(lo - 8) * scale;
-            out[c0 + j + half] = static_cast<float>(hi - 8) * scale;
-          } else {
-            out[c0 + j] = static_cast<float>(lo) * scale + mn;
-            out[c0 + j + half] = static_cast<float>(hi) * scale + mn;
-          }
-        }
-        b = nib + half;
-      }
-      break;
-    }
-  }
-  return Status::ok();
-}
-
-Status dequantize_matrix(const QuantParams& p, std::span<const uint8_t> q, int64_t rows, int64_t cols, float* out) {
-  KILN_RETURN_IF_ERROR(check_shape(p, rows, cols));
-  const uint64_t want = *quantized_size(p, rows, cols);
-  if (q.size() != want)
-    return invalid_argument("dequantize " + describe(p) + ": matrix [" + std::to_string(rows) + ", " +
-                            std::to_string(cols) + "] needs " + std::to_string(want) + " bytes, got " +
-                            std::to_string(q.size()));
-  const uint64_t row_bytes = *quantized_row_size(p, cols);
-  for (int64_t r = 0; r < rows; ++r)
-    KILN_RETURN_IF_ERROR(dequantize_row(p, q.subspan(static_cast<uint64_t>(r) * row_bytes, row_bytes), cols,
-                                        out + r * cols));
-  return Status::ok();
 }
 
 uint16_t f16_round_up(float v) {

@@ -1,4 +1,4 @@
-#include "quant/weight_params.h"
+#include "graph/weight_params.h"
 
 namespace kiln {
 

@@ -1,9 +1,13 @@
-// Quantization schemes of matmul weights, their reference storage layout, and round-to-nearest.
+// The reference storage layout of each scheme's matmul weights (core/scheme.h names the
+// schemes): their parameters, sizes and dequantization, which the back ends read. How weights
+// are rounded into these layouts is the compiler's business (quant/weight_quantizer.h); the
+// rules below say what its round-to-nearest writes.
 //
 // A weight matrix W has `rows` output channels and `cols` input elements (y = W x), stored row
 // after row; each row is a sequence of blocks. The layouts below are the *reference* layout: what
-// quantize writes, dequantize_matrix and ref_matmul read, and what the quantization record of a
-// `.kiln` describes. Fast kernels may repack it; they are tested against this. All multi-byte
+// quantize writes, dequantize_matrix and ref_matmul (backends/ref/) read, and what the
+// quantization record of a `.kiln` describes. Fast kernels may repack it; they are tested against
+// this. All multi-byte
 // values are little-endian; FP16 is IEEE binary16; there is no padding anywhere.
 //
 //   f32    4 bytes per element.                                   row = 4 * cols bytes
@@ -42,7 +46,7 @@
 //   byte, 144 bytes per 256 elements (cols a multiple of 256):
 //     [f16 d][f16 dmin][12 bytes: a 6-bit scale sc_j and min m_j for each sub-block j of 32]
 //     [128 bytes of nibbles: per 64 elements 32 bytes, elements 0-31 low, 32-63 high]
-//     w = (d * sc_j) * u - (dmin * m_j)  (quant/ggml_blocks.h has the packing). A GGUF's Q4_K
+//     w = (d * sc_j) * u - (dmin * m_j)  (layout/ggml_blocks.h has the packing). A GGUF's Q4_K
 //     tensors are kept so, never rounded again. Round-to-nearest writes, per sub-block, the
 //     range [min(0, min w), max w] / 15, then d = the largest of them / 63 and dmin = the largest
 //     -min(0, min w) / 63, both rounded *up* to FP16, m_j = ceil(-min / dmin),
@@ -93,18 +97,6 @@
 
 namespace kiln {
 
-// Scheme and its names: core/scheme.h.
-
-// 32 or 16 for the float schemes, 8, 6, 5 or 4 for the integer ones.
-int weight_bits(Scheme s);
-bool is_float_scheme(Scheme s);            // f32, f16, bf16
-bool is_4bit(Scheme s);                    // w4a16, w4a8
-// w4a16, w5a16 and w6a16: activations rounded to 16 bits per block of 32 at run time (quant/ref_matmul.h).
-bool a16_activations(Scheme s);
-bool quantizes_activations(Scheme s);      // w8a8, w4a8: int8 activations per token at run time
-// The 8-bit scheme with the same activation width: w4a16, w5a16, w6a16 -> w8a16, w4a8 -> w8a8; others unchanged.
-Scheme widen_to_w8(Scheme s);
-
 struct QuantParams {
   Scheme scheme = Scheme::kW4A16;
   int group_size = 32;    // 4-bit schemes only: 32, 64 or 128 input elements per scale; w4a16: 256 (Q4_K, IQ4_XS)
@@ -139,30 +131,11 @@ Status check_shape(const QuantParams& p, int64_t rows, int64_t cols);
 std::optional<uint64_t> quantized_row_size(const QuantParams& p, int64_t cols);
 std::optional<uint64_t> quantized_size(const QuantParams& p, int64_t rows, int64_t cols);
 
-// Writes the reference layout above. Round-to-nearest is the first method; data-aware methods
-// (GPTQ, AWQ) implement the same interface and write the same layout, so everything downstream
-// (dequantize_matrix, ref_matmul, the kernels) is shared.
-class WeightQuantizer {
- public:
-  virtual ~WeightQuantizer();
-  // `w` is the [rows][cols] f32 matrix, row-major; `out` must be exactly
-  // quantized_size(p, rows, cols) bytes.
-  virtual Status quantize(const QuantParams& p, const float* w, int64_t rows, int64_t cols,
-                          std::span<uint8_t> out) const = 0;
-  virtual std::string_view name() const = 0;
-};
-
-const WeightQuantizer& round_to_nearest();  // name() == "rtn"
-
 // Expands the reference layout `q` (exactly quantized_size(p, rows, cols) bytes) into the
 // [rows][cols] f32 matrix `out`.
 Status dequantize_matrix(const QuantParams& p, std::span<const uint8_t> q, int64_t rows, int64_t cols,
                          float* out);
 // One row: `q` is exactly quantized_row_size(p, cols) bytes.
 Status dequantize_row(const QuantParams& p, std::span<const uint8_t> q, int64_t cols, float* out);
-
-// FP16 helpers for the directed roundings above (exposed for tests and other quantizers).
-uint16_t f16_round_up(float v);    // the smallest FP16 >= v (v finite, |v| <= 65504)
-uint16_t f16_round_down(float v);  // the largest FP16 <= v
 
 }  // namespace kiln
