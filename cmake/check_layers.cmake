@@ -1,7 +1,8 @@
 cmake_minimum_required(VERSION 3.25)
 # Run as a test: cmake -DSOURCE_DIR=... -DLAYERS=<build>/kiln_layers.txt -P check_layers.cmake.
 # Fails, naming the file, the line and the folders, where a file of src/ includes a header of a
-# folder its target does not link (cmake/layers.cmake writes which those are).
+# folder its target does not link (cmake/layers.cmake writes which those are), or a file of tools/
+# one of a layer under the engine (with -DTOOL_LAYERS=<build>/kiln_tool_layers.txt).
 file(STRINGS ${LAYERS} rows)
 set(folders "")
 foreach(row IN LISTS rows)
@@ -44,8 +45,31 @@ foreach(file IN LISTS files)
     string(APPEND problems "src/${file}: includes \"${CMAKE_MATCH_1}\", but ${own}/ does not link ${theirs}/ (it may use: ${allowed_${own}})\n")
   endforeach()
 endforeach()
+
+# tools/ (TOOL_LAYERS, written by cmake/layers.cmake: one row, the folders a file of tools/ may
+# include). Its subfolders (the synthetic-model writer) are libraries of their own, not the CLI.
+set(n_tools 0)
+if(DEFINED TOOL_LAYERS)
+  file(STRINGS ${TOOL_LAYERS} tool_row LIMIT_COUNT 1)
+  string(REGEX MATCH "^[^:]+: ?(.*)$" _ "${tool_row}")
+  string(REPLACE " " ";" allowed "${CMAKE_MATCH_1}")
+  file(GLOB tool_files RELATIVE ${SOURCE_DIR}/tools ${SOURCE_DIR}/tools/*.cpp ${SOURCE_DIR}/tools/*.h)
+  list(LENGTH tool_files n_tools)
+  foreach(file IN LISTS tool_files)
+    file(STRINGS ${SOURCE_DIR}/tools/${file} includes REGEX "^#include \"")
+    foreach(line IN LISTS includes)
+      string(REGEX MATCH "^#include \"([^\"/]+)/" _ "${line}")
+      if(CMAKE_MATCH_1 STREQUAL "" OR CMAKE_MATCH_1 IN_LIST allowed)
+        continue()
+      endif()
+      string(REPLACE ";" " " shown "${allowed}")
+      string(APPEND problems "tools/${file}: ${line}, but the CLI goes through the engine (tools/ may include: ${shown})\n")
+    endforeach()
+  endforeach()
+endif()
+
 if(problems)
   message(FATAL_ERROR "includes across the layers:\n${problems}")
 endif()
 list(LENGTH files n)
-message(STATUS "${n} files of src/ include only the layers their targets link")
+message(STATUS "${n} files of src/ include only the layers their targets link, ${n_tools} of tools/ only the engine's")
