@@ -52,9 +52,9 @@ file(WRITE ${CMAKE_BINARY_DIR}/kiln_layers.txt "${kiln_layers_text}")
 
 # tools/ (the kiln CLI) is a client of the front door, as the C API is: a file of tools/ may include
 # its own folder's headers, the engine's, perf/'s (the machine's measures, the reports' rendering),
-# core/'s, the public kiln/
-# header and the server that `kiln serve` starts; no layer under the engine. The kiln target links
-# the engine and so reaches every layer, hence a list written here rather than read from the links.
+# core/'s, the public kiln/ header and the server that `kiln serve` starts; no layer under the
+# engine. The kiln target links the engine and so reaches every layer, hence a list written here
+# rather than read from the links.
 set(kiln_tools_may_include tools engine perf core kiln server)
 list(JOIN kiln_tools_may_include " " kiln_tools_text)
 file(WRITE ${CMAKE_BINARY_DIR}/kiln_tool_layers.txt "tools: ${kiln_tools_text}\n")
