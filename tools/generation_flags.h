@@ -29,7 +29,7 @@ struct GenerationFlags {
   std::string perf;            // --perf MODE; "" : --threads alone decides
   bool threads_given = false;
   std::string scheme;          // -q: a source model compiled in memory ("": its own precision)
-  std::string thread_summary;  // set by executor_for: "2 threads (balanced)"
+  std::string thread_summary;  // set by runtime_for: "2 threads (balanced)"
   int group = 32;
   bool scheme_given = false;
   bool group_given = false;
