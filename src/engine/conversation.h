@@ -33,7 +33,6 @@ class Conversation {
 
   // The conversation so far, as the template receives it.
   const nlohmann::ordered_json& messages() const { return messages_; }
-  RuntimeSession& session() { return *session_; }
 
  private:
   std::shared_ptr<RuntimeSession> session_;
