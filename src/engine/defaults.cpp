@@ -25,7 +25,7 @@ QuantParams natural_params(DType d) {
       p.group_size = 32;
       p.symmetric = d == DType::kQ4_0;
       break;
-    case DType::kQ4_K:  // its own super-blocks, as they are (quant/scheme.h)
+    case DType::kQ4_K:  // its own super-blocks, as they are (layout/weight_layout.h)
       p.scheme = Scheme::kW4A16;
       p.group_size = 256;
       p.symmetric = false;
