@@ -80,11 +80,11 @@ TEST(CApiTokens, GreedyLoopIsGenerateText) {
   ASSERT_EQ(kiln_model_info_get(m, &info), KILN_OK);
   for (const char* prompt : {"Once upon a time", "The little dog"}) {
     kiln_session* g = session(m);
-    const std::vector<int> want = generate_ids(g, prompt, 100);
+    const std::vector<int> want = generate_ids(g, prompt, 48);
     kiln_session_free(g);
     kiln_session* s = session(m);
     const std::vector<int> ids = prompt_ids(m, prompt);
-    const std::vector<int> got = greedy_by_tokens(s, ids, 100, vocab, info.eos_id);
+    const std::vector<int> got = greedy_by_tokens(s, ids, 48, vocab, info.eos_id);
     EXPECT_EQ(got, want) << prompt;
     int32_t n_past = -1;
     ASSERT_EQ(kiln_session_n_past(s, &n_past), KILN_OK);
@@ -331,23 +331,23 @@ int threads_of_this_process() {
   return n;
 }
 
-// generate_async and chat_async give the synchronous calls' text and result on a job thread; 30
+// generate_async and chat_async give the synchronous calls' text and result on a job thread; 12
 // calls one after another start no thread per call (the runtime keeps one job thread).
 TEST(CApiAsync, SameTextAsTheSyncCallsAndNoThreadPerCall) {
   Runtime rt;
   kiln_model* m = load(rt.rt, kiln::test::shipped_model());
   kiln_session* sync = session(m);
-  const std::string want = generate(sync, "Once upon a time", 40);
+  const std::string want = generate(sync, "Once upon a time", 24);
   kiln_session_free(sync);
   kiln_session* s = session(m);
   int threads_after_first = 0;
   pid_t first_tid = 0;
-  for (int call = 0; call < 30; ++call) {
+  for (int call = 0; call < 12; ++call) {
     ASSERT_EQ(kiln_session_reset(s), KILN_OK);
     DoneRecord done;
     kiln_job_done on_done{record_done, &done};
     kiln_generate_params gp = kiln_generate_default_params();
-    gp.max_tokens = 40;
+    gp.max_tokens = 24;
     gp.on_done = &on_done;
     Collected c;
     kiln_job* job = nullptr;
