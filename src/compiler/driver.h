@@ -16,11 +16,6 @@
 
 namespace kiln {
 
-// Tokens per prefill step by default. The W4A16 prefill widens each matrix's nibbles once per
-// step, so a longer step repays it over more tokens. At 128 a TinyLlama-1.1B session reserves
-// 36 MiB, 22 of them the KV cache (the logits are planned for kLogitRows rows, not 128).
-inline constexpr int kDefaultMaxTokens = 128;
-
 struct CompileOptions {
   OverridesFile quant;                    // default scheme and per-tensor rules
   std::string overrides_path = "--quant";  // names the rules in messages

@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "compiler/driver.h"
 #include "quant/overrides.h"
 #include "runtime/model.h"
 #include "template/chat_template.h"

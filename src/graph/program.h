@@ -15,6 +15,12 @@ namespace kiln {
 // Every activation's place in one arena, planned for up to max_tokens tokens per step; what
 // tail nodes write (the final norm's rows, the logits) for logit_rows of them, as only a step
 // that wants every token's logits fills more than one.
+// Tokens per prefill step by default (MemoryPlan::max_tokens of a compile that names none). The
+// W4A16 prefill widens each matrix's nibbles once per step, so a longer step repays it over more
+// tokens. At 128 a TinyLlama-1.1B session reserves 36 MiB, 22 of them the KV cache (the logits
+// are planned for kLogitRows rows, not 128).
+inline constexpr int kDefaultMaxTokens = 128;
+
 struct MemoryPlan {
   int max_tokens = 0;
   int logit_rows = 0;  // 1..max_tokens: the most tokens of a step that returns every token's logits
