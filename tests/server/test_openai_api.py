@@ -347,13 +347,29 @@ def test_max_tokens_beyond_the_context_is_a_400(server, client, field, stream):
 def test_one_log_line_per_request(start_server, chat_model):
     """kiln serve writes a line per request on stderr: method, path, model, status, tokens, time;
     a stream's line when it ends; refused requests with their status."""
+    import re
+    from pathlib import Path
     s = start_server("--model", f"stories260K={STORIES}", "--model", f"chat={chat_model}", "--parallel", "1")
+
+    def request_lines(n):
+        """The request lines so far, once there are n (or after 10 s)."""
+        deadline = time.time() + 10
+        while True:
+            lines = [x for x in Path(s.log.name).read_text().splitlines()
+                     if x.startswith("kiln serve: ") and " /" in x and "listening" not in x]
+            if len(lines) >= n or time.time() > deadline:
+                return lines
+            time.sleep(0.05)
+
     client = openai.OpenAI(base_url=s.base_url, api_key="unused", max_retries=0, timeout=60)
     chat = client.chat.completions.create(model="chat", messages=[{"role": "user", "content": "hi"}], max_tokens=7,
                                           temperature=0)
     chunks = list(client.completions.create(model="stories260K", prompt=PROMPT, max_tokens=9, temperature=0,
                                             stream=True, stream_options={"include_usage": True}))
     usage = chunks[-1].usage
+    # A stream's line is written when the server has ended it, which may come just after the client
+    # has read its last chunk: the next request waits for it, so that the lines keep this order.
+    assert len(request_lines(2)) == 2
     with pytest.raises(openai.NotFoundError):
         client.completions.create(model="nope", prompt="a", max_tokens=2)
     requests.get(s.base_url + "/completions")
@@ -368,15 +384,7 @@ def test_one_log_line_per_request(start_server, chat_model):
         line % ("GET", "/v1/completions", "", 405, ""),
         line % ("GET", "/health", "", 200, ""),
     ]
-    import re
-    from pathlib import Path
-    deadline = time.time() + 10
-    while True:
-        lines = [x for x in Path(s.log.name).read_text().splitlines()
-                 if x.startswith("kiln serve: ") and " /" in x and "listening" not in x]
-        if len(lines) >= len(expected) or time.time() > deadline:
-            break
-        time.sleep(0.05)
+    lines = request_lines(len(expected))
     assert len(lines) == len(expected), lines
     for got, want in zip(lines, expected):
         m = re.match(want, got)
