@@ -44,6 +44,7 @@ void start_job(Runtime& rt, kiln_job* job, std::function<kiln_status()> work, ki
       job->runner = std::this_thread::get_id();
     }
     const kiln_status st = work();
+    JobThreads::finishing();
     {
       // Notified under the lock: a waiter that wakes may free the job as soon as it has it.
       std::lock_guard<std::mutex> l(job->mu);

@@ -45,6 +45,14 @@ inline float bf16_to_f32(uint16_t h) {
 }
 
 float f16_to_f32(uint16_t h);
+
+// A value stored at any alignment in a file's or a tensor's bytes (little-endian hosts only).
+template <typename T>
+inline T load_unaligned(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
 uint16_t f32_to_f16(float f);
 uint16_t f32_to_bf16(float f);  // round to nearest even
 

@@ -17,6 +17,7 @@ struct JobThreads::State {
   std::deque<std::function<void()>> queue;
   std::vector<std::thread> threads;
   int idle = 0;
+  int finishing = 0;  // threads past their job's end (JobThreads::finishing), on their way back
   int max_threads = 1;
   bool stop = false;
 };
@@ -46,7 +47,9 @@ void JobThreads::post(std::function<void()> job) {
   s.queue.push_back(std::move(job));
   const uint64_t mine = ++s.posted;
   s.cv.notify_one();
-  if (s.idle >= static_cast<int>(s.queue.size()) || static_cast<int>(s.threads.size()) >= s.max_threads) return;
+  if (s.idle + s.finishing >= static_cast<int>(s.queue.size()) ||
+      static_cast<int>(s.threads.size()) >= s.max_threads)
+    return;
   // Every thread is busy. One may be finishing its job (a caller that waited for a job's end posts
   // the next one while that job's thread is still on its way back): give it a moment to take this
   // one before another thread is added.
@@ -67,7 +70,20 @@ bool JobThreads::on_job_thread() const {
   return std::any_of(state_->threads.begin(), state_->threads.end(), [&](const std::thread& t) { return t.get_id() == me; });
 }
 
+namespace {
+thread_local JobThreads::State* t_state = nullptr;  // the job threads this thread is one of
+thread_local bool t_finishing = false;             // it called finishing() for its job
+}  // namespace
+
+void JobThreads::finishing() {
+  if (t_state == nullptr || t_finishing) return;
+  std::lock_guard<std::mutex> l(t_state->mu);
+  t_finishing = true;
+  ++t_state->finishing;
+}
+
 void JobThreads::work(const std::shared_ptr<State>& s) {
+  t_state = s.get();  // the thread holds `s` until it ends
   std::unique_lock<std::mutex> l(s->mu);
   for (;;) {
     ++s->idle;
@@ -82,6 +98,8 @@ void JobThreads::work(const std::shared_ptr<State>& s) {
     job();
     job = nullptr;  // what it captured goes here, outside the lock (it may own this object)
     l.lock();
+    if (t_finishing) --s->finishing;
+    t_finishing = false;
   }
 }
 

@@ -24,13 +24,18 @@ class JobThreads {
   JobThreads& operator=(const JobThreads&) = delete;
 
   void post(std::function<void()> job);
+  // Called by a job at its end, just before it tells its caller it is done: a job the caller posts
+  // next then waits for this thread instead of adding one (however late the thread gets back).
+  // On any other thread it does nothing.
+  static void finishing();
   // Threads started so far (they stay, idle, for the next jobs).
   int n_threads() const;
   // True on one of this object's threads.
   bool on_job_thread() const;
 
+  struct State;  // opaque (job_threads.cpp)
+
  private:
-  struct State;
   static void work(const std::shared_ptr<State>& s);
   std::shared_ptr<State> state_;  // shared with the threads, which may outlive this object
 };

@@ -1,5 +1,7 @@
 #include "engine/runtime.h"
 
+#include "engine/runtime_core.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,12 +18,6 @@
 namespace kiln {
 
 namespace {
-std::string mib(uint64_t b) {
-  char s[32];
-  std::snprintf(s, sizeof s, "%.1f MiB", static_cast<double>(b) / (1024.0 * 1024.0));
-  return s;
-}
-
 uint64_t file_bytes(const std::string& path) {
   std::error_code ec;
   const auto n = std::filesystem::file_size(path, ec);
@@ -40,9 +36,8 @@ std::string snapshot_path() {
 // ---------------------------------------------------------------------------------------------
 // Runtime
 
-Runtime::Runtime(const RuntimeOptions& o) : options_(o), plan_(plan_threads(o.perf_mode, o.n_threads)) {
-  executor_ = std::make_shared<StepExecutor>(plan_.n_threads, plan_.pool);
-}
+Runtime::Runtime(const RuntimeOptions& o)
+    : core_(std::make_shared<RuntimeCore>(o.memory_budget, plan_threads(o.perf_mode, o.n_threads))) {}
 
 Runtime::~Runtime() = default;
 
@@ -50,83 +45,49 @@ std::shared_ptr<Runtime> Runtime::create(const RuntimeOptions& options) {
   return std::shared_ptr<Runtime>(new Runtime(options));
 }
 
-void Runtime::release_locked(uint64_t bytes) { held_ -= std::min(held_, bytes); }
-
-Status Runtime::reserve_locked(uint64_t bytes, int priority, const std::string& what, const RuntimeModel* keep_model,
-                               const RuntimeSession* keep_session) {
-  const uint64_t budget = options_.memory_budget;
-  if (budget != 0 && held_ + bytes > budget) {
-    // Idle things of this priority or lower, lowest priority and least recently used first.
-    struct Candidate {
-      int priority;
-      uint64_t used;
-      std::shared_ptr<RuntimeModel> model;
-      std::shared_ptr<RuntimeSession> session;  // null: the model itself
-    };
-    std::vector<Candidate> cands;
-    const auto me = std::this_thread::get_id();
-    for (const auto& wm : models_) {
-      auto m = wm.lock();
-      if (!m) continue;
-      for (const auto& ws : m->sessions_) {
-        auto s = ws.lock();
-        if (s && s.get() != keep_session && s->session_ && s->options_.priority <= priority) cands.push_back({s->options_.priority, s->last_used_, m, s});
-      }
-      if (m.get() != keep_model && m->compiled_ && m->load_.priority <= priority) cands.push_back({m->load_.priority, m->last_used_, m, nullptr});
-    }
-    std::stable_sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
-      return a.priority != b.priority ? a.priority < b.priority : a.used < b.used;
-    });
-    for (Candidate& c : cands) {
-      if (held_ + bytes <= budget) break;
-      if (c.session) {
-        if (c.session->owner_.load() == me || !c.session->mu_.try_lock()) continue;  // in use
-        held_ -= std::min(held_, c.session->evict_locked());
-        c.session->mu_.unlock();
-        ++evictions_;
-        continue;
-      }
-      // A model goes only when every one of its sessions is idle (and then they go first).
-      std::vector<std::shared_ptr<RuntimeSession>> locked;
-      bool idle = true;
-      for (const auto& ws : c.model->sessions_) {
-        auto s = ws.lock();
-        if (!s) continue;
-        if (s.get() == keep_session || s->owner_.load() == me || !s->mu_.try_lock()) {
-          idle = false;
-          break;
-        }
-        locked.push_back(std::move(s));
-      }
-      if (idle) {
-        for (auto& s : locked)
-          if (s->session_) held_ -= std::min(held_, s->evict_locked());
-        held_ -= std::min(held_, c.model->evict_locked());
-        ++evictions_;
-      }
-      for (auto& s : locked) s->mu_.unlock();
-    }
-    if (held_ + bytes > budget)
-      return over_budget(what + " needs " + mib(bytes) + ", but the memory budget is " + mib(budget) + " and " +
-                         mib(held_) + " of it is held by models and sessions in use or of higher priority");
-  }
-  held_ += bytes;
-  peak_ = std::max(peak_, held_);
-  return Status::ok();
-}
+const ThreadPlan& Runtime::thread_plan() const { return core_->plan; }
 
 Result<std::shared_ptr<RuntimeModel>> Runtime::load_model(const std::string& path, const ModelLoadOptions& options) {
+  return RuntimeModel::open(shared_from_this(), core_, path, options);
+}
+
+uint64_t Runtime::trim() {
+  RuntimeCore::Lock lock(*core_);
+  return core_->budget.trim();
+}
+
+RuntimeStats Runtime::stats() {
+  RuntimeCore::Lock lock(*core_);
+  const MemoryBudget& b = core_->budget;
+  RuntimeStats s;
+  s.budget = b.budget();
+  s.held = b.held();
+  s.peak_held = b.peak();
+  s.n_threads = core_->executor->n_threads();
+  s.n_evictions = b.evictions();
+  s.decode_steps = core_->executor->decode_steps();
+  s.decode_tokens = core_->executor->decode_tokens();
+  core_->budget.count(s.n_models, s.n_sessions);
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// RuntimeModel
+
+Result<std::shared_ptr<RuntimeModel>> RuntimeModel::open(std::shared_ptr<Runtime> rt, std::shared_ptr<RuntimeCore> core,
+                                                         const std::string& path, const ModelLoadOptions& options) {
   auto step = [&](double f) { return !options.progress || options.progress(f); };
   if (!step(0)) return cancelled(path + ": load cancelled");
   std::shared_ptr<RuntimeModel> m(new RuntimeModel());
-  m->rt_ = shared_from_this();
+  m->rt_ = std::move(rt);
+  m->core_ = std::move(core);
   m->path_ = path;
   m->load_ = options;
-  std::lock_guard<std::recursive_mutex> lock(mu_);
-  KILN_ASSIGN_OR_RETURN(auto compiled, m->acquire_locked(nullptr));
+  RuntimeCore::Lock lock(*m->core_);
+  KILN_ASSIGN_OR_RETURN(auto compiled, static_cast<WeightsSource&>(*m).acquire_locked(nullptr));
   if (!step(0.9)) {
     compiled.reset();
-    release_locked(m->evict_locked());
+    m->core_->budget.release(m->evict_held());
     return cancelled(path + ": load cancelled");
   }
   // What does not change while the model is evicted: config, tokenizer, sizes.
@@ -142,71 +103,41 @@ Result<std::shared_ptr<RuntimeModel>> Runtime::load_model(const std::string& pat
   for (const auto& [scheme, bytes] : by_scheme)
     if (m->main_scheme_.empty() || bytes > by_scheme[m->main_scheme_]) m->main_scheme_ = scheme;
   m->weight_bytes_ = compiled->weight_bytes();
-  models_.push_back(m);
+  m->core_->budget.add_model(std::shared_ptr<Evictable>(m, static_cast<Evictable*>(m.get())));
   step(1);
   return m;
 }
 
-uint64_t Runtime::trim() {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
-  const uint64_t before = held_;
-  const uint64_t budget = options_.memory_budget;
-  // Everything idle goes: a reservation that cannot fit under a budget of one byte.
-  options_.memory_budget = 1;
-  (void)reserve_locked(before + 1, std::numeric_limits<int>::max(), "trim", nullptr, nullptr);
-  options_.memory_budget = budget;
-  return before - std::min(before, held_);
-}
-
-RuntimeStats Runtime::stats() {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
-  RuntimeStats s;
-  s.budget = options_.memory_budget;
-  s.held = held_;
-  s.peak_held = peak_;
-  s.n_threads = executor_->n_threads();
-  s.n_evictions = evictions_;
-  s.decode_steps = executor_->decode_steps();
-  s.decode_tokens = executor_->decode_tokens();
-  for (const auto& wm : models_)
-    if (auto m = wm.lock()) {
-      ++s.n_models;
-      for (const auto& ws : m->sessions_) s.n_sessions += ws.expired() ? 0 : 1;
-    }
-  return s;
-}
-
-// ---------------------------------------------------------------------------------------------
-// RuntimeModel
-
 RuntimeModel::~RuntimeModel() {
-  if (!rt_) return;
-  std::lock_guard<std::recursive_mutex> lock(rt_->mu_);
-  rt_->release_locked(bytes_);
+  if (!core_) return;
+  RuntimeCore::Lock lock(*core_);
+  core_->budget.release(bytes_);
 }
 
 bool RuntimeModel::resident() {
-  std::lock_guard<std::recursive_mutex> lock(rt_->mu_);
+  RuntimeCore::Lock lock(*core_);
   return compiled_ != nullptr;
 }
 
-Result<std::shared_ptr<const Model>> RuntimeModel::acquire_locked(const RuntimeSession* requester) {
-  last_used_ = rt_->touch();
+Result<std::shared_ptr<const Model>> RuntimeModel::acquire_locked(const Evictable* requester) {
+  last_used_ = core_->touch();
   if (compiled_) return compiled_;
   // A .kiln is counted before it is mapped (its size is known); a source model once compiled.
   const bool kiln = is_kiln_file(path_);
   const uint64_t estimate = kiln ? file_bytes(path_) : 0;
   const std::string what = "model " + path_;
-  KILN_RETURN_IF_ERROR(rt_->reserve_locked(estimate, load_.priority, what, this, requester));
+  const Evictable* keep[] = {static_cast<const Evictable*>(this), requester};
+  MemoryBudget& budget = core_->budget;
+  KILN_RETURN_IF_ERROR(budget.reserve(estimate, load_.priority, what, keep));
   auto opened = open_model(path_, load_.open);
   if (!opened) {
-    rt_->release_locked(estimate);
+    budget.release(estimate);
     return opened.status();
   }
   uint64_t bytes = estimate;
   if (!kiln) {
     bytes = opened->model->weight_bytes();
-    KILN_RETURN_IF_ERROR(rt_->reserve_locked(bytes, load_.priority, what, this, requester));
+    KILN_RETURN_IF_ERROR(budget.reserve(bytes, load_.priority, what, keep));
   }
   compiled_ = std::move(opened->model);
   if (load_.prefault) compiled_->prefault();
@@ -215,9 +146,40 @@ Result<std::shared_ptr<const Model>> RuntimeModel::acquire_locked(const RuntimeS
   return compiled_;
 }
 
-uint64_t RuntimeModel::evict_locked() {
+bool RuntimeModel::try_hold(std::span<const Evictable* const> keep) {
+  if (std::find(keep.begin(), keep.end(), static_cast<const Evictable*>(this)) != keep.end()) return false;
+  // A model goes only when every one of its sessions is idle (and then they go first).
+  std::vector<std::shared_ptr<Evictable>> live;
+  sessions(live);
+  for (auto& s : live) {
+    if (!s->try_hold(keep)) {
+      release_hold();
+      return false;
+    }
+    held_sessions_.push_back(std::move(s));
+  }
+  return true;
+}
+
+uint64_t RuntimeModel::evict_held() {
+  uint64_t freed = 0;
+  for (auto& s : held_sessions_)
+    if (s->holds_memory()) freed += s->evict_held();
   compiled_.reset();
-  return std::exchange(bytes_, 0);
+  return freed + std::exchange(bytes_, 0);
+}
+
+void RuntimeModel::release_hold() {
+  for (auto& s : held_sessions_) s->release_hold();
+  // Dropped with the runtime's lock released (see RuntimeCore::Lock): a session whose owner let go
+  // of it meanwhile is destroyed there.
+  for (auto& s : held_sessions_) core_->budget.keep_alive(std::move(s));
+  held_sessions_.clear();
+}
+
+void RuntimeModel::sessions(std::vector<std::shared_ptr<Evictable>>& out) {
+  for (const auto& w : sessions_)
+    if (auto s = w.lock()) out.push_back(std::move(s));
 }
 
 Result<std::shared_ptr<RuntimeSession>> RuntimeModel::new_session(const SessionOptions& o) {
@@ -228,18 +190,31 @@ Result<std::shared_ptr<RuntimeSession>> RuntimeModel::new_session(const SessionO
                             std::to_string(config_.max_seq_len));
   if (o.kv_dtype != DType::kF32 && o.kv_dtype != DType::kF16)
     return invalid_argument("a KV cache holds f32 or f16, not " + std::string(dtype_name(o.kv_dtype)));
+  SessionOptions with_ctx = o;
+  with_ctx.n_ctx = n_ctx;
+  return RuntimeSession::open(shared_from_this(), core_, *this, sessions_, with_ctx);
+}
+
+// ---------------------------------------------------------------------------------------------
+// RuntimeSession
+
+Result<std::shared_ptr<RuntimeSession>> RuntimeSession::open(std::shared_ptr<RuntimeModel> model,
+                                                             std::shared_ptr<RuntimeCore> core, WeightsSource& weights,
+                                                             std::vector<std::weak_ptr<Evictable>>& model_sessions,
+                                                             const SessionOptions& o) {
   std::shared_ptr<RuntimeSession> s(new RuntimeSession());
-  s->model_ = shared_from_this();
+  s->model_ = std::move(model);
+  s->core_ = std::move(core);
+  s->weights_ = &weights;
   s->options_ = o;
-  s->n_ctx_ = n_ctx;
-  s->sampler_.emplace(o.sampler, config_.vocab_size);
+  s->n_ctx_ = o.n_ctx;
+  s->sampler_.emplace(o.sampler, s->model_->config().vocab_size);
   if (o.profiling != ProfileLevel::kOff || o.check_numerics)
     s->tracer_ = std::make_unique<StepTracer>(o.profiling, o.check_numerics);
   {
-    std::lock_guard<std::recursive_mutex> lock(rt_->mu_);
-    sessions_.erase(std::remove_if(sessions_.begin(), sessions_.end(), [](const auto& w) { return w.expired(); }),
-                    sessions_.end());
-    sessions_.push_back(s);
+    RuntimeCore::Lock lock(*s->core_);
+    std::erase_if(model_sessions, [](const auto& w) { return w.expired(); });
+    model_sessions.push_back(std::shared_ptr<Evictable>(s, static_cast<Evictable*>(s.get())));
   }
   // Reserved now, so that a session the budget cannot hold is refused here and not mid-reply.
   std::lock_guard<std::mutex> hold(s->mu_);
@@ -247,15 +222,12 @@ Result<std::shared_ptr<RuntimeSession>> RuntimeModel::new_session(const SessionO
   return s;
 }
 
-// ---------------------------------------------------------------------------------------------
-// RuntimeSession
-
 RuntimeSession::~RuntimeSession() {
   stop_counting_decoding();
   if (!snapshot_.empty()) ::unlink(snapshot_.c_str());
   session_.reset();
-  std::lock_guard<std::recursive_mutex> lock(model_->rt_->mu_);
-  model_->rt_->release_locked(bytes_);
+  RuntimeCore::Lock lock(*core_);
+  core_->budget.release(bytes_);
 }
 
 Status RuntimeSession::enter() {
@@ -272,18 +244,32 @@ void RuntimeSession::exit() {
   mu_.unlock();
 }
 
+void RuntimeSession::touch() {
+  RuntimeCore::Lock lock(*core_);
+  last_used_ = core_->touch();
+}
+
+bool RuntimeSession::try_hold(std::span<const Evictable* const> keep) {
+  if (std::find(keep.begin(), keep.end(), static_cast<const Evictable*>(this)) != keep.end()) return false;
+  // The thread inside this session's call (its own reservation) holds mu_ already.
+  return owner_.load() != std::this_thread::get_id() && mu_.try_lock();
+}
+
+uint64_t RuntimeSession::evict_held() { return evict_locked(); }
+
 Status RuntimeSession::resume() {
-  Runtime& rt = *model_->rt_;
-  std::lock_guard<std::recursive_mutex> lock(rt.mu_);
-  last_used_ = rt.touch();
-  KILN_ASSIGN_OR_RETURN(auto compiled, model_->acquire_locked(this));
+  RuntimeCore& core = *core_;
+  RuntimeCore::Lock lock(core);
+  last_used_ = core.touch();
+  KILN_ASSIGN_OR_RETURN(auto compiled, weights_->acquire_locked(static_cast<const Evictable*>(this)));
   if (session_) return Status::ok();
-  const uint64_t need = Session::bytes_needed(*compiled, n_ctx_, options_.kv_dtype, rt.executor_->n_threads());
-  KILN_RETURN_IF_ERROR(rt.reserve_locked(need, options_.priority,
-                                         "a session of " + std::to_string(n_ctx_) + " positions", model_.get(), this));
-  auto s = Session::create(compiled, n_ctx_, rt.executor_, options_.kv_dtype);
+  const uint64_t need = Session::bytes_needed(*compiled, n_ctx_, options_.kv_dtype, core.executor->n_threads());
+  const Evictable* keep[] = {static_cast<const Evictable*>(this)};
+  KILN_RETURN_IF_ERROR(core.budget.reserve(need, options_.priority,
+                                           "a session of " + std::to_string(n_ctx_) + " positions", keep));
+  auto s = Session::create(compiled, n_ctx_, core.executor, options_.kv_dtype);
   if (!s) {
-    rt.release_locked(need);
+    core.budget.release(need);
     return s.status();
   }
   session_ = std::move(*s);
@@ -328,7 +314,7 @@ Result<GenerationStats> RuntimeSession::run(std::span<const int> prompt, const T
   go.stop_strings = turn.stop;
   go.cancel = &cancel_;
   go.on_prefill = turn.on_prefill;
-  go.decoding = &model_->rt_->executor_->decoding();
+  go.decoding = &core_->executor->decoding();
   if (tracer_) tracer_->clear();
   generating_.store(true);
   auto st = generate_reusing(*session_, cached_, *sampler_, model_->tokenizer(), prompt, turn.max_tokens, sink, go);
@@ -340,10 +326,7 @@ Result<GenerationStats> RuntimeSession::run(std::span<const int> prompt, const T
     p.model = model_->path();
     profile_ = profile_to_json(p).dump();
   }
-  {
-    std::lock_guard<std::recursive_mutex> lock(model_->rt_->mu_);
-    last_used_ = model_->rt_->touch();
-  }
+  touch();
   return st;
 }
 
@@ -458,11 +441,11 @@ SessionState RuntimeSession::state() {
   SessionState s;
   s.n_ctx = n_ctx_;
   s.generating = generating_.load();
-  std::lock_guard<std::recursive_mutex> lock(model_->rt_->mu_);
+  RuntimeCore::Lock lock(*core_);
   s.reserved_bytes = bytes_;
   s.evicted = session_ == nullptr;
   // During a call the session's own count, live (the session cannot be evicted while its call runs,
-  // and session_ changes only under rt mu_); between calls what the last call left in the cache.
+  // and session_ changes only under the runtime's lock); between calls what the last call left in the cache.
   s.position = session_ && s.generating ? session_->position() : position_.load();
   return s;
 }
@@ -471,7 +454,7 @@ SessionState RuntimeSession::state() {
 // RuntimeSession, token level
 
 void RuntimeSession::stop_counting_decoding() {
-  if (counted_decoding_) model_->rt_->executor_->decoding().fetch_sub(1);
+  if (counted_decoding_) core_->executor->decoding().fetch_sub(1);
   counted_decoding_ = false;
 }
 
@@ -497,16 +480,12 @@ Status RuntimeSession::decode(std::span<const int> ids) {
   // One token at a time is how a decoding loop runs: the session counts as decoding, so that the
   // other sessions' steps wait for its token and carry it (see StepExecutor::decoding).
   if (ids.size() == 1 && !counted_decoding_) {
-    model_->rt_->executor_->decoding().fetch_add(1);
+    core_->executor->decoding().fetch_add(1);
     counted_decoding_ = true;
   } else if (ids.size() > 1) {
     stop_counting_decoding();
   }
-  struct Watch {
-    Session& s;
-    Watch(Session& x, const std::atomic<bool>* f) : s(x) { s.watch_cancel(f); }
-    ~Watch() { s.watch_cancel(nullptr); }
-  } watch(*session_, &cancel_);
+  const CancelWatch watch(*session_, &cancel_);
   const size_t chunk = static_cast<size_t>(std::max(session_->max_step(), 1));
   std::span<const float> last;
   for (size_t i = 0; i < ids.size(); i += chunk) {
@@ -527,8 +506,7 @@ Status RuntimeSession::decode(std::span<const int> ids) {
   last_sampled_ = -1;
   cached_.insert(cached_.end(), ids.begin(), ids.end());
   position_.store(static_cast<int>(cached_.size()));
-  std::lock_guard<std::recursive_mutex> lock(model_->rt_->mu_);
-  last_used_ = model_->rt_->touch();
+  touch();
   return Status::ok();
 }
 

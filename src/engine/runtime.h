@@ -1,13 +1,8 @@
 // The embeddable runtime behind the C API: one thread pool (a StepExecutor) shared by every
 // session, models opened through the front door and shared by their sessions, and one memory
-// budget over all of them. What the budget counts is what is really held: a .kiln's mapped
-// bytes (or a source model's compiled weights), and each session's KV cache, arena and scratch.
-//
-// When a load or a session would pass the budget, what is idle (no call running) and of the same
-// or lower priority is evicted first, lowest priority and least recently used first: a session's
-// KV cache goes to a snapshot file (restored when it is next used), a model whose sessions are
-// all idle is unmapped (reopened when next used). Nothing running is touched; what cannot be made
-// to fit is a kBudget status naming what was needed and what is held.
+// budget over all of them (engine/memory_budget.h: what it counts, and how it evicts: a session's
+// KV cache goes to a snapshot file, restored when it is next used; a model whose sessions are all
+// idle is unmapped, reopened when next used).
 //
 // A session's KV cache is a cache: each call takes the whole text the model should see, and the
 // tokens the cache holds from earlier calls are reused where the new input starts with them.
@@ -23,6 +18,7 @@
 #include <vector>
 
 #include "engine/job_threads.h"
+#include "engine/memory_budget.h"
 #include "engine/open_model.h"
 #include "runtime/chat_format.h"
 #include "runtime/generate.h"
@@ -34,6 +30,15 @@ namespace kiln {
 
 class RuntimeModel;
 class RuntimeSession;
+struct RuntimeCore;  // engine/runtime_core.h: what the three share, inside the engine
+
+// What a session asks of its model (RuntimeModel provides it): the compiled model, reopened under
+// the budget if it was evicted (never evicting `requester`). Caller holds the runtime's lock.
+class WeightsSource {
+ public:
+  virtual ~WeightsSource() = default;
+  virtual Result<std::shared_ptr<const Model>> acquire_locked(const Evictable* requester) = 0;
+};
 
 struct RuntimeOptions {
   int n_threads = 0;            // 0: chosen by perf_mode
@@ -83,40 +88,27 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   // Evicts everything idle; returns the bytes released.
   uint64_t trim();
   RuntimeStats stats();
-  const ThreadPlan& thread_plan() const { return plan_; }
-  const StepExecutor& executor() const { return *executor_; }
+  const ThreadPlan& thread_plan() const;
   // The threads asynchronous calls run on (see job_threads.h).
   JobThreads& jobs() { return jobs_; }
 
  private:
-  friend class RuntimeModel;
-  friend class RuntimeSession;
   explicit Runtime(const RuntimeOptions& options);
-  // Counts `bytes` as held for `what`, evicting idle things of priority <= `priority` first
-  // (never `keep_model` or `keep_session`). Caller holds mu_.
-  Status reserve_locked(uint64_t bytes, int priority, const std::string& what, const RuntimeModel* keep_model,
-                        const RuntimeSession* keep_session);
-  void release_locked(uint64_t bytes);
-  uint64_t touch() { return ++clock_; }
 
-  std::recursive_mutex mu_;  // the budget, the model and session lists, every model's weights pointer
-  RuntimeOptions options_;
-  ThreadPlan plan_;
-  std::shared_ptr<StepExecutor> executor_;
-  std::vector<std::weak_ptr<RuntimeModel>> models_;
-  uint64_t held_ = 0, peak_ = 0;
-  int evictions_ = 0;
-  std::atomic<uint64_t> clock_{0};
+  std::shared_ptr<RuntimeCore> core_;
   JobThreads jobs_;  // last: destroyed first, while what its jobs use is still there
 };
 
-class RuntimeModel : public std::enable_shared_from_this<RuntimeModel> {
+class RuntimeModel : public std::enable_shared_from_this<RuntimeModel>, private Evictable, private WeightsSource {
  public:
-  ~RuntimeModel();
+  // Opens `path` under the runtime's budget (Runtime::load_model's work).
+  static Result<std::shared_ptr<RuntimeModel>> open(std::shared_ptr<Runtime> rt, std::shared_ptr<RuntimeCore> core,
+                                                    const std::string& path, const ModelLoadOptions& options);
+  ~RuntimeModel() override;
   const std::string& path() const { return path_; }
   const ModelConfig& config() const { return config_; }
   const Tokenizer& tokenizer() const { return *opened_.tokenizer; }
-  const OpenedModel& opened() const { return opened_; }  // .model is null: see weights()
+  const OpenedModel& opened() const { return opened_; }  // .model is null: the budget holds it
   const std::shared_ptr<Runtime>& runtime() const { return rt_; }
   // The scheme most weight bytes are in, the parameters and the weight bytes (from the program).
   const std::string& main_scheme() const { return main_scheme_; }
@@ -127,14 +119,20 @@ class RuntimeModel : public std::enable_shared_from_this<RuntimeModel> {
   Result<std::shared_ptr<RuntimeSession>> new_session(const SessionOptions& options);
 
  private:
-  friend class Runtime;
-  friend class RuntimeSession;
   RuntimeModel() = default;
-  // The compiled model, reopened (under the budget) if it was evicted. Caller holds rt_->mu_.
-  Result<std::shared_ptr<const Model>> acquire_locked(const RuntimeSession* requester);
-  uint64_t evict_locked();  // the model's sessions must be evicted already
+  // WeightsSource. Caller holds the runtime's lock.
+  Result<std::shared_ptr<const Model>> acquire_locked(const Evictable* requester) override;
+  // Evictable. Caller holds the runtime's lock.
+  int eviction_priority() const override { return load_.priority; }
+  uint64_t last_used() const override { return last_used_; }
+  bool holds_memory() const override { return compiled_ != nullptr; }
+  bool try_hold(std::span<const Evictable* const> keep) override;
+  uint64_t evict_held() override;
+  void release_hold() override;
+  void sessions(std::vector<std::shared_ptr<Evictable>>& out) override;
 
   std::shared_ptr<Runtime> rt_;
+  std::shared_ptr<RuntimeCore> core_;
   std::string path_;
   ModelLoadOptions load_;
   OpenedModel opened_;  // tokenizer, chat template, kind; .model cleared (compiled_ holds it)
@@ -142,10 +140,12 @@ class RuntimeModel : public std::enable_shared_from_this<RuntimeModel> {
   std::string main_scheme_;
   int64_t n_params_ = 0;
   uint64_t weight_bytes_ = 0;
-  std::shared_ptr<const Model> compiled_;  // null while evicted; guarded by rt_->mu_
-  uint64_t bytes_ = 0;                             // counted while compiled_ is set
+  // Guarded by the runtime's lock:
+  std::shared_ptr<const Model> compiled_;  // null while evicted
+  uint64_t bytes_ = 0;                     // counted while compiled_ is set
   uint64_t last_used_ = 0;
-  std::vector<std::weak_ptr<RuntimeSession>> sessions_;  // guarded by rt_->mu_
+  std::vector<std::weak_ptr<Evictable>> sessions_;
+  std::vector<std::shared_ptr<Evictable>> held_sessions_;  // between try_hold and release_hold
 };
 
 struct SessionState {
@@ -156,9 +156,14 @@ struct SessionState {
   bool evicted = false;
 };
 
-class RuntimeSession {
+class RuntimeSession : private Evictable {
  public:
-  ~RuntimeSession();
+  // A session of `model` (RuntimeModel::new_session's work), its memory reserved under the budget.
+  static Result<std::shared_ptr<RuntimeSession>> open(std::shared_ptr<RuntimeModel> model,
+                                                      std::shared_ptr<RuntimeCore> core, WeightsSource& weights,
+                                                      std::vector<std::weak_ptr<Evictable>>& model_sessions,
+                                                      const SessionOptions& options);
+  ~RuntimeSession() override;
   // The whole text the model should see (see the top of this file).
   Result<GenerationStats> generate(std::string_view prompt, const TurnOptions& turn, const PieceSink& sink);
   // The same from tokens the caller encoded (kiln run: a prompt's bytes as given, BOS as it chose);
@@ -194,9 +199,14 @@ class RuntimeSession {
   const std::shared_ptr<RuntimeModel>& model() const { return model_; }
 
  private:
-  friend class Runtime;
-  friend class RuntimeModel;
   RuntimeSession() = default;
+  // Evictable. Caller holds the runtime's lock.
+  int eviction_priority() const override { return options_.priority; }
+  uint64_t last_used() const override { return last_used_; }
+  bool holds_memory() const override { return session_ != nullptr; }
+  bool try_hold(std::span<const Evictable* const> keep) override;
+  uint64_t evict_held() override;
+  void release_hold() override { mu_.unlock(); }
   // Enters a call: refuses one from inside this session's own callback; holds mu_ until exit().
   Status enter();
   void exit();
@@ -210,10 +220,13 @@ class RuntimeSession {
   Result<GenerationStats> run(std::span<const int> prompt, const TurnOptions& turn, const std::vector<int>& stop_ids,
                               const PieceSink& sink);
   // Moves the KV cache to a snapshot file and frees the session's memory. Caller holds mu_ and
-  // rt->mu_. Returns the bytes released.
+  // the runtime's lock. Returns the bytes released.
   uint64_t evict_locked();
+  void touch();  // last_used_ from the runtime's clock
 
   std::shared_ptr<RuntimeModel> model_;
+  std::shared_ptr<RuntimeCore> core_;
+  WeightsSource* weights_ = nullptr;  // model_'s
   SessionOptions options_;
   int n_ctx_ = 0;
   std::mutex mu_;                          // held by the call running on this session
@@ -222,7 +235,7 @@ class RuntimeSession {
   std::atomic<bool> generating_{false};
   std::atomic<int> position_{0};           // cached_.size() after the last call; state() reads the
                                            // session's live position during one
-  std::unique_ptr<Session> session_;  // null while evicted
+  std::unique_ptr<Session> session_;  // null while evicted; set and reset under the runtime's lock
   uint64_t bytes_ = 0;                       // counted while session_ is set
   std::string snapshot_;                     // the eviction snapshot, while evicted
   std::vector<int> cached_;                  // the tokens at the cache's positions

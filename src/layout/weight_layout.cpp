@@ -8,21 +8,6 @@
 
 namespace kiln {
 
-namespace {
-
-uint16_t load_u16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
-float load_f32(const uint8_t* p) {
-  float v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
-}  // namespace
-
 int scale_group(const QuantParams& p) {
   if (is_4bit(p.scheme)) return p.group_size;
   if (p.scheme == Scheme::kW6A16 || p.scheme == Scheme::kW5A16) return 256;
@@ -132,25 +117,25 @@ Status dequantize_row(const QuantParams& p, std::span<const uint8_t> q, int64_t 
     return dequantize(ggml_block_type(p), q, std::span<float>(out, static_cast<size_t>(cols)));
   switch (p.scheme) {
     case Scheme::kF32:
-      for (int64_t c = 0; c < cols; ++c) out[c] = load_f32(b + 4 * c);
+      for (int64_t c = 0; c < cols; ++c) out[c] = load_unaligned<float>(b + 4 * c);
       break;
     case Scheme::kF16:
-      for (int64_t c = 0; c < cols; ++c) out[c] = f16_to_f32(load_u16(b + 2 * c));
+      for (int64_t c = 0; c < cols; ++c) out[c] = f16_to_f32(load_unaligned<uint16_t>(b + 2 * c));
       break;
     case Scheme::kBF16:
-      for (int64_t c = 0; c < cols; ++c) out[c] = bf16_to_f32(load_u16(b + 2 * c));
+      for (int64_t c = 0; c < cols; ++c) out[c] = bf16_to_f32(load_unaligned<uint16_t>(b + 2 * c));
       break;
     case Scheme::kW8A16:
     case Scheme::kW8A8: {
       if (const int g = p.w8_group; g != 0) {
         for (int64_t c0 = 0; c0 < cols; c0 += g, b += 2 + g) {
-          const float scale = f16_to_f32(load_u16(b));
+          const float scale = f16_to_f32(load_unaligned<uint16_t>(b));
           const auto* qs = reinterpret_cast<const int8_t*>(b + 2);
           for (int j = 0; j < g; ++j) out[c0 + j] = static_cast<float>(qs[j]) * scale;
         }
         break;
       }
-      const float scale = load_f32(b);
+      const float scale = load_unaligned<float>(b);
       const auto* qs = reinterpret_cast<const int8_t*>(b + 4);
       for (int64_t c = 0; c < cols; ++c) out[c] = static_cast<float>(qs[c]) * scale;
       break;
@@ -161,8 +146,8 @@ Status dequantize_row(const QuantParams& p, std::span<const uint8_t> q, int64_t 
     case Scheme::kW4A8: {
       const int g = p.group_size, half = g / 2;
       for (int64_t c0 = 0; c0 < cols; c0 += g) {
-        const float scale = f16_to_f32(load_u16(b));
-        const float mn = p.symmetric ? 0.0f : f16_to_f32(load_u16(b + 2));
+        const float scale = f16_to_f32(load_unaligned<uint16_t>(b));
+        const float mn = p.symmetric ? 0.0f : f16_to_f32(load_unaligned<uint16_t>(b + 2));
         const uint8_t* nib = b + (p.symmetric ? 2 : 4);
         for (int j = 0; j < half; ++j) {
           const int lo = nib[j] & 0x0f, hi = nib[j] >> 4;

@@ -29,4 +29,16 @@ class Decoder {
   virtual void watch_cancel(const std::atomic<bool>* flag) { (void)flag; }
 };
 
+// watch_cancel(flag) for a scope: the decoder stops watching when it ends.
+class CancelWatch {
+ public:
+  CancelWatch(Decoder& d, const std::atomic<bool>* flag) : d_(d) { d_.watch_cancel(flag); }
+  ~CancelWatch() { d_.watch_cancel(nullptr); }
+  CancelWatch(const CancelWatch&) = delete;
+  CancelWatch& operator=(const CancelWatch&) = delete;
+
+ private:
+  Decoder& d_;
+};
+
 }  // namespace kiln

@@ -109,15 +109,10 @@ Result<GenerationStats> generate(Decoder& session, Sampler& sampler, const Token
   const size_t chunk = static_cast<size_t>(std::max(session.max_step(), 1));
   // The session also looks at the flag inside each step (Decoder::watch_cancel), for the duration
   // of the prefill.
-  struct Watch {
-    Decoder& d;
-    Watch(Decoder& s, const std::atomic<bool>* f) : d(s) { d.watch_cancel(f); }
-    ~Watch() { d.watch_cancel(nullptr); }
-  };
   for (size_t i = 0; i < fresh.size(); i += chunk) {
     Status step;
     if (!raised(options.cancel)) {
-      const Watch watch(session, options.cancel);
+      const CancelWatch watch(session, options.cancel);
       auto l = session.decode(fresh.subspan(i, std::min(chunk, fresh.size() - i)));
       if (l) logits = *l;
       step = l.status();

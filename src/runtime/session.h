@@ -76,6 +76,11 @@ class Session final : public Decoder {
 
  private:
   Session() = default;
+  // The first 64-byte aligned byte of an arena (allocated with 64 bytes of slack).
+  static uint8_t* aligned64(std::vector<uint8_t>& v) {
+    auto p = reinterpret_cast<uintptr_t>(v.data());
+    return v.data() + ((64 - p % 64) % 64);
+  }
   // `held`: the caller holds the executor's mutex already.
   Result<std::span<const float>> step(std::span<const int> tokens, bool all_logits, bool held = false);
   // step()'s kernels, recorded into `t` (and checked, for check_numerics).
@@ -83,10 +88,10 @@ class Session final : public Decoder {
   Status run_traced(const StepContext& ctx, StepTracer& t);
   // Checks a token this session may decode next.
   Status check_next(int token) const;
-  // Runs one step for `batch` (this session's request first; the executor held): a batch of one
-  // is the plain step; more run every row-wise node once over all rows and each node that reads
-  // positions or a KV cache once per row, on that row's session.
-  void run_batch(std::span<DecodeRequest* const> batch);
+  // Runs one step for `batch` (its first request's session leads; the executor held): a batch of
+  // one is the plain step; more run every row-wise node once over all rows and each node that
+  // reads positions or a KV cache once per row, on that row's session (runtime/batched_decode.cpp).
+  static void run_batch(std::span<DecodeRequest* const> batch);
 
   std::shared_ptr<const Model> model_;
   int n_ctx_ = 0;

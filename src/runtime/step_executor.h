@@ -2,10 +2,10 @@
 // from its first kernel to its last, so that sessions generating at once take turns step by step
 // and never run more threads than the pool has.
 //
-// Decode tokens are batched: a session decoding one token queues a request and waits for the
-// pool; whoever gets the pool runs one step for every request of the same model waiting by then
-// (each weight read once for all of them; see Session::decode), and the others find
-// theirs done when the pool comes to them.
+// Decode tokens are batched (decode_shared): a session decoding one token queues a request and
+// waits for the pool; whoever gets the pool runs one step for every request of the same model
+// waiting by then (each weight read once for all of them; the rows run in
+// runtime/batched_decode.cpp), and the others find theirs done when the pool comes to them.
 #pragma once
 
 #include <algorithm>
@@ -81,7 +81,35 @@ class StepExecutor {
   uint64_t decode_steps() const { return decode_steps_.load(std::memory_order_relaxed); }
   uint64_t decode_tokens() const { return decode_tokens_.load(std::memory_order_relaxed); }
 
-  // The decode queue; a request stays valid until it is done.
+  // One session's token through a shared step: queues `r` and returns once it is done, either by
+  // another session's step or by one this thread leads, when it gets the pool first. A leader
+  // waits (briefly) for the other decoding sessions' tokens, takes every waiting request that
+  // `same` accepts (at most `most`, `r` first) and runs them with `run(batch)`, which writes each
+  // request's status and logits; their sessions are then woken. A session served needs no pool to
+  // learn it, so it samples its next token while the next step's leader waits for it.
+  template <typename Same, typename Run>
+  void decode_shared(DecodeRequest& r, size_t most, Same&& same, Run&& run) {
+    enqueue(&r);
+    for (;;) {
+      std::unique_lock<StepLock> hold(step_lock_, std::try_to_lock);
+      if (!hold.owns_lock()) {
+        if (wait_done_or_free(r)) return;
+        continue;
+      }
+      if (is_done(r)) return;
+      if (decoding_.load(std::memory_order_relaxed) > 1) wait_for_decoders(std::chrono::microseconds(2000));
+      std::array<DecodeRequest*, kMaxBatch> batch;
+      const size_t n = take(&r, most, same, batch);
+      const std::span<DecodeRequest* const> rows(batch.data(), n);
+      count_decode_step(static_cast<int>(n));
+      run(rows);
+      complete(rows);
+      return;
+    }
+  }
+
+  // The decode queue; a request stays valid until it is done. (A test queues requests here for
+  // sessions that do not call decode_shared themselves: the next step of their model serves them.)
   void enqueue(DecodeRequest* r) {
     {
       std::lock_guard<std::mutex> l(queue_mutex_);
@@ -89,6 +117,8 @@ class StepExecutor {
     }
     queued_.notify_all();
   }
+
+ private:
   // True once `r` is done; false when the step lock is free first (the caller may then lead).
   bool wait_done_or_free(const DecodeRequest& r) {
     std::unique_lock<std::mutex> l(queue_mutex_);
@@ -107,9 +137,13 @@ class StepExecutor {
     }
     queued_.notify_all();
   }
+
+ public:
   // Sessions past their prompt, decoding token by token (generate() counts itself here): a step's
   // leader waits for their next tokens, so that they share its step instead of taking turns.
   std::atomic<int>& decoding() { return decoding_; }
+
+ private:
   // Under the step lock: waits until every other decoding session has queued a token, at most `limit`.
   void wait_for_decoders(std::chrono::microseconds limit) {
     std::unique_lock<std::mutex> l(queue_mutex_);

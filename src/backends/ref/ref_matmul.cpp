@@ -11,16 +11,7 @@ namespace kiln {
 
 namespace {
 
-float load_f32(const uint8_t* p) {
-  float v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-float load_f16(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return f16_to_f32(h);
-}
+float load_f16(const uint8_t* p) { return f16_to_f32(load_unaligned<uint16_t>(p)); }
 
 // A16 and float schemes: dequantize one weight row at a time, multiply in f32.
 void matmul_dequantized(const QuantParams& p, std::span<const uint8_t> w, int64_t rows, int64_t cols,
@@ -40,7 +31,7 @@ void matmul_dequantized(const QuantParams& p, std::span<const uint8_t> w, int64_
 
 // W8A8: y = (sum qw * qx) * sw * sx.
 float dot_w8a8(const uint8_t* row, const int8_t* qx, float sx, int64_t cols) {
-  const float sw = load_f32(row);
+  const float sw = load_unaligned<float>(row);
   const auto* qw = reinterpret_cast<const int8_t*>(row + 4);
   int64_t acc = 0;
   for (int64_t c = 0; c < cols; ++c) acc += static_cast<int32_t>(qw[c]) * static_cast<int32_t>(qx[c]);
