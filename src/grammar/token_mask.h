@@ -1,0 +1,50 @@
+// Which tokens a grammar allows next, over a model's whole vocabulary: one walk of the token trie
+// per step (token_trie.h) with the matcher's state advanced along shared prefixes, a character
+// split between tokens carried over. A stop token (EOS, end of turn) is allowed only where the
+// grammar may end. `allows` checks one token (the sampler's pick: the early accept) without the
+// walk; masks are cached by state, since a grammar keeps coming back to the same states (inside
+// a JSON string every character leads back to where it was).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "grammar/matcher.h"
+#include "grammar/token_trie.h"
+
+namespace kiln {
+
+class TokenMask {
+ public:
+  TokenMask(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> vocabulary,
+            std::vector<int> stop_ids);
+
+  // Whether token `id` may come next.
+  bool allows(int id);
+  // The allowed tokens as bits (bit id % 64 of word id / 64), vocab_size bits.
+  const std::vector<uint64_t>& allowed();
+  // Advances past token `id`; false (the state unchanged) when the grammar refuses it.
+  bool accept(int id);
+  bool is_complete() const { return matcher_.is_complete(); }
+  bool is_stop(int id) const;
+  const GrammarMatcher& matcher() const { return matcher_; }
+  // How many allowed() calls walked the trie (the others came from the cache).
+  uint64_t walks() const { return walks_; }
+
+ private:
+  void walk(std::vector<uint64_t>& bits);
+  std::string state_key() const;
+
+  GrammarMatcher matcher_;
+  std::shared_ptr<const TokenTrie> vocab_;
+  std::vector<int> stop_ids_;
+  std::vector<MatchState> depth_;  // the state after each depth's byte of the walk
+  std::unordered_map<std::string, std::vector<uint64_t>> cache_;
+  const std::vector<uint64_t>* current_ = nullptr;  // allowed() of the present state, once asked
+  uint64_t walks_ = 0;
+};
+
+}  // namespace kiln
