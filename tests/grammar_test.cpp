@@ -262,6 +262,20 @@ TEST(TokenMask, EqualsABruteForceCheckAlongARandomWalk) {
   }
 }
 
+TEST(TokenMask, ALeadByteIsAllowedOnlyWhereItsCharacterCanFollow) {
+  // E0 starts U+0800..U+0FFF only (E0 80..9F would be overlong), F0 starts U+10000 and up.
+  auto trie = std::make_shared<const TokenTrie>(
+      std::vector<std::string>{"", "\xe0", "\xe0\x9f", "\xe0\xa0", "\xf0", "\xed", "\xc3", "a"});
+  TokenMask ascii(compile("root ::= [a-z{]\n"), trie, {0});
+  EXPECT_EQ(ascii.allowed()[0], 1u << 7);
+  TokenMask mid(compile("root ::= [\\u0700-\\u0FFF]\n"), trie, {0});
+  EXPECT_EQ(mid.allowed()[0], (1u << 1) | (1u << 3));
+  TokenMask high(compile("root ::= [\\U00010000-\\U0010FFFF]\n"), trie, {0});
+  EXPECT_EQ(high.allowed()[0], 1u << 4);
+  TokenMask surrogate_gap(compile("root ::= [\\uD000-\\uD7FF] | [\\uE000-\\uEFFF]\n"), trie, {0});
+  EXPECT_EQ(surrogate_gap.allowed()[0], 1u << 5);  // ED: U+D000..U+D7FF
+}
+
 TEST(TokenMask, StopTokensOnlyWhereTheGrammarMayEnd) {
   auto g = compile("root ::= \"ab\"\n");
   auto trie = std::make_shared<const TokenTrie>(std::vector<std::string>{"", "a", "b", "ab", "abc", ""});

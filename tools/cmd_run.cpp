@@ -73,6 +73,8 @@ int run(RunOptions o) {
   }
   if (o.prompt_given && !o.prompt_file.empty()) return usage_error("give the prompt once: -p TEXT or -f FILE");
   if (std::string e = generation_flags_problem(g); !e.empty()) return usage_error(e);
+  auto grammar = grammar_for(g);
+  if (!grammar) return fail(grammar.status());
   if (!o.prompt_file.empty()) {
     auto text = read_text_file(o.prompt_file);
     if (!text) return fail(text.status());
@@ -102,6 +104,7 @@ int run(RunOptions o) {
   PrefillProgress progress(stderr_is_terminal() && !(o.echo && isatty(STDOUT_FILENO) == 1));
   TurnOptions turn;
   turn.max_tokens = g.n_predict;
+  turn.grammar = *grammar;
   turn.on_prefill = [&progress](int done, int total) { return progress.update(done, total); };
 
   if (o.chat) {

@@ -116,8 +116,12 @@ bool GrammarMatcher::step_byte(const MatchState& in, uint8_t b, MatchState& out)
     const Utf8Lead lead = utf8_lead(b);
     if (lead.length < 2) return false;
     const uint32_t bits = b & (lead.length == 2 ? 0x1Fu : lead.length == 3 ? 0x0Fu : 0x07u);
-    const uint32_t rest = 6u * static_cast<uint32_t>(lead.length - 1);
-    if (!viable(in.stacks, bits << rest, (bits << rest) | ((1u << rest) - 1))) return false;
+    // The code points this lead can start, its second byte's range applied (no overlongs, no
+    // surrogates, nothing past U+10FFFF).
+    const uint32_t after = 6u * static_cast<uint32_t>(lead.length - 2);
+    const uint32_t lo = (bits << (after + 6)) | (static_cast<uint32_t>(lead.lo & 0x3F) << after);
+    const uint32_t hi = (bits << (after + 6)) | (static_cast<uint32_t>(lead.hi & 0x3F) << after) | ((1u << after) - 1);
+    if (!viable(in.stacks, lo, hi)) return false;
     out.stacks = in.stacks;
     out.partial = bits;
     out.need = static_cast<uint8_t>(lead.length - 1);
