@@ -58,6 +58,10 @@ void report(const GenerationStats& s, const GenerationFlags& g) {
                s.generate_seconds * 1e3, s.generate_seconds > 0 ? s.generated_tokens / s.generate_seconds : 0.0,
                s.stop == StopReason::kStopToken ? ", stopped at an end token"
                : s.stop == StopReason::kContextFull ? ", stopped: context full" : "");
+  if (s.grammar.tokens > 0)
+    std::fprintf(stderr, "kiln: grammar: %d of %d tokens needed the mask (%d walks of the vocabulary), %.1f ms in masks (%.2f ms/token)\n",
+                 s.grammar.masked, s.grammar.tokens, s.grammar.walks, s.grammar.mask_seconds * 1e3,
+                 s.grammar.mask_seconds * 1e3 / s.grammar.tokens);
 }
 
 int run(RunOptions o) {

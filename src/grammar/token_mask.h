@@ -3,7 +3,9 @@
 // split between tokens carried over. A stop token (EOS, end of turn) is allowed only where the
 // grammar may end. `allows` checks one token (the sampler's pick: the early accept) without the
 // walk; masks are cached by state, since a grammar keeps coming back to the same states (inside
-// a JSON string every character leads back to where it was).
+// a JSON string every character leads back to where it was). The walk itself runs on a lazily
+// built DFA: each distinct matcher state gets an id and its byte transitions are computed once,
+// so that a walk over states seen before is a table lookup per trie node.
 #pragma once
 
 #include <cstdint>
@@ -33,17 +35,25 @@ class TokenMask {
   const GrammarMatcher& matcher() const { return matcher_; }
   // How many allowed() calls walked the trie (the others came from the cache).
   uint64_t walks() const { return walks_; }
+  // allowed() of the present state into `bits`, always by a walk (what a cache miss costs: benchmarks).
+  void walk(std::vector<uint64_t>& bits);
 
  private:
-  void walk(std::vector<uint64_t>& bits);
   std::string state_key() const;
+  // The DFA state id of `s` (added when new).
+  int32_t dfa_state(const MatchState& s);
+  void reset_dfa();
 
   GrammarMatcher matcher_;
   std::shared_ptr<const TokenTrie> vocab_;
   std::vector<int> stop_ids_;
-  std::vector<MatchState> depth_;  // the state after each depth's byte of the walk
   std::unordered_map<std::string, std::vector<uint64_t>> cache_;
   const std::vector<uint64_t>* current_ = nullptr;  // allowed() of the present state, once asked
+  std::unordered_map<std::string, int32_t> dfa_ids_;
+  std::vector<MatchState> dfa_states_;
+  std::vector<int32_t> dfa_next_;  // [state * 256 + byte]: the next state, kUnknown or kDead
+  std::vector<int32_t> depth_ids_;
+  uint64_t dfa_epoch_ = 0;
   uint64_t walks_ = 0;
 };
 
