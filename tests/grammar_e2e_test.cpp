@@ -124,6 +124,48 @@ TEST(GrammarSessions, ConcurrentSessionsWithDifferentGrammarsGiveTheirSoloOutput
   EXPECT_NE(solo[0], solo[1]);
 }
 
+// A real 150 k vocabulary: chat replies constrained by JSON schemas parse and validate.
+TEST(GrammarQwen, JsonSchemaRepliesValidate) {
+  const std::string path = test::qwen05_gguf();
+  if (path.empty()) GTEST_SKIP() << "Qwen2.5-Coder-0.5B-Instruct is not here: scripts/fetch-qwen.sh fetches it";
+  if (test::under_emulator()) GTEST_SKIP() << "a 0.5B model under an emulator takes minutes";
+  RuntimeOptions ro;
+  ro.n_threads = 2;
+  auto rt = Runtime::create(ro);
+  auto m = rt->load_model(path, ModelLoadOptions{});
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  SessionOptions so;
+  so.sampler.temperature = 0;
+  so.n_ctx = 512;
+  auto s = (*m)->new_session(so);
+  ASSERT_TRUE(s.is_ok()) << s.status().message();
+  auto schema = grammar_from_json_schema(R"({"type":"object","properties":{
+      "name":{"type":"string","maxLength":20},"legs":{"type":"integer","minimum":0,"maximum":8},
+      "habitat":{"enum":["land","sea","air"]},"foods":{"type":"array","items":{"type":"string","maxLength":16},"maxItems":3}},
+      "required":["name","legs","habitat","foods"]})");
+  ASSERT_TRUE(schema.is_ok()) << schema.status().message();
+  for (const char* prompt : {"Describe a crab.", "Write a haiku about autumn."}) {
+    TurnOptions turn;
+    turn.max_tokens = 120;
+    turn.grammar = *schema;
+    std::string out;
+    auto st = (*s)->chat(nlohmann::ordered_json::array({{{"role", "user"}, {"content", prompt}}}), turn,
+                         [&out](std::string_view text, std::span<const int>) {
+                           out += text;
+                           return true;
+                         });
+    ASSERT_TRUE(st.is_ok()) << st.status().message();
+    EXPECT_EQ(st->stop, StopReason::kStopToken) << out;
+    const auto j = nlohmann::json::parse(out, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << out;
+    EXPECT_TRUE(j["name"].is_string() && j["name"].get<std::string>().size() <= 20) << out;
+    EXPECT_TRUE(j["legs"].is_number_integer() && j["legs"].get<int>() >= 0 && j["legs"].get<int>() <= 8) << out;
+    EXPECT_TRUE(j["habitat"] == "land" || j["habitat"] == "sea" || j["habitat"] == "air") << out;
+    ASSERT_TRUE(j["foods"].is_array()) << out;
+    EXPECT_LE(j["foods"].size(), 3u) << out;
+  }
+}
+
 struct Text {
   std::string s;
 };
