@@ -131,6 +131,13 @@ std::string smollm2_gguf() {
   return std::filesystem::exists(cached) ? cached : "";
 }
 
+std::string qwen05_gguf() {
+  if (const char* p = std::getenv("KILN_QWEN05_GGUF")) return p;
+  const char* home = std::getenv("HOME");
+  const std::string cached = std::string(home ? home : "") + "/.cache/kiln/qwen/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
+  return std::filesystem::exists(cached) ? cached : "";
+}
+
 double relative_error(const float* a, const float* b, size_t n) {
   double max_diff = 0, max_ref = 0;
   for (size_t i = 0; i < n; ++i) {

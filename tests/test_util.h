@@ -36,6 +36,9 @@ bool under_emulator();
 // SmolLM2-135M-Instruct's Q4_1 GGUF (scripts/fetch-smollm2.sh puts it in ~/.cache/kiln;
 // KILN_SMOLLM2_GGUF names another), or "" when it is not here.
 std::string smollm2_gguf();
+// Qwen2.5-Coder-0.5B-Instruct Q4_K_M (scripts/fetch-qwen.sh: ~/.cache/kiln/qwen/, or
+// $KILN_QWEN05_GGUF); "" when absent.
+std::string qwen05_gguf();
 
 // True in the sanitizer builds, whose shadow memory and quarantine make resident memory no measure
 // of the program's own.

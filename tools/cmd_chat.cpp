@@ -143,6 +143,8 @@ void print_jsonl(const nlohmann::ordered_json& j) {
 int run_chat(ChatCmd c) {
   GenerationFlags& g = c.g;
   if (std::string e = generation_flags_problem(g); !e.empty()) return usage_error(e);
+  auto grammar = grammar_for(g);
+  if (!grammar) return fail(grammar.status());
   nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
   for (const std::string& s : c.sets) {
     auto var = parse_template_var(s);
@@ -171,6 +173,7 @@ int run_chat(ChatCmd c) {
   Conversation chat(*session, c.system);
   TurnOptions turn;
   turn.max_tokens = g.n_predict;
+  turn.grammar = *grammar;  // each reply on its own: the grammar starts over every turn
 
   // --jsonl is for programs: no prompt, no help, one JSON object per input line on stdout.
   const bool interactive = !c.jsonl && isatty(STDIN_FILENO) == 1;

@@ -58,6 +58,10 @@ void report(const GenerationStats& s, const GenerationFlags& g) {
                s.generate_seconds * 1e3, s.generate_seconds > 0 ? s.generated_tokens / s.generate_seconds : 0.0,
                s.stop == StopReason::kStopToken ? ", stopped at an end token"
                : s.stop == StopReason::kContextFull ? ", stopped: context full" : "");
+  if (s.grammar.tokens > 0)
+    std::fprintf(stderr, "kiln: grammar: %d of %d tokens needed the mask (%d walks of the vocabulary), %.1f ms in masks (%.2f ms/token)\n",
+                 s.grammar.masked, s.grammar.tokens, s.grammar.walks, s.grammar.mask_seconds * 1e3,
+                 s.grammar.mask_seconds * 1e3 / s.grammar.tokens);
 }
 
 int run(RunOptions o) {
@@ -73,6 +77,8 @@ int run(RunOptions o) {
   }
   if (o.prompt_given && !o.prompt_file.empty()) return usage_error("give the prompt once: -p TEXT or -f FILE");
   if (std::string e = generation_flags_problem(g); !e.empty()) return usage_error(e);
+  auto grammar = grammar_for(g);
+  if (!grammar) return fail(grammar.status());
   if (!o.prompt_file.empty()) {
     auto text = read_text_file(o.prompt_file);
     if (!text) return fail(text.status());
@@ -102,6 +108,7 @@ int run(RunOptions o) {
   PrefillProgress progress(stderr_is_terminal() && !(o.echo && isatty(STDOUT_FILENO) == 1));
   TurnOptions turn;
   turn.max_tokens = g.n_predict;
+  turn.grammar = *grammar;
   turn.on_prefill = [&progress](int done, int total) { return progress.update(done, total); };
 
   if (o.chat) {

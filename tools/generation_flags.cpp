@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <string>
 
+#include "core/mapped_file.h"
+#include "engine/constrained_output.h"
 #include "engine/defaults.h"
 #include "tools/cli_common.h"
 
@@ -59,6 +61,28 @@ void add_generation_flags(CLI::App* cmd, GenerationFlags& f) {
   cmd->add_option("--group", f.group, kGroupHelp)->check(group_size())
       ->each([p = &f](const std::string&) { p->group_given = true; });
   cmd->add_flag("--verify", f.verify, "check every section checksum of a .kiln (exit 2 on a mismatch)");
+  cmd->add_option("--grammar", f.grammar_file, "GBNF grammar file (llama.cpp's format): the output must match it")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--json-schema", f.json_schema_file, "JSON Schema file: the output is JSON valid against it")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--json", f.json, "the output is a JSON object");
+}
+
+Result<std::shared_ptr<const Grammar>> grammar_for(const GenerationFlags& f) {
+  if (!f.grammar_file.empty()) {
+    KILN_ASSIGN_OR_RETURN(std::string text, read_text_file(f.grammar_file));
+    auto g = grammar_from_gbnf(text);
+    if (!g) return g.status().with_context(f.grammar_file);
+    return g;
+  }
+  if (!f.json_schema_file.empty()) {
+    KILN_ASSIGN_OR_RETURN(std::string text, read_text_file(f.json_schema_file));
+    auto g = grammar_from_json_schema(text);
+    if (!g) return g.status().with_context(f.json_schema_file);
+    return g;
+  }
+  if (f.json) return json_object_grammar();
+  return std::shared_ptr<const Grammar>();
 }
 
 std::string kiln_file_fixes(const std::string& model, const std::string& flag, const std::string& what) {
@@ -68,6 +92,8 @@ std::string kiln_file_fixes(const std::string& model, const std::string& flag, c
 }
 
 std::string generation_flags_problem(const GenerationFlags& f) {
+  if ((!f.grammar_file.empty()) + (!f.json_schema_file.empty()) + f.json > 1)
+    return "give one of --grammar, --json-schema and --json";
   if (!f.tokenizer.empty())
     if (std::string e = kiln_file_fixes(f.model, "--tokenizer", "tokenizer"); !e.empty()) return e;
   if (f.scheme_given)

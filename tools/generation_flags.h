@@ -7,6 +7,7 @@
 
 #include <memory>
 
+#include "engine/constrained_output.h"
 #include "engine/runtime.h"
 
 namespace CLI {
@@ -33,6 +34,10 @@ struct GenerationFlags {
   int group = 32;
   bool scheme_given = false;
   bool group_given = false;
+  // Constrained output: at most one of the three.
+  std::string grammar_file;      // --grammar FILE: GBNF
+  std::string json_schema_file;  // --json-schema FILE
+  bool json = false;             // --json: any JSON object
 };
 
 void add_generation_flags(CLI::App* cmd, GenerationFlags& f);
@@ -42,6 +47,8 @@ std::string kiln_file_fixes(const std::string& model, const std::string& flag, c
 // The usage error in flags a command cannot use, before any work: an unknown -q, or --tokenizer,
 // -q or --group given with a .kiln (which fixes them). Empty when there is none.
 std::string generation_flags_problem(const GenerationFlags& f);
+// The grammar --grammar, --json-schema or --json asks for (files read and parsed); null when none.
+Result<std::shared_ptr<const Grammar>> grammar_for(const GenerationFlags& f);
 // The engine's runtime a command's session runs on, its thread pool as the C API picks it:
 // --perf MODE (balanced when not given: the fastest cores, at most 4), --threads fixing the count
 // when given. The choice is left in f.thread_summary for the command's statistics on stderr.

@@ -267,6 +267,11 @@ typedef struct kiln_generate_params {
   kiln_prefill_fn on_prefill;  /* NULL (default): none. See kiln_prefill_fn */
   void* prefill_user_data;     /* passed to on_prefill */
   struct kiln_job_done* on_done; /* the _async calls: see kiln_job_done; NULL (default): none */
+  /* Constrained output: the reply is text the grammar allows, a stop token only where it may end.
+   * At most one of the two; a grammar that does not parse is KILN_E_INVALID_ARGUMENT with the line
+   * and column (or the schema keyword) in kiln_last_error(). NULL (default): none. */
+  const char* grammar;         /* GBNF text, llama.cpp's grammar format (root ::= ...) */
+  const char* json_schema;     /* a JSON Schema's text: the reply is JSON valid against it */
 } kiln_generate_params;
 
 KILN_API kiln_generate_params kiln_generate_default_params(void);

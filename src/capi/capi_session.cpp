@@ -9,6 +9,7 @@
 #include "capi/guard.h"
 #include "core/byte_reader.h"
 #include "core/utf8.h"
+#include "engine/constrained_output.h"
 #include "engine/defaults.h"
 
 using namespace kiln;
@@ -58,8 +59,9 @@ void fill_result(const GenerationStats& s, kiln_generate_result* out) {
   write_sized(out, r);
 }
 
-// Checks the common arguments of generate and chat and reads the params.
-bool turn_args(kiln_session* session, const kiln_generate_params* params, kiln_generate_params& p, const char* what) {
+// Checks the common arguments of generate and chat and reads the params into `turn`.
+bool turn_args(kiln_session* session, const kiln_generate_params* params, kiln_generate_params& p, TurnOptions& turn,
+               const char* what) {
   if (!check_handle(session, HandleKind::kSession, what)) return false;
   p = kiln_generate_default_params();
   if (!read_params(params, p, what)) return false;
@@ -70,6 +72,19 @@ bool turn_args(kiln_session* session, const kiln_generate_params* params, kiln_g
   if (p.n_stop > 0 && p.stop == nullptr) {
     fail(KILN_E_INVALID_ARGUMENT, std::string(what) + ": n_stop is " + std::to_string(p.n_stop) + " but stop is NULL");
     return false;
+  }
+  turn = turn_options(p);
+  if (p.grammar != nullptr && p.json_schema != nullptr) {
+    fail(KILN_E_INVALID_ARGUMENT, std::string(what) + ": give grammar or json_schema, not both");
+    return false;
+  }
+  if (p.grammar != nullptr || p.json_schema != nullptr) {
+    auto g = p.grammar != nullptr ? grammar_from_gbnf(p.grammar) : grammar_from_json_schema(p.json_schema);
+    if (!g) {
+      fail(g.status().with_context(what));
+      return false;
+    }
+    turn.grammar = std::move(*g);
   }
   return true;
 }
@@ -162,11 +177,10 @@ bool read_messages(const kiln_message* messages, size_t n_messages, nlohmann::or
 
 // A generation on the runtime's job threads: the arguments are copied now, the turn runs later.
 kiln_status start_turn(kiln_session* session, std::optional<std::string> prompt, nlohmann::ordered_json messages,
-                       const kiln_generate_params& p, kiln_token_fn on_token, void* user_data, kiln_job** out,
-                       const char* what) {
+                       const kiln_generate_params& p, TurnOptions turn, kiln_token_fn on_token, void* user_data,
+                       kiln_job** out, const char* what) {
   auto* job = new kiln_job();
   job->session = session->session;
-  TurnOptions turn = turn_options(p);
   // The job's cancel reaches the turn at its next prefill chunk or token even when it comes before
   // the turn has started (the session's own flag is cleared when a call starts).
   if (turn.on_prefill) turn.on_prefill = [job, f = turn.on_prefill](int d, int t) { return !job->cancel.load() && f(d, t); };
@@ -284,10 +298,11 @@ KILN_API kiln_status kiln_session_generate(kiln_session* session, const char* pr
                                            kiln_token_fn on_token, void* user_data, kiln_generate_result* out) {
   return guarded("kiln_session_generate", [&] {
     kiln_generate_params p;
-    if (!turn_args(session, params, p, "kiln_session_generate")) return KILN_E_INVALID_ARGUMENT;
+    TurnOptions turn;
+    if (!turn_args(session, params, p, turn, "kiln_session_generate")) return KILN_E_INVALID_ARGUMENT;
     if (prompt == nullptr) return fail(KILN_E_INVALID_ARGUMENT, "kiln_session_generate: prompt is NULL");
     const std::string text(prompt);
-    auto r = run_turn(*session->session, &text, nullptr, turn_options(p), sink_for(on_token, user_data));
+    auto r = run_turn(*session->session, &text, nullptr, turn, sink_for(on_token, user_data));
     return finish(r, out, "kiln_session_generate");
   });
 }
@@ -297,10 +312,11 @@ KILN_API kiln_status kiln_session_chat(kiln_session* session, const kiln_message
                                        kiln_generate_result* out) {
   return guarded("kiln_session_chat", [&] {
     kiln_generate_params p;
-    if (!turn_args(session, params, p, "kiln_session_chat")) return KILN_E_INVALID_ARGUMENT;
+    TurnOptions turn;
+    if (!turn_args(session, params, p, turn, "kiln_session_chat")) return KILN_E_INVALID_ARGUMENT;
     nlohmann::ordered_json conv;
     if (!read_messages(messages, n_messages, conv, "kiln_session_chat")) return KILN_E_INVALID_ARGUMENT;
-    auto r = run_turn(*session->session, nullptr, &conv, turn_options(p), sink_for(on_token, user_data));
+    auto r = run_turn(*session->session, nullptr, &conv, turn, sink_for(on_token, user_data));
     return finish(r, out, "kiln_session_chat");
   });
 }
@@ -312,9 +328,11 @@ KILN_API kiln_status kiln_session_generate_async(kiln_session* session, const ch
     if (out == nullptr) return fail(KILN_E_INVALID_ARGUMENT, "kiln_session_generate_async: out is NULL");
     *out = nullptr;
     kiln_generate_params p;
-    if (!turn_args(session, params, p, "kiln_session_generate_async")) return KILN_E_INVALID_ARGUMENT;
+    TurnOptions turn;
+    if (!turn_args(session, params, p, turn, "kiln_session_generate_async")) return KILN_E_INVALID_ARGUMENT;
     if (prompt == nullptr) return fail(KILN_E_INVALID_ARGUMENT, "kiln_session_generate_async: prompt is NULL");
-    return start_turn(session, std::string(prompt), {}, p, on_token, user_data, out, "kiln_session_generate_async");
+    return start_turn(session, std::string(prompt), {}, p, std::move(turn), on_token, user_data, out,
+                      "kiln_session_generate_async");
   });
 }
 
@@ -325,10 +343,12 @@ KILN_API kiln_status kiln_session_chat_async(kiln_session* session, const kiln_m
     if (out == nullptr) return fail(KILN_E_INVALID_ARGUMENT, "kiln_session_chat_async: out is NULL");
     *out = nullptr;
     kiln_generate_params p;
-    if (!turn_args(session, params, p, "kiln_session_chat_async")) return KILN_E_INVALID_ARGUMENT;
+    TurnOptions turn;
+    if (!turn_args(session, params, p, turn, "kiln_session_chat_async")) return KILN_E_INVALID_ARGUMENT;
     nlohmann::ordered_json conv;
     if (!read_messages(messages, n_messages, conv, "kiln_session_chat_async")) return KILN_E_INVALID_ARGUMENT;
-    return start_turn(session, std::nullopt, std::move(conv), p, on_token, user_data, out, "kiln_session_chat_async");
+    return start_turn(session, std::nullopt, std::move(conv), p, std::move(turn), on_token, user_data, out,
+                      "kiln_session_chat_async");
   });
 }
 

@@ -119,6 +119,12 @@ bool RuntimeModel::resident() {
   return compiled_ != nullptr;
 }
 
+std::shared_ptr<const TokenTrie> RuntimeModel::grammar_vocabulary() {
+  std::lock_guard<std::mutex> lock(vocabulary_mu_);
+  if (!grammar_vocabulary_) grammar_vocabulary_ = kiln::grammar_vocabulary(tokenizer());
+  return grammar_vocabulary_;
+}
+
 Result<std::shared_ptr<const Model>> RuntimeModel::acquire_locked(const Evictable* requester) {
   last_used_ = core_->touch();
   if (compiled_) return compiled_;
@@ -315,6 +321,10 @@ Result<GenerationStats> RuntimeSession::run(std::span<const int> prompt, const T
   go.cancel = &cancel_;
   go.on_prefill = turn.on_prefill;
   go.decoding = &core_->executor->decoding();
+  if (turn.grammar) {
+    go.grammar = turn.grammar;
+    go.grammar_vocabulary = model_->grammar_vocabulary();
+  }
   if (tracer_) tracer_->clear();
   generating_.store(true);
   auto st = generate_reusing(*session_, cached_, *sampler_, model_->tokenizer(), prompt, turn.max_tokens, sink, go);

@@ -77,6 +77,9 @@ struct TurnOptions {
   int add_bos = -1;            // generate(): -1 the model's rule, 0 no, 1 yes
   bool parse_special = false;  // generate(): special tokens' text becomes those tokens
   std::function<bool(int done, int total)> on_prefill;  // see GenerateOptions
+  // Constrained output (engine/constrained_output.h); null: none. Shared, immutable: each call
+  // keeps its own matching state.
+  std::shared_ptr<const Grammar> grammar;
 };
 
 class Runtime : public std::enable_shared_from_this<Runtime> {
@@ -115,6 +118,8 @@ class RuntimeModel : public std::enable_shared_from_this<RuntimeModel>, private 
   int64_t n_params() const { return n_params_; }
   uint64_t weight_bytes() const { return weight_bytes_; }
   bool resident();
+  // The vocabulary as a grammar sees it (runtime/grammar_sampling.h), built on first use.
+  std::shared_ptr<const TokenTrie> grammar_vocabulary();
 
   Result<std::shared_ptr<RuntimeSession>> new_session(const SessionOptions& options);
 
@@ -146,6 +151,8 @@ class RuntimeModel : public std::enable_shared_from_this<RuntimeModel>, private 
   uint64_t last_used_ = 0;
   std::vector<std::weak_ptr<Evictable>> sessions_;
   std::vector<std::shared_ptr<Evictable>> held_sessions_;  // between try_hold and release_hold
+  std::mutex vocabulary_mu_;
+  std::shared_ptr<const TokenTrie> grammar_vocabulary_;  // guarded by vocabulary_mu_
 };
 
 struct SessionState {

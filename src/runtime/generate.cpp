@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "tokenizer/utf8_stream.h"
 
@@ -152,8 +153,28 @@ Result<GenerationStats> generate(Decoder& session, Sampler& sampler, const Token
     }
   } decoding(options.decoding);
   int prev = prompt.back();
+  std::optional<GrammarSampler> grammar;
+  if (options.grammar) {
+    if (!options.grammar_vocabulary) return invalid_argument("generate: a grammar without the vocabulary it masks");
+    std::vector<int> stops = c.stop_ids;
+    stops.insert(stops.end(), options.extra_stop_ids.begin(), options.extra_stop_ids.end());
+    grammar.emplace(options.grammar, options.grammar_vocabulary, std::move(stops));
+  }
   while (st.generated_tokens < n_predict) {
-    const int next = sampler.sample(logits, history, prompt.size());
+    int next;
+    if (grammar) {
+      auto pick = grammar->sample(sampler, logits, history, prompt.size());
+      st.grammar = grammar->stats();
+      if (!pick) return pick.status();
+      next = *pick;
+      if (next == GrammarSampler::kDone) {  // the grammar is complete and allows nothing more
+        st.stop = StopReason::kStopToken;
+        break;
+      }
+      KILN_RETURN_IF_ERROR(grammar->accept(next));
+    } else {
+      next = sampler.sample(logits, history, prompt.size());
+    }
     if (st.generated_tokens == 0) st.first_token_seconds = seconds_since(t_call);
     if (is_stop(next)) {
       st.stop = StopReason::kStopToken;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/decoder.h"
+#include "runtime/grammar_sampling.h"
 #include "runtime/sampler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -34,6 +35,7 @@ struct GenerationStats {
   double first_token_seconds = 0;  // from the call to the first sampled token
   StopReason stop = StopReason::kLength;
   std::vector<int> generated;  // the sampled tokens, the stop token not included
+  GrammarSamplingStats grammar;  // under GenerateOptions::grammar
 };
 
 struct GenerateOptions {
@@ -55,6 +57,10 @@ struct GenerateOptions {
   // reused prefix not counted), on the generating thread; returning false stops the call as a
   // cancel does (StopReason::kCancelled, the session left at `reused`).
   std::function<bool(int done, int total)> on_prefill;
+  // Constrained output: only text this grammar allows is sampled (runtime/grammar_sampling.h), over
+  // the vocabulary grammar_vocabulary() gives for the tokenizer; a stop token only where it may end.
+  std::shared_ptr<const Grammar> grammar;
+  std::shared_ptr<const TokenTrie> grammar_vocabulary;
 };
 
 // Receives the text as it is produced, in pieces that are always whole UTF-8 characters, with
