@@ -194,8 +194,8 @@ Result<std::shared_ptr<const Model>> RuntimeModel::acquire_locked(const RuntimeS
   last_used_ = rt_->touch();
   if (compiled_) return compiled_;
   // A .kiln is counted before it is mapped (its size is known); a source model once compiled.
-  const bool kiln = is_kiln_file(path_);
-  const uint64_t estimate = kiln ? file_bytes(path_) : 0;
+  const bool kiln = load_.open.range || is_kiln_file(path_);
+  const uint64_t estimate = load_.open.range ? load_.open.range->length() : kiln ? file_bytes(path_) : 0;
   const std::string what = "model " + path_;
   KILN_RETURN_IF_ERROR(rt_->reserve_locked(estimate, load_.priority, what, this, requester));
   auto opened = open_model(path_, load_.open);
