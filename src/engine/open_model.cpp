@@ -44,7 +44,7 @@ Result<OpenedModel> open_model(const std::string& path, const OpenOptions& o) {
                               " is not a multiple of " + std::to_string(kKilnWeightsAlignment) +
                               ": a .kiln maps in place only from a 16 KB-aligned offset; store it uncompressed "
                               "and 16 KB-aligned (Gradle: androidResources.noCompress += \"kiln\"; "
-                              "zipalign -P 16), or copy it to a file");
+                              "zipalign -f 16384), or copy it to a file");
     KILN_ASSIGN_OR_RETURN(auto bytes, o.range->map());
     KILN_ASSIGN_OR_RETURN(KilnImage k, open_kiln_image(std::move(bytes), o.verify));
     out.file_bytes = k.file->file_size();
