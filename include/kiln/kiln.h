@@ -154,6 +154,17 @@ KILN_API kiln_model_params kiln_model_default_params(void);
 /* Maps a .kiln (a map and a check) or compiles a source model in memory. */
 KILN_API kiln_status kiln_model_load(kiln_runtime* runtime, const char* path, const kiln_model_params* params,
                                      kiln_model** out);
+/* Maps the .kiln that lies in bytes [offset, offset + length) of the open file `fd` (an Android
+ * APK entry stored uncompressed: AAsset_openFileDescriptor64, or AssetFileDescriptor's fd,
+ * getStartOffset() and getLength()) in place, without copying; length 0: to the end of the file.
+ * `offset` must be a multiple of 16384, so that the .kiln's weights (16 KB-aligned in the file)
+ * stay page-aligned in memory on 4 KB- and 16 KB-page devices: the asset stored uncompressed
+ * (Gradle noCompress) and the APK aligned with `zipalign -f 16384` (docs/android.md); any other
+ * offset is refused (KILN_E_INVALID_ARGUMENT) with a message saying so. kiln keeps its own duplicate of `fd`: the
+ * caller's is never closed by kiln and may be closed once this returns. `params->scheme` and
+ * `tokenizer_path` must be NULL. */
+KILN_API kiln_status kiln_model_load_fd(kiln_runtime* runtime, int fd, uint64_t offset, uint64_t length,
+                                        const kiln_model_params* params, kiln_model** out);
 /* Called once, on the loading thread (never the caller's); `model` is NULL on failure, and then
  * `error` says why (valid during the call only). The model belongs to the caller. */
 typedef void (*kiln_load_done_fn)(void* user_data, kiln_status status, kiln_model* model, const char* error);

@@ -34,12 +34,25 @@ Result<KilnImage> open_kiln_image(std::shared_ptr<const KilnFile> file) {
   return out;
 }
 
-Result<KilnImage> open_kiln_image(const std::string& path, bool verify, bool check_target) {
+namespace {
+
+KilnOpenOptions image_open_options(bool verify, bool check_target) {
   KilnOpenOptions o;
   o.verify_checksums = verify;
   o.check_target = check_target;
   o.host_cpu_features = host_cpu_features() | kCpuBestTable;  // a file for "the best table here" runs anywhere
-  KILN_ASSIGN_OR_RETURN(auto file, open_kiln(path, o));
+  return o;
+}
+
+}  // namespace
+
+Result<KilnImage> open_kiln_image(const std::string& path, bool verify, bool check_target) {
+  KILN_ASSIGN_OR_RETURN(auto file, open_kiln(path, image_open_options(verify, check_target)));
+  return open_kiln_image(std::move(file));
+}
+
+Result<KilnImage> open_kiln_image(std::shared_ptr<const MappedFile> bytes, bool verify, bool check_target) {
+  KILN_ASSIGN_OR_RETURN(auto file, open_kiln_bytes(std::move(bytes), image_open_options(verify, check_target)));
   return open_kiln_image(std::move(file));
 }
 

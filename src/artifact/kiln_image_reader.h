@@ -18,5 +18,7 @@ struct KilnImage {
 // whose target needs CPU features this machine may not use (off: for inspecting it).
 Result<KilnImage> open_kiln_image(const std::string& path, bool verify, bool check_target = true);
 Result<KilnImage> open_kiln_image(std::shared_ptr<const KilnFile> file);
+// The same from bytes already mapped (a range of another file: MappedFile::open_range).
+Result<KilnImage> open_kiln_image(std::shared_ptr<const MappedFile> bytes, bool verify, bool check_target = true);
 
 }  // namespace kiln

@@ -143,9 +143,11 @@ Result<ModelLoadOptions> load_options(const char* path, const kiln_model_params&
   return o;
 }
 
-kiln_status load(kiln_runtime* runtime, const char* path, const kiln_model_params& p, kiln_model** out) {
+kiln_status load(kiln_runtime* runtime, const char* path, const kiln_model_params& p, kiln_model** out,
+                 std::shared_ptr<const FileRange> range = nullptr) {
   auto o = load_options(path, p);
   if (!o) return fail(o.status());
+  o->open.range = std::move(range);
   auto m = runtime->rt->load_model(path, *o);
   if (!m) return fail(m.status());
   auto* h = new kiln_model{std::move(*m)};
@@ -168,6 +170,24 @@ KILN_API kiln_status kiln_model_load(kiln_runtime* runtime, const char* path, co
     kiln_model_params p = kiln_model_default_params();
     if (!read_params(params, p, "kiln_model_load")) return KILN_E_INVALID_ARGUMENT;
     return load(runtime, path, p, out);
+  });
+}
+
+KILN_API kiln_status kiln_model_load_fd(kiln_runtime* runtime, int fd, uint64_t offset, uint64_t length,
+                                        const kiln_model_params* params, kiln_model** out) {
+  return guarded("kiln_model_load_fd", [&] {
+    if (out == nullptr) return fail(KILN_E_INVALID_ARGUMENT, "kiln_model_load_fd: out is NULL");
+    *out = nullptr;
+    if (!check_handle(runtime, HandleKind::kRuntime, "kiln_model_load_fd")) return KILN_E_INVALID_ARGUMENT;
+    kiln_model_params p = kiln_model_default_params();
+    if (!read_params(params, p, "kiln_model_load_fd")) return KILN_E_INVALID_ARGUMENT;
+    if (p.scheme != nullptr || p.tokenizer_path != nullptr)
+      return fail(KILN_E_INVALID_ARGUMENT, "kiln_model_load_fd: a .kiln is already compiled; scheme and "
+                                           "tokenizer_path must be NULL");
+    auto range = FileRange::dup(fd, offset, length);
+    if (!range) return fail(range.status());
+    const std::string name = (*range)->name();
+    return load(runtime, name.c_str(), p, out, std::move(*range));
   });
 }
 

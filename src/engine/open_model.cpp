@@ -36,7 +36,21 @@ Result<OpenedModel> open_model(const std::string& path, const OpenOptions& o) {
   OpenedModel out;
   out.path = path;
   ProgramImage image;
-  if (is_kiln_file(path)) {
+  if (o.range) {
+    // The weights section lies at a multiple of 16 KB in the file; mapped from an offset that is
+    // not one, it would not be 16 KB-aligned in memory (nor, on a 16 KB-page device, mappable).
+    if (o.range->offset() % kKilnWeightsAlignment != 0)
+      return invalid_argument(o.range->name() + ": offset " + std::to_string(o.range->offset()) +
+                              " is not a multiple of " + std::to_string(kKilnWeightsAlignment) +
+                              ": a .kiln maps in place only from a 16 KB-aligned offset; store it uncompressed "
+                              "and 16 KB-aligned (Gradle: androidResources.noCompress += \"kiln\"; "
+                              "zipalign -f 16384), or copy it to a file");
+    KILN_ASSIGN_OR_RETURN(auto bytes, o.range->map());
+    KILN_ASSIGN_OR_RETURN(KilnImage k, open_kiln_image(std::move(bytes), o.verify));
+    out.file_bytes = k.file->file_size();
+    image = std::move(k.image);
+    out.kind = "kiln";
+  } else if (is_kiln_file(path)) {
     KILN_ASSIGN_OR_RETURN(KilnImage k, open_kiln_image(path, o.verify));
     out.file_bytes = k.file->file_size();
     image = std::move(k.image);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/mapped_file.h"
 #include "quant/overrides.h"
 #include "runtime/model.h"
 #include "template/chat_template.h"
@@ -22,6 +23,10 @@ struct OpenOptions {
   std::optional<OverridesFile> quant;
   bool verify = false;         // .kiln: check every section's checksum
   int max_tokens = kDefaultMaxTokens;
+  // Set: the model is the .kiln in this range of an open file (an uncompressed APK entry), mapped
+  // in place; the path only names it in messages. Its offset must keep the .kiln's 16 KB
+  // alignment (kiln_model_load_fd in kiln.h).
+  std::shared_ptr<const FileRange> range;
 };
 
 struct OpenedModel {

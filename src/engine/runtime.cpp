@@ -129,8 +129,8 @@ Result<std::shared_ptr<const Model>> RuntimeModel::acquire_locked(const Evictabl
   last_used_ = core_->touch();
   if (compiled_) return compiled_;
   // A .kiln is counted before it is mapped (its size is known); a source model once compiled.
-  const bool kiln = is_kiln_file(path_);
-  const uint64_t estimate = kiln ? file_bytes(path_) : 0;
+  const bool kiln = load_.open.range || is_kiln_file(path_);
+  const uint64_t estimate = load_.open.range ? load_.open.range->length() : kiln ? file_bytes(path_) : 0;
   const std::string what = "model " + path_;
   const Evictable* keep[] = {static_cast<const Evictable*>(this), requester};
   MemoryBudget& budget = core_->budget;

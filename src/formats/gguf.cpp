@@ -15,12 +15,21 @@ namespace kiln {
 
 namespace {
 
+// Bounds on what one field may make kiln allocate, checked before allocating: a string stays
+// under 2^31 bytes (no int conversion of a length can wrap, llama.cpp's CVE-2025-49847), an array
+// holds at most 2^24 elements (the largest vocabularies' merges are under 2^20), widened to 8 bytes
+// or a std::string each.
 constexpr uint64_t kMaxStringLen = 1u << 30;
+constexpr uint64_t kMaxArrayElements = 1u << 24;
 
 Result<std::string> read_string(ByteReader& r, const char* what) {
   KILN_ASSIGN_OR_RETURN(uint64_t len, r.read<uint64_t>(what));
-  if (len > r.remaining() || len > kMaxStringLen)
-    return r.error(std::string(what) + " length " + std::to_string(len) + " runs past the end of the file");
+  if (len > kMaxStringLen)
+    return r.error(std::string(what) + " length " + std::to_string(len) + " is over the limit of " +
+                   std::to_string(kMaxStringLen) + " bytes");
+  if (len > r.remaining())
+    return r.error(std::string(what) + " length " + std::to_string(len) + " runs past the end of the file (" +
+                   std::to_string(r.remaining()) + " bytes left)");
   KILN_ASSIGN_OR_RETURN(auto b, r.read_bytes(len, what));
   return std::string(reinterpret_cast<const char*>(b.data()), b.size());
 }
@@ -100,8 +109,12 @@ Result<GgufValue> read_value(ByteReader& r, GgufType t) {
   KILN_ASSIGN_OR_RETURN(a.type, read_type(r, "array element type"));
   if (a.type == GgufType::kArray) return r.error("nested arrays are not supported");
   KILN_ASSIGN_OR_RETURN(uint64_t n, r.read<uint64_t>("array length"));
-  if (n > r.remaining() / min_element_bytes(a.type))
-    return r.error("array of " + std::to_string(n) + " elements runs past the end of the file");
+  const bool past_end = n > r.remaining() / min_element_bytes(a.type);
+  const std::string left = "runs past the end of the file (" + std::to_string(r.remaining()) + " bytes left)";
+  if (n > kMaxArrayElements)
+    return r.error("array of " + std::to_string(n) + " elements is over the limit of " +
+                   std::to_string(kMaxArrayElements) + " elements" + (past_end ? " and " + left : ""));
+  if (past_end) return r.error("array of " + std::to_string(n) + " elements " + left);
   if (a.type == GgufType::kString) {
     a.strings.reserve(n);
     for (uint64_t k = 0; k < n; ++k) {
@@ -158,8 +171,12 @@ Result<GgufFile> read_gguf(std::shared_ptr<const MappedFile> file) {
   KILN_ASSIGN_OR_RETURN(uint64_t n_tensors, r.read<uint64_t>("tensor count"));
   KILN_ASSIGN_OR_RETURN(uint64_t n_kv, r.read<uint64_t>("metadata count"));
   // Each key-value needs at least 12 bytes and each tensor info 24: check before looping.
-  if (n_kv > r.remaining() / 12) return r.error("metadata count " + std::to_string(n_kv) + " exceeds the file");
-  if (n_tensors > r.remaining() / 24) return r.error("tensor count " + std::to_string(n_tensors) + " exceeds the file");
+  if (n_kv > r.remaining() / 12)
+    return r.error("metadata count " + std::to_string(n_kv) + " exceeds the file (" + std::to_string(r.remaining()) +
+                   " bytes left hold at most " + std::to_string(r.remaining() / 12) + " key-values of 12 bytes)");
+  if (n_tensors > r.remaining() / 24)
+    return r.error("tensor count " + std::to_string(n_tensors) + " exceeds the file (" + std::to_string(r.remaining()) +
+                   " bytes left hold at most " + std::to_string(r.remaining() / 24) + " tensor infos of 24 bytes)");
 
   for (uint64_t k = 0; k < n_kv; ++k) {
     KILN_ASSIGN_OR_RETURN(std::string key, read_string(r, "metadata key"));
@@ -172,8 +189,9 @@ Result<GgufFile> read_gguf(std::shared_ptr<const MappedFile> file) {
   }
   if (const GgufValue* a = g.find("general.alignment")) {
     const int64_t* ai = a->as_int();
-    if (ai == nullptr || *ai <= 0 || *ai > (1 << 20) || (*ai & (*ai - 1)) != 0)
-      return corrupt(path + ": general.alignment must be a power of two up to 1 MiB");
+    if (ai == nullptr) return corrupt(path + ": general.alignment must be an integer");
+    if (*ai <= 0 || *ai > (1 << 20) || (*ai & (*ai - 1)) != 0)
+      return corrupt(path + ": general.alignment " + std::to_string(*ai) + " must be a power of two up to 1 MiB (1048576)");
     g.alignment = static_cast<uint64_t>(*ai);
   }
 
@@ -206,7 +224,10 @@ Result<GgufFile> read_gguf(std::shared_ptr<const MappedFile> file) {
     info.t.dtype = *dt;
     KILN_ASSIGN_OR_RETURN(info.offset, r.read<uint64_t>("tensor offset"));
     auto n = shape_elements(info.t.shape);
-    auto bytes = n ? dtype_bytes(*dt, *n) : std::nullopt;
+    if (!n || (*n % dtype_info(*dt).block_elems == 0 && !dtype_bytes(*dt, *n)))
+      return corrupt(path + ": " + where + ": shape " + shape_string(info.t.shape) +
+                     " is too large: its size in bytes overflows 64 bits");
+    auto bytes = dtype_bytes(*dt, *n);
     if (!bytes)
       return corrupt(path + ": " + where + ": shape " + shape_string(info.t.shape) + " is not a whole number of " +
                      std::string(dtype_name(*dt)) + " blocks");
@@ -311,6 +332,10 @@ Result<ImportedModel> gguf_to_model(const GgufFile& g) {
   KILN_ASSIGN_OR_RETURN(c.dim, m.dim(a + "embedding_length", std::nullopt));
   KILN_ASSIGN_OR_RETURN(c.hidden_dim, m.dim(a + "feed_forward_length", std::nullopt));
   KILN_ASSIGN_OR_RETURN(c.n_layers, m.dim(a + "block_count", std::nullopt));
+  // Before the per-layer lists below are sized by it.
+  if (c.n_layers < 1 || c.n_layers > kMaxLayers)
+    return corrupt(path + ": " + a + "block_count is " + std::to_string(c.n_layers) + ", must be in [1, " +
+                   std::to_string(kMaxLayers) + "]");
   KILN_ASSIGN_OR_RETURN(c.n_heads, m.dim(a + "attention.head_count", std::nullopt));
   KILN_ASSIGN_OR_RETURN(c.n_kv_heads, m.dim(a + "attention.head_count_kv", c.n_heads));
   KILN_ASSIGN_OR_RETURN(c.head_dim, m.dim(a + "attention.key_length", c.n_heads > 0 ? c.dim / c.n_heads : 0));

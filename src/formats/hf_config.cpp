@@ -274,6 +274,10 @@ Result<ModelConfig> parse_hf_config(std::string_view config_json, std::string_vi
   KILN_ASSIGN_OR_RETURN(c.dim, json_dim(j, "hidden_size", 0, file));
   KILN_ASSIGN_OR_RETURN(c.hidden_dim, json_dim(j, "intermediate_size", 0, file));
   KILN_ASSIGN_OR_RETURN(c.n_layers, json_dim(j, "num_hidden_layers", 0, file));
+  // Before the per-layer lists are sized by it.
+  if (c.n_layers < 1 || c.n_layers > kMaxLayers)
+    return corrupt(file + ": num_hidden_layers is " + std::to_string(c.n_layers) + ", must be in [1, " +
+                   std::to_string(kMaxLayers) + "]");
   KILN_ASSIGN_OR_RETURN(c.n_heads, json_dim(j, "num_attention_heads", 0, file));
   KILN_ASSIGN_OR_RETURN(c.n_kv_heads, json_dim(j, "num_key_value_heads", c.n_heads, file));
   // transformers' Qwen3Config defaults head_dim to 128, whatever hidden_size / heads is.

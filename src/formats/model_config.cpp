@@ -41,7 +41,7 @@ Status validate_config(const ModelConfig& c, std::string_view file) {
   };
   KILN_RETURN_IF_ERROR(in_range(c.dim, "dim (hidden_size)", 1, kMaxDim));
   KILN_RETURN_IF_ERROR(in_range(c.hidden_dim, "hidden_dim (intermediate_size)", 1, 4 * kMaxDim));
-  KILN_RETURN_IF_ERROR(in_range(c.n_layers, "n_layers", 1, 4096));
+  KILN_RETURN_IF_ERROR(in_range(c.n_layers, "n_layers", 1, kMaxLayers));
   KILN_RETURN_IF_ERROR(in_range(c.n_heads, "n_heads", 1, 4096));
   KILN_RETURN_IF_ERROR(in_range(c.n_kv_heads, "n_kv_heads", 1, c.n_heads));
   KILN_RETURN_IF_ERROR(in_range(c.head_dim, "head_dim", 2, 4096));

@@ -116,6 +116,10 @@ struct ModelConfig {
 // factor = max_position_embeddings / original: sqrt(1 + ln(factor) / ln(original)), 1 when factor <= 1.
 float longrope_attention_factor(double factor, int original_max_position);
 
+// The most layers a model may have (far above any published one); readers check it before
+// sizing per-layer lists.
+inline constexpr int kMaxLayers = 4096;
+
 // Checks the numbers for consistency and sane bounds, so that nothing is sized by a bad field.
 Status validate_config(const ModelConfig& c, std::string_view file);
 

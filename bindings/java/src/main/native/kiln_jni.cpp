@@ -334,6 +334,28 @@ JNIEXPORT jlong JNICALL Java_ai_kiln_Native_modelLoad(JNIEnv* env, jclass, jlong
   return 0;
 }
 
+JNIEXPORT jlong JNICALL Java_ai_kiln_Native_modelLoadFd(JNIEnv* env, jclass, jlong rt, jint fd, jlong offset,
+                                                        jlong length, jobject o) {
+  kiln_model_params mp = kiln_model_default_params();
+  {
+    Fields f(env, o);
+    mp.priority = f.get_int("priority");
+    mp.verify = f.get_boolean("verify") ? 1 : 0;
+    mp.prefault = f.get_boolean("prefault") ? 1 : 0;
+    if (!f.ok()) return 0;
+  }
+  if (offset < 0 || length < 0) {
+    throw_error(env, KILN_E_INVALID_ARGUMENT, "loadFromFd: offset " + std::to_string(offset) + " and length " +
+                                                  std::to_string(length) + " must not be negative");
+    return 0;
+  }
+  kiln_model* m = nullptr;
+  if (!check(env, kiln_model_load_fd(ptr<kiln_runtime>(rt), fd, static_cast<uint64_t>(offset),
+                                     static_cast<uint64_t>(length), &mp, &m)))
+    return 0;
+  return handle(m);
+}
+
 JNIEXPORT void JNICALL Java_ai_kiln_Native_modelFree(JNIEnv*, jclass, jlong m) { kiln_model_free(ptr<kiln_model>(m)); }
 
 JNIEXPORT jobject JNICALL Java_ai_kiln_Native_modelInfo(JNIEnv* env, jclass, jlong m) {

@@ -23,6 +23,28 @@ public final class KilnModel implements AutoCloseable {
   }
 
   /**
+   * Maps the .kiln in bytes [offset, offset + length) of the open file `fd` in place, without a
+   * copy: on Android an APK asset stored uncompressed at a 16 KB-aligned offset, from
+   * {@code AssetFileDescriptor afd = context.getAssets().openFd("model.kiln")}:
+   * {@code loadFromFd(rt, afd.getParcelFileDescriptor().getFd(), afd.getStartOffset(), afd.getLength(), null)}.
+   * length 0: to the end of the file. An offset that is not a multiple of 16384 is refused
+   * (INVALID_ARGUMENT, with what to change). kiln keeps its own duplicate of the descriptor:
+   * the caller's may be closed once this returns. Loads on the calling thread.
+   */
+  public static KilnModel loadFromFd(KilnRuntime runtime, int fd, long offset, long length, ModelOptions options) {
+    if (runtime == null) {
+      throw new KilnException(KilnStatus.INVALID_ARGUMENT, "the runtime must not be null");
+    }
+    ModelOptions o = options != null ? options : new ModelOptions();
+    long rt = runtime.acquire();
+    try {
+      return new KilnModel(Native.modelLoadFd(rt, fd, offset, length, o));
+    } finally {
+      runtime.release();
+    }
+  }
+
+  /**
    * Loads on a thread of its own; the listener's progress and result are called there. Returns
    * at once; cancel() stops the load at its next progress point.
    */

@@ -81,6 +81,9 @@ final class Native {
   /** Blocking when sink is null (returns the model); else starts an async load and returns 0. */
   static native long modelLoad(long runtime, String path, ModelOptions o, LoadSink sink);
 
+  /** kiln_model_load_fd: blocking; the model handle. */
+  static native long modelLoadFd(long runtime, int fd, long offset, long length, ModelOptions o);
+
   static native void modelFree(long model);
 
   static native ModelInfo modelInfo(long model);

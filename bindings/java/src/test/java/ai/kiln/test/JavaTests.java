@@ -81,6 +81,7 @@ public final class JavaTests {
       tests.put("Concurrency.TwoSessionsOnTwoThreadsGiveTheirSoloResults", JavaTests::twoThreads);
       tests.put("Load.ErrorsAreKilnExceptionsWithTheCMessage", JavaTests::loadErrors);
       tests.put("Load.AsyncReportsOffTheCallersThreadAndCancels", JavaTests::loadAsync);
+      tests.put("Load.FromAnAlignedZipEntryByDescriptorGivesThePlainFilesText", JavaTests::loadFromFd);
       tests.put("Lifecycle.UseAfterCloseThrows", JavaTests::useAfterClose);
       tests.put("Session.SaveRestoreResetAndChat", JavaTests::saveRestoreResetChat);
       tests.put("Session.ListenerExceptionsAndCloseFromACallback", JavaTests::listenerFailures);
@@ -467,6 +468,121 @@ public final class JavaTests {
       for (int i = 0; i < 2; ++i) {
         equal(solo[i], got[i], "session " + i);
       }
+    }
+  }
+
+  /**
+   * A .kiln stored in a zip (as an APK keeps an uncompressed asset) at a 16 KB-aligned offset, loaded
+   * by (fd, offset, length) as AssetFileDescriptor gives them; at an unaligned offset, refused.
+   */
+  static void loadFromFd() throws Exception {
+    File kiln = new File(work, "fd.kiln");
+    runKiln("compile", shipped(), "-q", "w8a16", "-o", kiln.getPath());
+    byte[] model = Files.readAllBytes(kiln.toPath());
+    try (KilnRuntime rt = KilnRuntime.create(new RuntimeOptions().threads(1))) {
+      String want;
+      try (KilnModel m = KilnModel.load(rt, kiln.getPath(), null);
+          KilnSession s = m.newSession(new SessionOptions().temperature(0f))) {
+        want = s.generate("Once upon a time", new GenerateOptions().maxTokens(24));
+      }
+      for (int align : new int[] {16384, 1}) {
+        File zip = new File(work, "app-" + align + ".zip");
+        long offset = writeStoredZip(zip, "assets/model.kiln", model, align);
+        try (java.io.FileInputStream in = new java.io.FileInputStream(zip)) {
+          check(in.getFD().valid(), "the zip is open");
+          int fd = fdOf(zip);
+          if (align == 16384) {
+            equal(0L, offset % 16384, "aligned offset");
+            try (KilnModel m = KilnModel.loadFromFd(rt, fd, offset, model.length, null);
+                KilnSession s = m.newSession(new SessionOptions().temperature(0f))) {
+              equal("kiln", m.info().kind, "kind");
+              equal(want, s.generate("Once upon a time", new GenerateOptions().maxTokens(24)), "text by descriptor");
+            }
+          } else {
+            KilnException e = expectThrows(() -> KilnModel.loadFromFd(rt, fd, offset, model.length, null),
+                KilnStatus.INVALID_ARGUMENT, "unaligned entry");
+            check(e.getMessage().contains("offset " + offset + " is not a multiple of 16384"), e.getMessage());
+          }
+        }
+      }
+      expectThrows(() -> KilnModel.loadFromFd(rt, 0, -1, 0, null), KilnStatus.INVALID_ARGUMENT, "negative offset");
+    }
+  }
+
+  /** The descriptor number the JVM opened `f` under (this process's /proc/self/fd), as Android's getFd() gives it. */
+  static int fdOf(File f) throws IOException {
+    java.nio.file.Path want = f.toPath().toRealPath();
+    File[] fds = new File("/proc/self/fd").listFiles();
+    for (File d : fds != null ? fds : new File[0]) {
+      try {
+        if (Files.readSymbolicLink(d.toPath()).equals(want)) {
+          return Integer.parseInt(d.getName());
+        }
+      } catch (IOException e) {
+        // a descriptor closed meanwhile
+      }
+    }
+    throw new IOException("no descriptor of " + f + " in /proc/self/fd");
+  }
+
+  /**
+   * A zip of one stored entry (method 0: zip -0, an APK's noCompress) after a 1000-byte stored
+   * entry, its data padded to a multiple of `align` in the local header's extra field (zipalign's
+   * way); returns the data's offset.
+   */
+  static long writeStoredZip(File zip, String name, byte[] data, int align) throws IOException {
+    java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+    String[] names = {"lead.txt", name};
+    byte[][] datas = {new byte[1000], data};
+    int[] offsets = new int[2];
+    long dataOffset = 0;
+    for (int i = 0; i < 2; ++i) {
+      byte[] n = names[i].getBytes(StandardCharsets.UTF_8);
+      offsets[i] = out.size();
+      int headerEnd = out.size() + 30 + n.length;
+      int pad = i == 1 ? (align - headerEnd % align) % align : 0;
+      java.util.zip.CRC32 crc = new java.util.zip.CRC32();
+      crc.update(datas[i]);
+      le(out, 0x04034b50, 4);
+      le(out, 10, 2); le(out, 0, 2); le(out, 0, 2); le(out, 0, 2); le(out, 0x21, 2);
+      le(out, crc.getValue(), 4); le(out, datas[i].length, 4); le(out, datas[i].length, 4);
+      le(out, n.length, 2); le(out, pad, 2);
+      out.write(n);
+      out.write(new byte[pad]);
+      if (i == 1) {
+        dataOffset = out.size();
+      }
+      out.write(datas[i]);
+    }
+    int cdStart = out.size();
+    for (int i = 0; i < 2; ++i) {
+      byte[] n = names[i].getBytes(StandardCharsets.UTF_8);
+      java.util.zip.CRC32 crc = new java.util.zip.CRC32();
+      crc.update(datas[i]);
+      le(out, 0x02014b50, 4);
+      le(out, 20, 2); le(out, 10, 2); le(out, 0, 2); le(out, 0, 2); le(out, 0, 2); le(out, 0x21, 2);
+      le(out, crc.getValue(), 4); le(out, datas[i].length, 4); le(out, datas[i].length, 4);
+      le(out, n.length, 2); le(out, 0, 2); le(out, 0, 2); le(out, 0, 2); le(out, 0, 2);
+      le(out, 0, 4); le(out, offsets[i], 4);
+      out.write(n);
+    }
+    int cdSize = out.size() - cdStart;
+    le(out, 0x06054b50, 4);
+    le(out, 0, 2); le(out, 0, 2); le(out, 2, 2); le(out, 2, 2);
+    le(out, cdSize, 4); le(out, cdStart, 4); le(out, 0, 2);
+    Files.write(zip.toPath(), out.toByteArray());
+    // The JDK's own reader agrees: the entry is stored and holds the bytes.
+    try (java.util.zip.ZipFile z = new java.util.zip.ZipFile(zip)) {
+      java.util.zip.ZipEntry e = z.getEntry(name);
+      equal(java.util.zip.ZipEntry.STORED, e.getMethod(), "entry method");
+      equal((long) data.length, e.getSize(), "entry size");
+    }
+    return dataOffset;
+  }
+
+  static void le(java.io.ByteArrayOutputStream out, long v, int bytes) {
+    for (int i = 0; i < bytes; ++i) {
+      out.write((int) (v >>> (8 * i)) & 0xFF);
     }
   }
 
