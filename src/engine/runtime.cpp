@@ -11,6 +11,7 @@
 #include "core/utf8.h"
 #include "perf/profile.h"
 #include "perf/profile_json.h"
+#include "engine/speculative_turn.h"
 #include "runtime/session_snapshot.h"
 
 namespace kiln {
@@ -329,6 +330,9 @@ Result<GenerationStats> RuntimeSession::run(std::span<const int> prompt, const T
   go.cancel = &cancel_;
   go.on_prefill = turn.on_prefill;
   go.decoding = &model_->rt_->executor_->decoding();
+  SpeculativeTurn spec;
+  KILN_RETURN_IF_ERROR(spec.begin(*this, turn));
+  go.speculator = spec.speculator();
   if (tracer_) tracer_->clear();
   generating_.store(true);
   auto st = generate_reusing(*session_, cached_, *sampler_, model_->tokenizer(), prompt, turn.max_tokens, sink, go);

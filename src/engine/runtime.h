@@ -28,12 +28,14 @@
 #include "runtime/generate.h"
 #include "runtime/perf_mode.h"
 #include "runtime/session.h"
+#include "runtime/speculative.h"
 #include "runtime/step_trace.h"
 
 namespace kiln {
 
 class RuntimeModel;
 class RuntimeSession;
+struct SpeculativeTurn;
 
 struct RuntimeOptions {
   int n_threads = 0;            // 0: chosen by perf_mode
@@ -72,6 +74,10 @@ struct TurnOptions {
   int add_bos = -1;            // generate(): -1 the model's rule, 0 no, 1 yes
   bool parse_special = false;  // generate(): special tokens' text becomes those tokens
   std::function<bool(int done, int total)> on_prefill;  // see GenerateOptions
+  // Speculative decoding (runtime/speculative.h), off by default: a draft model of the same
+  // vocabulary (the session keeps a session of it), else prompt lookup when speculative.lookup > 0.
+  std::shared_ptr<RuntimeModel> draft;
+  SpeculativeOptions speculative;
 };
 
 class Runtime : public std::enable_shared_from_this<Runtime> {
@@ -196,6 +202,7 @@ class RuntimeSession {
  private:
   friend class Runtime;
   friend class RuntimeModel;
+  friend struct SpeculativeTurn;
   RuntimeSession() = default;
   // Enters a call: refuses one from inside this session's own callback; holds mu_ until exit().
   Status enter();
@@ -239,6 +246,9 @@ class RuntimeSession {
   bool counted_decoding_ = false;
   void stop_counting_decoding();
   std::string profile_;                 // the last call's profile, JSON
+  // Speculative decoding with a draft model: a session of it, made by the first call that names
+  // it (engine/speculative_turn.cpp), and the model it was made for.
+  std::shared_ptr<RuntimeSession> draft_;
 };
 
 }  // namespace kiln

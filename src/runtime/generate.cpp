@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "runtime/speculative.h"
 #include "tokenizer/utf8_stream.h"
 
 namespace kiln {
@@ -157,8 +158,15 @@ Result<GenerationStats> generate(Decoder& session, Sampler& sampler, const Token
     }
   } decoding(options.decoding);
   int prev = prompt.back();
+  // Speculation: tokens a verified step decided, the first `queued_in_cache` already decoded.
+  Speculator* spec = options.speculator;
+  const SpeculativeCounts spec_before = spec ? spec->counts() : SpeculativeCounts{};
+  Speculator::Step queued;
+  size_t queued_at = 0;
   while (st.generated_tokens < n_predict) {
-    const int next = sampler.sample(logits, history, prompt.size());
+    const bool from_queue = queued_at < queued.tokens.size();
+    const bool in_cache = from_queue && queued_at < queued.in_cache;
+    const int next = from_queue ? queued.tokens[queued_at++] : sampler.sample(logits, history, prompt.size());
     if (st.generated_tokens == 0) st.first_token_seconds = seconds_since(t_call);
     if (is_stop(next)) {
       st.stop = StopReason::kStopToken;
@@ -182,6 +190,7 @@ Result<GenerationStats> generate(Decoder& session, Sampler& sampler, const Token
     }
     prev = next;
     if (st.generated_tokens == n_predict) break;
+    if (in_cache) continue;  // an accepted draft: the verification step decoded it
     if (session.position() >= session.n_ctx()) {
       st.stop = StopReason::kContextFull;
       break;
@@ -190,7 +199,21 @@ Result<GenerationStats> generate(Decoder& session, Sampler& sampler, const Token
       st.stop = StopReason::kCancelled;
       break;
     }
-    KILN_ASSIGN_OR_RETURN(logits, session.decode(std::span<const int>(&next, 1)));
+    ++st.target_steps;
+    if (spec != nullptr) {
+      KILN_RETURN_IF_ERROR(spec->advance(history, prompt.size(), n_predict - st.generated_tokens, sampler, queued));
+      queued_at = 0;
+      logits = queued.logits;
+    } else {
+      KILN_ASSIGN_OR_RETURN(logits, session.decode(std::span<const int>(&next, 1)));
+    }
+  }
+  if (spec != nullptr) {
+    // Drafts accepted past where generation stopped leave the cache: it ends, as without
+    // speculation, at most with the prompt and the generated tokens.
+    session.rewind(std::min(session.position(), static_cast<int>(prompt.size()) + st.generated_tokens));
+    st.drafted_tokens = spec->counts().drafted - spec_before.drafted;
+    st.accepted_tokens = spec->counts().accepted - spec_before.accepted;
   }
   if (st.stop != StopReason::kStopString && st.stop != StopReason::kCallback) {
     out.clear();

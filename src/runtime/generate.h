@@ -34,7 +34,14 @@ struct GenerationStats {
   double first_token_seconds = 0;  // from the call to the first sampled token
   StopReason stop = StopReason::kLength;
   std::vector<int> generated;  // the sampled tokens, the stop token not included
+  // Speculative decoding: tokens drafted and accepted; and the target's steps after the prompt
+  // (one per token without speculation, one per verification with it).
+  int drafted_tokens = 0;
+  int accepted_tokens = 0;
+  int target_steps = 0;
 };
+
+class Speculator;  // runtime/speculative.h
 
 struct GenerateOptions {
   // The session already holds prompt[0, reused) at positions 0.. (a chat turn's shared prefix):
@@ -55,6 +62,9 @@ struct GenerateOptions {
   // reused prefix not counted), on the generating thread; returning false stops the call as a
   // cancel does (StopReason::kCancelled, the session left at `reused`).
   std::function<bool(int done, int total)> on_prefill;
+  // Speculative decoding (runtime/speculative.h) over the session given: the loop's tokens come
+  // from its verified steps; null: one token per step.
+  Speculator* speculator = nullptr;
 };
 
 // Receives the text as it is produced, in pieces that are always whole UTF-8 characters, with
