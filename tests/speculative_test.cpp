@@ -376,3 +376,27 @@ TEST(Speculative, QwenCoderPairGivesTheSameText) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// kiln run --lookup / --draft: stdout is the text without them; the counts on stderr.
+TEST(SpeculativeCli, RunWithLookupOrDraftPrintsTheSameText) {
+  const std::string prompt = test::shell_quote(kStoryPrompt);
+  const auto plain = test::run_kiln("run -p " + prompt + " -n 64 --temp 0 -t 1");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  for (const std::string& flags : std::vector<std::string>{"--lookup", "--lookup 2 --draft-max 3",
+                                                             "--draft " + test::shell_quote(test::shipped_model())}) {
+    SCOPED_TRACE(flags);
+    const auto spec = test::run_kiln("run -p " + prompt + " -n 64 --temp 0 -t 1 " + flags);
+    ASSERT_EQ(spec.exit_code, 0) << spec.err;
+    EXPECT_EQ(spec.out, plain.out);
+    EXPECT_NE(spec.err.find("kiln: speculative: "), std::string::npos) << spec.err;
+  }
+  const auto bad = test::run_kiln("run -p x --draft-max 0");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--draft-max"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace kiln

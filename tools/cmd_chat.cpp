@@ -171,6 +171,7 @@ int run_chat(ChatCmd c) {
   Conversation chat(*session, c.system);
   TurnOptions turn;
   turn.max_tokens = g.n_predict;
+  if (Status s = speculation_for(**rt, g, turn); !s.is_ok()) return fail(s);
 
   // --jsonl is for programs: no prompt, no help, one JSON object per input line on stdout.
   const bool interactive = !c.jsonl && isatty(STDIN_FILENO) == 1;
@@ -258,6 +259,7 @@ int run_chat(ChatCmd c) {
                    said->prompt_tokens, said->reused_tokens, s.prompt_tokens, s.prompt_seconds * 1e3,
                    s.generated_tokens, s.generate_seconds > 0 ? s.generated_tokens / s.generate_seconds : 0.0,
                    s.stop == StopReason::kLength ? " (stopped at -n)" : "");
+    if (!c.quiet) report_speculation(s);
   }
   return 0;
 }

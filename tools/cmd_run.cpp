@@ -103,6 +103,7 @@ int run(RunOptions o) {
   TurnOptions turn;
   turn.max_tokens = g.n_predict;
   turn.on_prefill = [&progress](int done, int total) { return progress.update(done, total); };
+  if (Status s = speculation_for(**rt, g, turn); !s.is_ok()) return fail(s);
 
   if (o.chat) {
     // One user turn through the model's chat template, as `kiln chat` would send it.
@@ -116,6 +117,7 @@ int run(RunOptions o) {
     progress.finish();
     if (!said) return fail(said.status());
     report(said->stats, g);
+    report_speculation(said->stats);
     return 0;
   }
   // Encoded here, before the echo, as the prompt's bytes are (an invalid UTF-8 byte included).
@@ -127,6 +129,7 @@ int run(RunOptions o) {
   progress.finish();
   if (!stats) return fail(stats.status());
   report(*stats, g);
+  report_speculation(*stats);
   return 0;
 }
 

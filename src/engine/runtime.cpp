@@ -191,6 +191,11 @@ bool RuntimeModel::resident() {
   return compiled_ != nullptr;
 }
 
+Result<std::shared_ptr<const Model>> RuntimeModel::compiled() {
+  std::lock_guard<std::recursive_mutex> lock(rt_->mu_);
+  return acquire_locked(nullptr);
+}
+
 Result<std::shared_ptr<const Model>> RuntimeModel::acquire_locked(const RuntimeSession* requester) {
   last_used_ = rt_->touch();
   if (compiled_) return compiled_;

@@ -129,6 +129,9 @@ class RuntimeModel : public std::enable_shared_from_this<RuntimeModel> {
   int64_t n_params() const { return n_params_; }
   uint64_t weight_bytes() const { return weight_bytes_; }
   bool resident();
+  // The compiled model, reopened under the budget if it was evicted: for a tool that times a
+  // Session of its own on it (kiln bench --draft/--lookup).
+  Result<std::shared_ptr<const Model>> compiled();
 
   Result<std::shared_ptr<RuntimeSession>> new_session(const SessionOptions& options);
 
