@@ -132,6 +132,7 @@ TEST(Speculative, GreedyLookupGivesTheSameTextOnTheShippedModel) {
       TurnOptions spec = plain;
       spec.speculative.lookup = ngram;
       spec.speculative.draft_max = draft_max;
+      spec.speculative.adaptive = false;  // every round drafts what lookup finds
       const Reply got = run(*m, kStoryPrompt, spec);
       EXPECT_EQ(got.text, want.text);
       EXPECT_EQ(got.stats.generated, want.stats.generated);
@@ -145,6 +146,10 @@ TEST(Speculative, GreedyLookupGivesTheSameTextOnTheShippedModel) {
   }
   EXPECT_EQ(want.stats.drafted_tokens, 0);
   EXPECT_EQ(want.stats.target_steps, want.stats.generated_tokens - 1);
+  // Adaptive (the default): whatever the step times it measures, the same text.
+  TurnOptions adaptive = plain;
+  adaptive.speculative.lookup = 3;
+  EXPECT_EQ(run(*m, kStoryPrompt, adaptive).text, want.text);
 }
 
 TEST(Speculative, StopStringsAndMaxTokensEndWhereTheyDoWithout) {
@@ -159,6 +164,7 @@ TEST(Speculative, StopStringsAndMaxTokensEndWhereTheyDoWithout) {
       if (*stop) plain.stop = {stop};
       TurnOptions spec = plain;
       spec.speculative.lookup = 2;
+      spec.speculative.adaptive = false;
       const Reply want = run(*m, kStoryPrompt, plain), got = run(*m, kStoryPrompt, spec);
       EXPECT_EQ(got.text, want.text);
       EXPECT_EQ(got.stats.generated, want.stats.generated);
@@ -177,12 +183,19 @@ TEST(Speculative, ADraftOfTheSameModelIsAlwaysAccepted) {
   TurnOptions spec = plain;
   spec.draft = d;
   spec.speculative.draft_max = 5;
+  spec.speculative.adaptive = false;
   const Reply want = run(*m, kStoryPrompt, plain), got = run(*m, kStoryPrompt, spec);
   EXPECT_EQ(got.text, want.text);
   EXPECT_EQ(got.stats.generated, want.stats.generated);
   EXPECT_GT(got.stats.drafted_tokens, 0);
   EXPECT_EQ(got.stats.accepted_tokens, got.stats.drafted_tokens);
-  EXPECT_LE(got.stats.target_steps, want.stats.generated_tokens / 2 + 1);
+  // Each step: 5 drafts accepted and one token of the target's own.
+  EXPECT_LE(got.stats.target_steps, want.stats.generated_tokens / 6 + 2);
+  // Adaptive: the same text, every draft accepted.
+  spec.speculative.adaptive = true;
+  const Reply adaptive = run(*m, kStoryPrompt, spec);
+  EXPECT_EQ(adaptive.text, want.text);
+  EXPECT_EQ(adaptive.stats.accepted_tokens, adaptive.stats.drafted_tokens);
 }
 
 TEST(Speculative, SyntheticTinyLlamaPairGivesTheSameText) {
@@ -198,6 +211,7 @@ TEST(Speculative, SyntheticTinyLlamaPairGivesTheSameText) {
   ASSERT_EQ(want.stats.generated_tokens, 48);
   TurnOptions with_draft = plain;
   with_draft.draft = d;
+  with_draft.speculative.adaptive = false;
   TurnOptions with_lookup = plain;
   with_lookup.speculative.lookup = 2;
   for (const TurnOptions* t : {&with_draft, &with_lookup}) {
@@ -326,6 +340,7 @@ TEST(Speculative, SamplingKeepsTheTargetsDistribution) {
     SpeculativeOptions so;
     so.lookup = 3;
     so.draft_max = 3;
+    so.adaptive = false;
     std::vector<int> draft_tokens;
     Speculator spec(**target, dm ? draft->get() : nullptr, &draft_tokens, sp, so);
     const int n = 4000;

@@ -259,7 +259,7 @@ int run_chat(ChatCmd c) {
                    said->prompt_tokens, said->reused_tokens, s.prompt_tokens, s.prompt_seconds * 1e3,
                    s.generated_tokens, s.generate_seconds > 0 ? s.generated_tokens / s.generate_seconds : 0.0,
                    s.stop == StopReason::kLength ? " (stopped at -n)" : "");
-    if (!c.quiet) report_speculation(s);
+    if (!c.quiet) report_speculation(turn, s);
   }
   return 0;
 }

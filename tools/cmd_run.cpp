@@ -117,7 +117,7 @@ int run(RunOptions o) {
     progress.finish();
     if (!said) return fail(said.status());
     report(said->stats, g);
-    report_speculation(said->stats);
+    report_speculation(turn, said->stats);
     return 0;
   }
   // Encoded here, before the echo, as the prompt's bytes are (an invalid UTF-8 byte included).
@@ -129,7 +129,7 @@ int run(RunOptions o) {
   progress.finish();
   if (!stats) return fail(stats.status());
   report(*stats, g);
-  report_speculation(*stats);
+  report_speculation(turn, *stats);
   return 0;
 }
 

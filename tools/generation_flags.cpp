@@ -92,8 +92,8 @@ Status speculation_for(Runtime& rt, const GenerationFlags& f, TurnOptions& turn)
   return Status::ok();
 }
 
-void report_speculation(const GenerationStats& s) {
-  if (s.drafted_tokens == 0 && s.accepted_tokens == 0) return;
+void report_speculation(const TurnOptions& turn, const GenerationStats& s) {
+  if (!turn.draft && turn.speculative.lookup <= 0) return;
   std::fprintf(stderr, "kiln: speculative: %d drafted, %d accepted (%.1f%%), %d target steps, %.2f tokens per step\n",
                s.drafted_tokens, s.accepted_tokens, s.drafted_tokens > 0 ? 100.0 * s.accepted_tokens / s.drafted_tokens : 0.0,
                s.target_steps, s.target_steps > 0 ? static_cast<double>(s.generated_tokens) / s.target_steps : 0.0);

@@ -63,7 +63,7 @@ Result<std::shared_ptr<RuntimeSession>> session_for(RuntimeModel& m, GenerationF
 // `turn`; nothing when neither is given.
 Status speculation_for(Runtime& rt, const GenerationFlags& f, TurnOptions& turn);
 // One line on stderr after a speculative call: drafted, accepted, target steps, tokens per step.
-void report_speculation(const GenerationStats& s);
+void report_speculation(const TurnOptions& turn, const GenerationStats& s);
 // The same choice for a command without a session of its own (ppl, bench).
 Result<ThreadPlan> thread_plan_for(const std::string& perf, int threads);
 // The prefill's progress as one line on stderr that updates in place (carriage returns), for a

@@ -1,6 +1,7 @@
 #include "runtime/speculative.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -8,11 +9,20 @@
 namespace kiln {
 
 namespace {
-// What a verification step's extra row costs, as a share of a one-token step (README's
-// "Speculative decoding" measures it on this host: 0.05-0.2 by scheme for k <= 8).
-constexpr double kRowCost = 0.12;
-// How fast the acceptance estimate follows the recent steps.
+// What a verification step's extra row costs, as a share of a one-token step, until the steps'
+// own times are measured (README's "Speculative decoding": from well under that to more than a
+// whole step by scheme and machine).
+constexpr double kRowCost = 0.25;
+// How fast the acceptance and time estimates follow the recent steps.
 constexpr double kAcceptanceWeight = 0.15;
+constexpr double kTimeWeight = 0.2;
+// Rounds without drafting (it did not pay) before drafting once again, to measure again.
+constexpr int kProbeEvery = 16;
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+void follow(double& mean, double x) { mean = mean == 0 ? x : mean + kTimeWeight * (x - mean); }
 
 // A token's text on one line: control bytes as \xNN.
 std::string shown(const std::string& piece) {
@@ -91,22 +101,38 @@ Speculator::Speculator(Session& target, Session* draft, std::vector<int>* draft_
   draft_cost_ = draft != nullptr && tb > 0 ? static_cast<double>(draft->model()->weight_bytes()) / tb : 0.0;
 }
 
-int Speculator::choose_k(int cap) const {
+double Speculator::verify_cost(int k) const {
+  if (t_one_ > 0 && static_cast<size_t>(k) < t_verify_.size() && t_verify_[static_cast<size_t>(k)] > 0)
+    return t_verify_[static_cast<size_t>(k)] / t_one_;
+  return 1.0 + k * kRowCost;
+}
+
+double Speculator::draft_token_cost() const {
+  if (draft_ == nullptr) return 0.0;
+  return t_one_ > 0 && t_draft_ > 0 ? t_draft_ / t_one_ : draft_cost_;
+}
+
+int Speculator::choose_k(int cap) {
+  if (!options_.adaptive) return cap;
+  // A one-token step measured first: the unit every cost is in.
+  if (t_one_ == 0) return 0;
   // Tokens per step with k drafts, each accepted with probability a once the one before was:
-  // (1 - a^(k+1)) / (1 - a); the step costs 1 + k (row + draft) shares of a one-token step.
+  // 1 + a + ... + a^k; the step costs the verification and k drafted tokens.
   const double a = std::min(acceptance_, 0.99);
   int best = 0;
   double best_rate = 1.0;
   for (int k = 1; k <= cap; ++k) {
     const double tokens = (1.0 - std::pow(a, k + 1)) / (1.0 - a);
-    const double cost = 1.0 + k * (kRowCost + draft_cost_);
+    const double cost = verify_cost(k) + k * draft_token_cost();
     if (tokens / cost > best_rate) {
       best_rate = tokens / cost;
       best = k;
     }
   }
-  // Keep probing: an estimate that fell to "draft nothing" would never learn again.
-  return std::max(best, std::min(cap, 1));
+  // Drafting that does not pay stops, but is tried again now and then (the text may change).
+  if (best == 0 && ++idle_rounds_ >= kProbeEvery) best = std::min(cap, 2);
+  if (best > 0) idle_rounds_ = 0;
+  return best;
 }
 
 Status Speculator::draft_model(std::span<const int> history, size_t n_prompt, int k) {
@@ -148,22 +174,28 @@ Status Speculator::advance(std::span<const int> history, size_t n_prompt, int mo
                       std::min(target_.max_tokens(), target_.max_logit_rows()) - 1});
   if (draft_ != nullptr) cap = std::min(cap, draft_->n_ctx() - static_cast<int>(history.size()));
   drafts_.clear();
-  if (cap > 0) {
-    const int k = choose_k(cap);
+  const int k = cap > 0 ? choose_k(cap) : 0;
+  if (k > 0) {
     if (draft_ != nullptr) {
+      const auto t0 = std::chrono::steady_clock::now();
       KILN_RETURN_IF_ERROR(draft_model(history, n_prompt, k));
+      follow(t_draft_, seconds_since(t0) / k);
     } else {
       lookup_draft(history, options_.lookup, k, drafts_);
     }
   }
+  const auto t0 = std::chrono::steady_clock::now();
   if (drafts_.empty()) {
     KILN_ASSIGN_OR_RETURN(out.logits, target_.decode(std::span<const int>(&next, 1)));
+    follow(t_one_, seconds_since(t0));
     return Status::ok();
   }
   // One step over `next` and the drafts, every row's logits: row i judges draft i.
   rows_.assign(1, next);
   rows_.insert(rows_.end(), drafts_.begin(), drafts_.end());
   KILN_ASSIGN_OR_RETURN(std::span<const float> all, target_.decode_all(rows_));
+  if (t_verify_.size() <= drafts_.size()) t_verify_.resize(drafts_.size() + 1, 0.0);
+  follow(t_verify_[drafts_.size()], seconds_since(t0));
   const size_t vocab = static_cast<size_t>(target_.config().vocab_size);
   ++counts_.steps;
   counts_.drafted += static_cast<int>(drafts_.size());

@@ -28,6 +28,10 @@ namespace kiln {
 struct SpeculativeOptions {
   int lookup = 0;     // prompt lookup's n-gram size (tried from it down to 1); 0: off
   int draft_max = 8;  // the most tokens drafted for one verification step (the adaptive count's cap)
+  // The count adapts to the acceptance and to the step times measured as it goes (drafting nothing
+  // where a verification costs more than it saves, trying again now and then); false: always
+  // draft_max (what there is to draft: lookup may find fewer).
+  bool adaptive = true;
 };
 inline constexpr int kDefaultLookupNgram = 3;
 inline constexpr int kMaxDraftTokens = 31;  // a verification step's rows: at most the plan's logit rows
@@ -72,7 +76,11 @@ class Speculator {
 
  private:
   // How many tokens to draft now, from the acceptance so far and what a drafted token costs.
-  int choose_k(int cap) const;
+  int choose_k(int cap);
+  // A verification of k drafts, and a drafted token, in one-token target steps: measured, or
+  // before a measurement the prior (kRowCost a row, the draft's weight bytes' share a token).
+  double verify_cost(int k) const;
+  double draft_token_cost() const;
   // The draft model's proposals after `history`, with their draft distributions (sampling).
   Status draft_model(std::span<const int> history, size_t n_prompt, int k);
 
@@ -84,6 +92,11 @@ class Speculator {
   bool greedy_;
   double acceptance_;   // running estimate: a drafted token is accepted given the one before was
   double draft_cost_;   // a draft step's time over a target step's (the weight bytes' ratio)
+  // Measured step times (running means, seconds; 0: none yet): a one-token target step, a
+  // verification of k drafts ([k]), a drafted token; and the rounds since the last draft.
+  double t_one_ = 0, t_draft_ = 0;
+  std::vector<double> t_verify_;
+  int idle_rounds_ = 0;
   SpeculativeCounts counts_;
   std::vector<int> drafts_, rows_, hist_;
   std::vector<std::vector<Sampler::Choice>> q_;  // the draft's distribution of each draft
