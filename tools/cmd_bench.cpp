@@ -9,12 +9,14 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "core/mapped_file.h"
 #include "engine/defaults.h"
 #include "engine/speed_bench.h"
 #include "core/scheme.h"
 #include "tools/bench_cold_start.h"
 #include "tools/bench_common.h"
 #include "tools/bench_sessions.h"
+#include "tools/bench_speculative.h"
 #include "tools/cli_common.h"
 #include "tools/generation_flags.h"
 
@@ -45,6 +47,10 @@ struct BenchCmd {
   bool first_token = false;  // internal: the child process of --cold-start
   std::string perf;               // --perf MODE
   std::vector<int> sessions;      // --sessions N,...: concurrent sessions instead of the usual tests
+  // --draft / --lookup: speculative decoding against plain (bench_speculative.h)
+  std::string draft, prompt_file;
+  int lookup = 0, draft_max = SpeculativeOptions{}.draft_max;
+  bool chat = false;
 };
 
 Result<OpenOptions> open_options(const BenchCmd& c) {
@@ -299,6 +305,9 @@ void add_bench_command(CLI::App& app, int& exit_code) {
                   "token); -p gives the prompt size (default 32), -n the tokens per session")
       ->delimiter(',')
       ->check(at_least(1));
+  add_speculation_flags(cmd, c->draft, c->lookup, c->draft_max);
+  cmd->add_option("--prompt-file", c->prompt_file, "--draft/--lookup: the prompt from a file (else --prompt)");
+  cmd->add_flag("--chat", c->chat, "--draft/--lookup: send the prompt as a user message through the chat template");
   cmd->callback([c, n_prompt, quant, group, &exit_code] {
     // Usage errors before any work: an unknown scheme, and flags a .kiln cannot use.
     if (auto q = source_scheme(c->scheme.empty() ? "w4a16" : c->scheme, c->group); !q) {
@@ -329,6 +338,34 @@ void add_bench_command(CLI::App& app, int& exit_code) {
       a.group = c->group;
       a.json = c->json;
       exit_code = bench_sessions(a);
+      return;
+    }
+    if (!c->draft.empty() || c->lookup > 0) {
+      BenchSpeculativeArgs a;
+      a.model = c->model;
+      a.draft = c->draft;
+      a.scheme = c->scheme;
+      a.tokenizer = c->tokenizer;
+      a.kv_type = c->kv_type;
+      a.perf = c->perf;
+      a.prompt = c->prompt;
+      if (!c->prompt_file.empty()) {
+        auto text = read_text_file(c->prompt_file);
+        if (!text) {
+          exit_code = fail(text.status());
+          return;
+        }
+        a.prompt = std::move(*text);
+      }
+      a.chat = c->chat;
+      a.lookup = c->lookup;
+      a.draft_max = c->draft_max;
+      a.n_gen = c->n_gen;
+      a.repeats = c->repeats;
+      a.threads = c->threads;
+      a.group = c->group;
+      a.json = c->json;
+      exit_code = bench_speculative(a);
       return;
     }
     if (c->first_token || c->cold_start) {

@@ -174,6 +174,7 @@ int run_chat(ChatCmd c) {
   TurnOptions turn;
   turn.max_tokens = g.n_predict;
   turn.grammar = *grammar;  // each reply on its own: the grammar starts over every turn
+  if (Status s = speculation_for(**rt, g, turn); !s.is_ok()) return fail(s);
 
   // --jsonl is for programs: no prompt, no help, one JSON object per input line on stdout.
   const bool interactive = !c.jsonl && isatty(STDIN_FILENO) == 1;
@@ -261,6 +262,7 @@ int run_chat(ChatCmd c) {
                    said->prompt_tokens, said->reused_tokens, s.prompt_tokens, s.prompt_seconds * 1e3,
                    s.generated_tokens, s.generate_seconds > 0 ? s.generated_tokens / s.generate_seconds : 0.0,
                    s.stop == StopReason::kLength ? " (stopped at -n)" : "");
+    if (!c.quiet) report_speculation(turn, s);
   }
   return 0;
 }

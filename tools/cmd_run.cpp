@@ -110,6 +110,7 @@ int run(RunOptions o) {
   turn.max_tokens = g.n_predict;
   turn.grammar = *grammar;
   turn.on_prefill = [&progress](int done, int total) { return progress.update(done, total); };
+  if (Status s = speculation_for(**rt, g, turn); !s.is_ok()) return fail(s);
 
   if (o.chat) {
     // One user turn through the model's chat template, as `kiln chat` would send it.
@@ -123,6 +124,7 @@ int run(RunOptions o) {
     progress.finish();
     if (!said) return fail(said.status());
     report(said->stats, g);
+    report_speculation(turn, said->stats);
     return 0;
   }
   // Encoded here, before the echo, as the prompt's bytes are (an invalid UTF-8 byte included).
@@ -134,6 +136,7 @@ int run(RunOptions o) {
   progress.finish();
   if (!stats) return fail(stats.status());
   report(*stats, g);
+  report_speculation(turn, *stats);
   return 0;
 }
 

@@ -66,6 +66,7 @@ void add_generation_flags(CLI::App* cmd, GenerationFlags& f) {
   cmd->add_option("--json-schema", f.json_schema_file, "JSON Schema file: the output is JSON valid against it")
       ->check(CLI::ExistingFile);
   cmd->add_flag("--json", f.json, "the output is a JSON object");
+  add_speculation_flags(cmd, f.draft, f.lookup, f.draft_max);
 }
 
 Result<std::shared_ptr<const Grammar>> grammar_for(const GenerationFlags& f) {
@@ -83,6 +84,43 @@ Result<std::shared_ptr<const Grammar>> grammar_for(const GenerationFlags& f) {
   }
   if (f.json) return json_object_grammar();
   return std::shared_ptr<const Grammar>();
+}
+
+void add_speculation_flags(CLI::App* cmd, std::string& draft, int& lookup, int& draft_max) {
+  cmd->add_option("--draft", draft,
+                  "speculative decoding: a smaller model of the same vocabulary drafts tokens the model verifies");
+  cmd->add_option("--lookup", lookup,
+                  "speculative decoding by prompt lookup: drafts what followed the text's last N-gram before")
+      ->expected(0, 1)
+      ->default_str(std::to_string(kDefaultLookupNgram))
+      ->type_name("[N]")
+      ->check(between(1, 16));
+  cmd->add_option("--draft-max", draft_max, "the most tokens drafted for one verification step")
+      ->check(between(1, kMaxDraftTokens))
+      ->capture_default_str();
+}
+
+Status speculation_for(Runtime& rt, const GenerationFlags& f, TurnOptions& turn) {
+  turn.speculative.lookup = f.lookup;
+  turn.speculative.draft_max = f.draft_max;
+  if (f.draft.empty()) return Status::ok();
+  ModelLoadOptions lo;
+  lo.open.verify = f.verify;
+  if (!f.scheme.empty() && !is_kiln_file(f.draft)) {
+    KILN_ASSIGN_OR_RETURN(lo.open.quant, source_scheme(f.scheme, f.group));
+  }
+  lo.prefault = false;
+  auto d = rt.load_model(f.draft, lo);
+  if (!d) return d.status().with_context("--draft " + f.draft);
+  turn.draft = std::move(*d);
+  return Status::ok();
+}
+
+void report_speculation(const TurnOptions& turn, const GenerationStats& s) {
+  if (!turn.draft && turn.speculative.lookup <= 0) return;
+  std::fprintf(stderr, "kiln: speculative: %d drafted, %d accepted (%.1f%%), %d target steps, %.2f tokens per step\n",
+               s.drafted_tokens, s.accepted_tokens, s.drafted_tokens > 0 ? 100.0 * s.accepted_tokens / s.drafted_tokens : 0.0,
+               s.target_steps, s.target_steps > 0 ? static_cast<double>(s.generated_tokens) / s.target_steps : 0.0);
 }
 
 std::string kiln_file_fixes(const std::string& model, const std::string& flag, const std::string& what) {

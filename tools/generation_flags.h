@@ -38,9 +38,15 @@ struct GenerationFlags {
   std::string grammar_file;      // --grammar FILE: GBNF
   std::string json_schema_file;  // --json-schema FILE
   bool json = false;             // --json: any JSON object
+  // Speculative decoding: --draft MODEL, --lookup [N], --draft-max N.
+  std::string draft;
+  int lookup = 0;
+  int draft_max = SpeculativeOptions{}.draft_max;
 };
 
 void add_generation_flags(CLI::App* cmd, GenerationFlags& f);
+// --draft, --lookup [N], --draft-max (run, chat and bench).
+void add_speculation_flags(CLI::App* cmd, std::string& draft, int& lookup, int& draft_max);
 // Empty when `model` is not a .kiln file; else the usage error for `flag`, which only a source
 // model can use: the .kiln already fixes `what` (its tokenizer, its quantization).
 std::string kiln_file_fixes(const std::string& model, const std::string& flag, const std::string& what);
@@ -60,6 +66,11 @@ Result<std::shared_ptr<RuntimeModel>> open_for_generation(Runtime& rt, Generatio
 // A session of `m` as --ctx, --kv-type and the sampling flags ask (the seed resolved: --seed,
 // or a random one, left in f.seed to print).
 Result<std::shared_ptr<RuntimeSession>> session_for(RuntimeModel& m, GenerationFlags& f, bool check_numerics = false);
+// --draft (opened on `rt` as the model is, -q applied to a source) and --lookup/--draft-max into
+// `turn`; nothing when neither is given.
+Status speculation_for(Runtime& rt, const GenerationFlags& f, TurnOptions& turn);
+// One line on stderr after a speculative call: drafted, accepted, target steps, tokens per step.
+void report_speculation(const TurnOptions& turn, const GenerationStats& s);
 // The same choice for a command without a session of its own (ppl, bench).
 Result<ThreadPlan> thread_plan_for(const std::string& perf, int threads);
 // The prefill's progress as one line on stderr that updates in place (carriage returns), for a

@@ -283,6 +283,16 @@ typedef struct kiln_generate_params {
    * and column (or the schema keyword) in kiln_last_error(). NULL (default): none. */
   const char* grammar;         /* GBNF text, llama.cpp's grammar format (root ::= ...) */
   const char* json_schema;     /* a JSON Schema's text: the reply is JSON valid against it */
+  /* Speculative decoding (default off): drafted tokens are verified by the model in one step; at
+   * temperature 0 the text is the text without, when sampling the distribution is the model's.
+   * draft_model: a smaller model of the same vocabulary (loaded on the session's runtime; another
+   * vocabulary is KILN_E_INVALID_ARGUMENT naming the first token that differs); the session keeps
+   * a session of it. lookup_ngram: without a draft model, prompt lookup drafts what followed the
+   * last N tokens earlier in the text (3 is a good N; 0: off). draft_max: the most tokens drafted
+   * per step (the count adapts to the acceptance below it); 0: 8. */
+  kiln_model* draft_model;
+  int32_t lookup_ngram;
+  int32_t draft_max;
 } kiln_generate_params;
 
 KILN_API kiln_generate_params kiln_generate_default_params(void);
@@ -315,6 +325,11 @@ typedef struct kiln_generate_result {
   double time_to_first_token_ms;
   double prefill_tokens_per_second;
   double decode_tokens_per_second;
+  /* Speculative decoding: tokens drafted, of them accepted, and the model's steps after the prompt
+   * (one per token without speculation, one per verification with it). */
+  int32_t drafted_tokens;
+  int32_t accepted_tokens;
+  int32_t target_steps;
 } kiln_generate_result;
 
 /* Receives the reply as it is produced: `text` holds whole UTF-8 characters only (never a split

@@ -28,6 +28,9 @@ TurnOptions turn_options(const kiln_generate_params& p) {
     t.on_prefill = [fn = p.on_prefill, user = p.prefill_user_data](int done, int total) {
       return fn(user, done, total) == 0;
     };
+  if (p.draft_model != nullptr) t.draft = p.draft_model->model;
+  t.speculative.lookup = p.lookup_ngram;
+  if (p.draft_max > 0) t.speculative.draft_max = p.draft_max;
   return t;
 }
 
@@ -56,6 +59,9 @@ void fill_result(const GenerationStats& s, kiln_generate_result* out) {
   r.prefill_tokens_per_second = s.prompt_seconds > 0 ? s.prompt_tokens / s.prompt_seconds : 0.0;
   r.decode_tokens_per_second =
       s.generate_seconds > 0 && s.generated_tokens > 1 ? (s.generated_tokens - 1) / s.generate_seconds : 0.0;
+  r.drafted_tokens = s.drafted_tokens;
+  r.accepted_tokens = s.accepted_tokens;
+  r.target_steps = s.target_steps;
   write_sized(out, r);
 }
 
@@ -71,6 +77,11 @@ bool turn_args(kiln_session* session, const kiln_generate_params* params, kiln_g
   }
   if (p.n_stop > 0 && p.stop == nullptr) {
     fail(KILN_E_INVALID_ARGUMENT, std::string(what) + ": n_stop is " + std::to_string(p.n_stop) + " but stop is NULL");
+    return false;
+  }
+  if (p.draft_model != nullptr && !check_handle(p.draft_model, HandleKind::kModel, what)) return false;
+  if (p.lookup_ngram < 0 || p.draft_max < 0) {
+    fail(KILN_E_INVALID_ARGUMENT, std::string(what) + ": lookup_ngram and draft_max must be 0 or more");
     return false;
   }
   turn = turn_options(p);

@@ -13,6 +13,7 @@
 #include "core/utf8.h"
 #include "perf/profile.h"
 #include "perf/profile_json.h"
+#include "engine/speculative_turn.h"
 #include "runtime/session_snapshot.h"
 
 namespace kiln {
@@ -123,6 +124,11 @@ std::shared_ptr<const TokenTrie> RuntimeModel::grammar_vocabulary() {
   std::lock_guard<std::mutex> lock(vocabulary_mu_);
   if (!grammar_vocabulary_) grammar_vocabulary_ = kiln::grammar_vocabulary(tokenizer());
   return grammar_vocabulary_;
+}
+
+Result<std::shared_ptr<const Model>> RuntimeModel::compiled() {
+  RuntimeCore::Lock lock(*core_);
+  return acquire_locked(nullptr);
 }
 
 Result<std::shared_ptr<const Model>> RuntimeModel::acquire_locked(const Evictable* requester) {
@@ -325,6 +331,9 @@ Result<GenerationStats> RuntimeSession::run(std::span<const int> prompt, const T
     go.grammar = turn.grammar;
     go.grammar_vocabulary = model_->grammar_vocabulary();
   }
+  SpeculativeTurn spec;
+  KILN_RETURN_IF_ERROR(spec.begin(*this, turn));
+  go.speculator = spec.speculator();
   if (tracer_) tracer_->clear();
   generating_.store(true);
   auto st = generate_reusing(*session_, cached_, *sampler_, model_->tokenizer(), prompt, turn.max_tokens, sink, go);

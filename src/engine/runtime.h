@@ -24,6 +24,7 @@
 #include "runtime/generate.h"
 #include "runtime/perf_mode.h"
 #include "runtime/session.h"
+#include "runtime/speculative.h"
 #include "runtime/step_trace.h"
 
 namespace kiln {
@@ -39,6 +40,7 @@ class WeightsSource {
   virtual ~WeightsSource() = default;
   virtual Result<std::shared_ptr<const Model>> acquire_locked(const Evictable* requester) = 0;
 };
+struct SpeculativeTurn;
 
 struct RuntimeOptions {
   int n_threads = 0;            // 0: chosen by perf_mode
@@ -80,6 +82,10 @@ struct TurnOptions {
   // Constrained output (engine/constrained_output.h); null: none. Shared, immutable: each call
   // keeps its own matching state.
   std::shared_ptr<const Grammar> grammar;
+  // Speculative decoding (runtime/speculative.h), off by default: a draft model of the same
+  // vocabulary (the session keeps a session of it), else prompt lookup when speculative.lookup > 0.
+  std::shared_ptr<RuntimeModel> draft;
+  SpeculativeOptions speculative;
 };
 
 class Runtime : public std::enable_shared_from_this<Runtime> {
@@ -120,6 +126,9 @@ class RuntimeModel : public std::enable_shared_from_this<RuntimeModel>, private 
   bool resident();
   // The vocabulary as a grammar sees it (runtime/grammar_sampling.h), built on first use.
   std::shared_ptr<const TokenTrie> grammar_vocabulary();
+  // The compiled model, reopened under the budget if it was evicted: for a tool that times a
+  // Session of its own on it (kiln bench --draft/--lookup).
+  Result<std::shared_ptr<const Model>> compiled();
 
   Result<std::shared_ptr<RuntimeSession>> new_session(const SessionOptions& options);
 
@@ -206,6 +215,7 @@ class RuntimeSession : private Evictable {
   const std::shared_ptr<RuntimeModel>& model() const { return model_; }
 
  private:
+  friend struct SpeculativeTurn;  // engine/speculative_turn.h: a call's draft session and speculator
   RuntimeSession() = default;
   // Evictable. Caller holds the runtime's lock.
   int eviction_priority() const override { return options_.priority; }
@@ -259,6 +269,9 @@ class RuntimeSession : private Evictable {
   bool counted_decoding_ = false;
   void stop_counting_decoding();
   std::string profile_;                 // the last call's profile, JSON
+  // Speculative decoding with a draft model: a session of it, made by the first call that names
+  // it (engine/speculative_turn.cpp), and the model it was made for.
+  std::shared_ptr<RuntimeSession> draft_;
 };
 
 }  // namespace kiln

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <optional>
 
+#include "runtime/speculative.h"
 #include "tokenizer/utf8_stream.h"
 
 namespace kiln {
@@ -156,13 +157,27 @@ Result<GenerationStats> generate(Decoder& session, Sampler& sampler, const Token
   std::optional<GrammarSampler> grammar;
   if (options.grammar) {
     if (!options.grammar_vocabulary) return invalid_argument("generate: a grammar without the vocabulary it masks");
+    // A drafted token would have to be checked against the grammar before its verification: not
+    // built yet, so the two are refused together rather than one silently dropped.
+    if (options.speculator)
+      return invalid_argument("constrained output (a grammar or JSON schema) and speculative decoding (a draft "
+                              "model or prompt lookup) cannot be used in the same call yet");
     std::vector<int> stops = c.stop_ids;
     stops.insert(stops.end(), options.extra_stop_ids.begin(), options.extra_stop_ids.end());
     grammar.emplace(options.grammar, options.grammar_vocabulary, std::move(stops));
   }
+  // Speculation: tokens a verified step decided, the first `queued.in_cache` already decoded.
+  Speculator* spec = options.speculator;
+  const SpeculativeCounts spec_before = spec ? spec->counts() : SpeculativeCounts{};
+  Speculator::Step queued;
+  size_t queued_at = 0;
   while (st.generated_tokens < n_predict) {
+    const bool from_queue = queued_at < queued.tokens.size();
+    const bool in_cache = from_queue && queued_at < queued.in_cache;
     int next;
-    if (grammar) {
+    if (from_queue) {
+      next = queued.tokens[queued_at++];
+    } else if (grammar) {
       auto pick = grammar->sample(sampler, logits, history, prompt.size());
       st.grammar = grammar->stats();
       if (!pick) return pick.status();
@@ -198,6 +213,7 @@ Result<GenerationStats> generate(Decoder& session, Sampler& sampler, const Token
     }
     prev = next;
     if (st.generated_tokens == n_predict) break;
+    if (in_cache) continue;  // an accepted draft: the verification step decoded it
     if (session.position() >= session.n_ctx()) {
       st.stop = StopReason::kContextFull;
       break;
@@ -206,7 +222,21 @@ Result<GenerationStats> generate(Decoder& session, Sampler& sampler, const Token
       st.stop = StopReason::kCancelled;
       break;
     }
-    KILN_ASSIGN_OR_RETURN(logits, session.decode(std::span<const int>(&next, 1)));
+    ++st.target_steps;
+    if (spec != nullptr) {
+      KILN_RETURN_IF_ERROR(spec->advance(history, prompt.size(), n_predict - st.generated_tokens, sampler, queued));
+      queued_at = 0;
+      logits = queued.logits;
+    } else {
+      KILN_ASSIGN_OR_RETURN(logits, session.decode(std::span<const int>(&next, 1)));
+    }
+  }
+  if (spec != nullptr) {
+    // Drafts accepted past where generation stopped leave the cache: it ends, as without
+    // speculation, at most with the prompt and the generated tokens.
+    session.rewind(std::min(session.position(), static_cast<int>(prompt.size()) + st.generated_tokens));
+    st.drafted_tokens = spec->counts().drafted - spec_before.drafted;
+    st.accepted_tokens = spec->counts().accepted - spec_before.accepted;
   }
   if (st.stop != StopReason::kStopString && st.stop != StopReason::kCallback) {
     out.clear();

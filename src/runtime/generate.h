@@ -36,7 +36,14 @@ struct GenerationStats {
   StopReason stop = StopReason::kLength;
   std::vector<int> generated;  // the sampled tokens, the stop token not included
   GrammarSamplingStats grammar;  // under GenerateOptions::grammar
+  // Speculative decoding: tokens drafted and accepted; and the target's steps after the prompt
+  // (one per token without speculation, one per verification with it).
+  int drafted_tokens = 0;
+  int accepted_tokens = 0;
+  int target_steps = 0;
 };
+
+class Speculator;  // runtime/speculative.h
 
 struct GenerateOptions {
   // The session already holds prompt[0, reused) at positions 0.. (a chat turn's shared prefix):
@@ -61,6 +68,9 @@ struct GenerateOptions {
   // the vocabulary grammar_vocabulary() gives for the tokenizer; a stop token only where it may end.
   std::shared_ptr<const Grammar> grammar;
   std::shared_ptr<const TokenTrie> grammar_vocabulary;
+  // Speculative decoding (runtime/speculative.h) over the session given: the loop's tokens come
+  // from its verified steps; null: one token per step.
+  Speculator* speculator = nullptr;
 };
 
 // Receives the text as it is produced, in pieces that are always whole UTF-8 characters, with

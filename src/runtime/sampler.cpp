@@ -76,7 +76,7 @@ void Sampler::apply_penalties(std::span<float> logits, std::span<const int> hist
            [&](int t) -> float& { return logits[static_cast<size_t>(t)]; });
 }
 
-int Sampler::sample(std::span<const float> logits, std::span<const int> history, size_t n_prompt) {
+size_t Sampler::prepare(std::span<const float> logits, std::span<const int> history, size_t n_prompt) {
   const size_t n_vocab = std::min(logits.size(), cand_.size());
   for (size_t i = 0; i < n_vocab; ++i) cand_[i] = {static_cast<int>(i), logits[i]};
   size_t n = n_vocab;
@@ -86,8 +86,11 @@ int Sampler::sample(std::span<const float> logits, std::span<const int> history,
   auto by_logit = [](const Candidate& a, const Candidate& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
   };
-  if (params_.temperature <= 0.0f)
-    return std::min_element(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(n), by_logit)->id;
+  if (params_.temperature <= 0.0f) {
+    std::iter_swap(cand_.begin(), std::min_element(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(n), by_logit));
+    probs_[0] = 1.0f;
+    return 1;
+  }
 
   if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < n) {
     std::partial_sort(cand_.begin(), cand_.begin() + params_.top_k, cand_.begin() + static_cast<std::ptrdiff_t>(n), by_logit);
@@ -127,6 +130,12 @@ int Sampler::sample(std::span<const float> logits, std::span<const int> history,
     n = keep;
   }
   softmax(params_.temperature);
+  return n;
+}
+
+int Sampler::sample(std::span<const float> logits, std::span<const int> history, size_t n_prompt) {
+  const size_t n = prepare(logits, history, n_prompt);
+  if (params_.temperature <= 0.0f) return cand_[0].id;
   const float r = rng_.uniform();
   float cum = 0.0f;
   for (size_t i = 0; i < n; ++i) {
@@ -134,6 +143,24 @@ int Sampler::sample(std::span<const float> logits, std::span<const int> history,
     if (r < cum) return cand_[i].id;
   }
   return cand_[n - 1].id;
+}
+
+void Sampler::distribution(std::span<const float> logits, std::span<const int> history, size_t n_prompt,
+                           std::vector<Choice>& out) {
+  const size_t n = prepare(logits, history, n_prompt);
+  out.resize(n);
+  for (size_t i = 0; i < n; ++i) out[i] = {cand_[i].id, probs_[i]};
+}
+
+int Sampler::draw(std::span<const Choice> dist) {
+  if (dist.empty()) return 0;
+  const float r = rng_.uniform();
+  float cum = 0.0f;
+  for (const Choice& c : dist) {
+    cum += c.p;
+    if (r < cum) return c.id;
+  }
+  return dist.back().id;
 }
 
 }  // namespace kiln

@@ -46,6 +46,20 @@ class Sampler {
   // The penalties sample() applies before top-k, on `logits` in place (a test's window on them).
   void apply_penalties(std::span<float> logits, std::span<const int> history, size_t n_prompt = 0);
 
+  // The distribution sample() draws from, as (id, probability) pairs, most likely first: the
+  // candidates left after the penalties, top-k, top-p and min-p, at the temperature; greedy: the
+  // one token sample() gives, with probability 1 (speculative sampling judges drafts by it).
+  struct Choice {
+    int id;
+    float p;
+  };
+  void distribution(std::span<const float> logits, std::span<const int> history, size_t n_prompt,
+                    std::vector<Choice>& out);
+  // A token drawn from `dist` (probabilities summing to about 1) with the sampler's generator, and
+  // a uniform [0, 1) draw from it.
+  int draw(std::span<const Choice> dist);
+  float uniform() { return rng_.uniform(); }
+
   const SamplerParams& params() const { return params_; }
 
  private:
@@ -53,6 +67,8 @@ class Sampler {
     int id;
     float logit;
   };
+  // Fills cand_[0, n) and probs_[0, n) with what sample() draws from; returns n (greedy: 1).
+  size_t prepare(std::span<const float> logits, std::span<const int> history, size_t n_prompt);
   // The penalties on the logit `logit_at(id)` of each token id below n_vocab.
   template <typename LogitAt>
   void penalize(size_t n_vocab, std::span<const int> history, size_t n_prompt, LogitAt&& logit_at);
