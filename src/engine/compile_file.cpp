@@ -1,13 +1,16 @@
 #include "engine/compile_file.h"
 
 #include <chrono>
+#include <filesystem>
 
 #include "compiler/kiln_writer.h"
 #include "core/mapped_file.h"
 #include "core/temp_file.h"
+#include "engine/conformance.h"
 #include "engine/defaults.h"
 #include "quant/overrides.h"
 #include "quant/scheme_flag.h"
+#include "runtime/perf_mode.h"
 
 namespace kiln {
 
@@ -42,12 +45,27 @@ Result<CompileSummary> compile_to_file(const CompileRequest& c) {
   // Before minutes of compiling: a device, FIFO or folder as the output is refused now.
   KILN_RETURN_IF_ERROR(regular_file_target(c.output).status());
   s.stale_removed = remove_stale_temp_files(c.output);
+  ConformanceOptions co;
+  if (!c.eval.empty()) {
+    if (!c.conformance) return invalid_argument("--eval measures the conformance report, which --no-conformance turns off");
+    KILN_ASSIGN_OR_RETURN(co.eval_text, read_text_file(c.eval));
+    if (co.eval_text.find_first_not_of(" \t\r\n") == std::string::npos)
+      return invalid_argument(c.eval + ": the evaluation text is empty");
+    co.eval_name = std::filesystem::path(c.eval).filename().string();  // not the folder: the same file, the same bytes
+  }
   KILN_ASSIGN_OR_RETURN(Import imp, import_model(c.model));
   KILN_ASSIGN_OR_RETURN(CompileOptions o, compile_options(c, imp));
   KILN_ASSIGN_OR_RETURN(KilnTarget target, resolve_target(c.target));
   o.progress = c.quantize_progress;
   KILN_ASSIGN_OR_RETURN(ProgramImage img, compile_model(imp, o, &s.report));
-  KILN_RETURN_IF_ERROR(write_kiln(img, target, s.report, c.output, c.write_progress));
+  if (c.conformance) {
+    const auto m0 = std::chrono::steady_clock::now();
+    co.threads = plan_threads(PerfMode::kBalanced, c.threads).n_threads;
+    KILN_ASSIGN_OR_RETURN(s.conformance, measure_conformance(imp, o, img, c.model, co));
+    s.conformance_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
+  }
+  KILN_RETURN_IF_ERROR(write_kiln(img, target, s.report, c.output, c.write_progress,
+                                  s.conformance ? &*s.conformance : nullptr));
   s.plan = img.program.plan;
   s.target = target.backend + (target.cpu_feature_names.empty() ? "" : " (" + target.cpu_feature_names + ")");
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
