@@ -6,6 +6,7 @@
 #include "compiler/kiln_writer.h"
 #include "core/mapped_file.h"
 #include "core/temp_file.h"
+#include "engine/calibration.h"
 #include "engine/conformance.h"
 #include "engine/defaults.h"
 #include "quant/overrides.h"
@@ -53,14 +54,37 @@ Result<CompileSummary> compile_to_file(const CompileRequest& c) {
       return invalid_argument(c.eval + ": the evaluation text is empty");
     co.eval_name = std::filesystem::path(c.eval).filename().string();  // not the folder: the same file, the same bytes
   }
+  if (!c.calib.empty() && !c.imatrix.empty())
+    return invalid_argument("--calib and --imatrix both give the statistics: give one");
+  std::string calib_text;
+  if (!c.calib.empty()) {
+    KILN_ASSIGN_OR_RETURN(calib_text, read_text_file(c.calib));
+    KILN_RETURN_IF_ERROR(check_calibration_text(calib_text, c.calib));
+  }
   KILN_ASSIGN_OR_RETURN(Import imp, import_model(c.model));
   KILN_ASSIGN_OR_RETURN(CompileOptions o, compile_options(c, imp));
   KILN_ASSIGN_OR_RETURN(KilnTarget target, resolve_target(c.target));
+  const int threads = plan_threads(PerfMode::kBalanced, c.threads).n_threads;
+  if (!c.calib.empty()) {
+    const auto c0 = std::chrono::steady_clock::now();
+    KILN_ASSIGN_OR_RETURN(ImportanceStats stats,
+                          collect_importance(imp, o, calib_text, c.calib, c.calib_tokens, threads, c.model));
+    stats.source = "calib " + std::filesystem::path(c.calib).filename().string();
+    o.importance = std::make_shared<const ImportanceStats>(std::move(stats));
+    s.calibration_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+  }
+  if (!c.imatrix.empty()) {
+    KILN_ASSIGN_OR_RETURN(ImportanceStats stats, importance_from_imatrix(c.imatrix, imp.model));
+    o.importance = std::make_shared<const ImportanceStats>(std::move(stats));
+  }
   o.progress = c.quantize_progress;
   KILN_ASSIGN_OR_RETURN(ProgramImage img, compile_model(imp, o, &s.report));
+  if (o.importance && s.report.weights_calibrated == 0)
+    s.report.notes.push_back((c.calib.empty() ? "--imatrix" : "--calib") + std::string(": no weight was rounded with the statistics (none is rounded here from f32 to an integer "
+                             "scheme they apply to: w4a16/w4a8 g32-g128, w8a16, w8a8); the file is as without them"));
   if (c.conformance) {
     const auto m0 = std::chrono::steady_clock::now();
-    co.threads = plan_threads(PerfMode::kBalanced, c.threads).n_threads;
+    co.threads = threads;
     KILN_ASSIGN_OR_RETURN(s.conformance, measure_conformance(imp, o, img, c.model, co));
     s.conformance_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
   }
