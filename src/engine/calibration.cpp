@@ -72,9 +72,16 @@ Result<ImportanceStats> collect_importance(const Import& imp, const CompileOptio
     for (size_t i = start; i < end; i += chunk)
       KILN_RETURN_IF_ERROR(session->decode_all(tokens.subspan(i, std::min(end - i, chunk))).status());
   }
+  // A table the embedding also reads (a classifier tied to it) keeps every row's values as they
+  // are looked up: the classifier's input statistics say nothing of that use, so it is not
+  // rounded by them.
+  std::vector<bool> embedded(g.weights.size(), false);
+  for (const Node& n : g.nodes)
+    if (n.op == OpCode::kEmbed)
+      for (int w : n.weights) embedded[static_cast<size_t>(w)] = true;
   ImportanceStats stats;
   for (size_t w = 0; w < g.weights.size(); ++w) {
-    if (rows_seen[w] == 0) continue;
+    if (rows_seen[w] == 0 || embedded[w]) continue;
     std::vector<float>& v = stats.per_weight[g.weights[w].name];
     for (double s : sums[w]) v.push_back(static_cast<float>(s / static_cast<double>(rows_seen[w])));
   }
