@@ -79,7 +79,7 @@ TEST(Calibration, LessErrorOnAnotherTextAndRecorded) {
   ASSERT_EQ(rtn.exit_code, 0) << rtn.err;
   auto imx = test::run_kiln("compile " + m + " -q w4a16 --calib " + calib + eval + " -o " + test::shell_quote(dir + "/cal_imx.kiln"));
   ASSERT_EQ(imx.exit_code, 0) << imx.err;
-  EXPECT_NE(imx.err.find("method: imatrix, 36 weights rounded with the statistics of calib stories260K-samples.txt (512 tokens"),
+  EXPECT_NE(imx.err.find("method: imatrix, 35 weights rounded with the statistics of calib stories260K-samples.txt (512 tokens"),
             std::string::npos) << imx.err;
   auto a = open_model(dir + "/cal_rtn.kiln", OpenOptions{});
   auto b = open_model(dir + "/cal_imx.kiln", OpenOptions{});
@@ -88,7 +88,7 @@ TEST(Calibration, LessErrorOnAnotherTextAndRecorded) {
   const ConformanceText& tb = b->conformance->headline();
   EXPECT_EQ(ta.name, "tinystory.txt");
   EXPECT_EQ(ta.ppl_reference, tb.ppl_reference);
-  // Measured: KL 0.0829 -> 0.0622, perplexity increase +9.62 % -> +5.84 %.
+  // Measured: KL 0.0829 -> 0.0622, perplexity increase +9.62 % -> +5.82 %.
   EXPECT_LT(tb.kl, 0.8 * ta.kl);
   EXPECT_LT(tb.ppl_quantized - tb.ppl_reference, 0.7 * (ta.ppl_quantized - ta.ppl_reference));
   const auto ra = quant_record(dir + "/cal_rtn.kiln"), rb = quant_record(dir + "/cal_imx.kiln");
@@ -97,7 +97,7 @@ TEST(Calibration, LessErrorOnAnotherTextAndRecorded) {
   EXPECT_EQ(rb["method"], "imatrix");
   EXPECT_EQ(rb["calibration"]["source"], "calib stories260K-samples.txt");
   EXPECT_EQ(rb["calibration"]["tokens"], 512);
-  EXPECT_EQ(rb["calibration"]["weights"], 36);
+  EXPECT_EQ(rb["calibration"]["weights"], 35);  // 7 projections x 5 layers; the classifier is the embedding table
   EXPECT_EQ(rb["calibration"]["hash"].get<std::string>().size(), 16u);
   // The same inputs, the same file (without the conformance runs, which are not what is checked here).
   for (const char* name : {"/cal_imx2.kiln", "/cal_imx3.kiln"}) {
