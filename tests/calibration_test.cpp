@@ -41,13 +41,21 @@ TEST(ImportanceQuantizer, NeverWorseThanRoundToNearestOnItsMeasure) {
   for (float& v : w) v = n(rng) * n(rng);  // heavy tails, as trained weights have
   for (float& v : imp) v = std::exp(2 * n(rng));
   const ImportanceQuantizer iq(imp);
+  // Its measure: each column weighted by its importance plus the mean importance.
+  double mean = 0;
+  for (float v : imp) mean += v;
+  mean /= static_cast<double>(imp.size());
+  std::vector<float> measure(imp);
+  for (float& v : measure) v += static_cast<float>(mean);
   for (const QuantParams& p : {QuantParams{Scheme::kW4A16, 32, true, 0}, QuantParams{Scheme::kW4A16, 128, true, 0},
                                QuantParams{Scheme::kW4A16, 64, false, 0}, QuantParams{Scheme::kW4A8, 32, true, 0},
                                QuantParams{Scheme::kW8A16, 0, true, 0}, QuantParams{Scheme::kW8A16, 0, true, 32}}) {
     ASSERT_TRUE(ImportanceQuantizer::searches(p)) << describe(p);
-    const double rtn = weighted_error(p, round_to_nearest(), w, imp, rows, cols);
-    const double ours = weighted_error(p, iq, w, imp, rows, cols);
-    EXPECT_LT(ours, rtn) << describe(p);
+    const double rtn = weighted_error(p, round_to_nearest(), w, measure, rows, cols);
+    const double ours = weighted_error(p, iq, w, measure, rows, cols);
+    // Never worse; at 4 bits, where clipping pays, better.
+    EXPECT_LE(ours, rtn) << describe(p);
+    if (is_4bit(p.scheme)) EXPECT_LT(ours, rtn) << describe(p);
   }
   // GGML's super-blocks and the float schemes: round-to-nearest itself, byte for byte.
   for (const QuantParams& p : {QuantParams{Scheme::kW4A16, 256, false, 0}, QuantParams{Scheme::kF16, 0, true, 0}}) {
@@ -88,7 +96,7 @@ TEST(Calibration, LessErrorOnAnotherTextAndRecorded) {
   const ConformanceText& tb = b->conformance->headline();
   EXPECT_EQ(ta.name, "tinystory.txt");
   EXPECT_EQ(ta.ppl_reference, tb.ppl_reference);
-  // Measured: KL 0.0829 -> 0.0622, perplexity increase +9.62 % -> +5.82 %.
+  // Measured: KL 0.0829 -> 0.0588, perplexity increase +9.62 % -> +4.88 %.
   EXPECT_LT(tb.kl, 0.8 * ta.kl);
   EXPECT_LT(tb.ppl_quantized - tb.ppl_reference, 0.7 * (ta.ppl_quantized - ta.ppl_reference));
   const auto ra = quant_record(dir + "/cal_rtn.kiln"), rb = quant_record(dir + "/cal_imx.kiln");

@@ -31,6 +31,17 @@ void clip(const float* w, int g, bool symmetric, float c, float* out) {
 
 }  // namespace
 
+ImportanceQuantizer::ImportanceQuantizer(std::span<const float> importance) : importance_(importance.begin(), importance.end()) {
+  // Each column's weight is its importance plus the mean one: the few channels whose activations
+  // are hundreds of times the others' (the "massive activations" of trained LLMs) then lead the
+  // choice without the error of every other column counting for nothing, which the uncorrelated-
+  // channels model the importance rests on does not warrant.
+  double mean = 0;
+  for (float v : importance_) mean += v;
+  mean /= importance_.empty() ? 1.0 : static_cast<double>(importance_.size());
+  for (float& v : importance_) v += static_cast<float>(mean);
+}
+
 bool ImportanceQuantizer::searches(const QuantParams& p) {
   if (is_float_scheme(p.scheme) || is_ggml_superblock(p)) return false;
   return is_4bit(p.scheme) || p.scheme == Scheme::kW8A16 || p.scheme == Scheme::kW8A8;

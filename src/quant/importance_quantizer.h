@@ -1,8 +1,9 @@
 // Data-aware rounding with an importance per input column (llama.cpp's "importance matrix": the
 // mean square of each input channel's activation over calibration text, from `kiln compile
 // --calib` or a `llama-imatrix` file). Each scale group chooses how far to clip its range so that
-// the importance-weighted squared error sum_j imp_j (w_j - deq_j)^2 is least (the error a layer's
-// output gets, E[(dW x)^2], when the channels are uncorrelated), and is then written by
+// the importance-weighted squared error sum_j (imp_j + mean imp) (w_j - deq_j)^2 is least (the
+// error a layer's output gets, E[(dW x)^2], when the channels are uncorrelated; the mean added so
+// that no column counts for nothing), and is then written by
 // round-to-nearest in the same layout: everything downstream is shared. Schemes with their own
 // block search (GGML's super-blocks) and the float ones are plain round-to-nearest.
 #pragma once
@@ -27,7 +28,7 @@ struct ImportanceStats {
 class ImportanceQuantizer final : public WeightQuantizer {
  public:
   // One importance per column of the matrices it quantizes (non-negative, finite).
-  explicit ImportanceQuantizer(std::span<const float> importance) : importance_(importance.begin(), importance.end()) {}
+  explicit ImportanceQuantizer(std::span<const float> importance);
   Status quantize(const QuantParams& p, const float* w, int64_t rows, int64_t cols, std::span<uint8_t> out) const override;
   std::string_view name() const override { return "imatrix"; }
 
