@@ -8,6 +8,7 @@
 
 #include "core/temp_file.h"
 #include "engine/compile_file.h"
+#include "tools/generation_flags.h"
 #include "tools/cli_common.h"
 
 namespace kiln::cli {
@@ -22,6 +23,12 @@ struct CompileCmd {
   bool no_fuse = false;
   bool strict = false;
   bool quantize_classifier = false;
+  bool no_conformance = false;
+  std::string calib;
+  int64_t calib_tokens = 512;
+  std::string imatrix;
+  std::string eval;
+  int threads = 0;
   int max_tokens = kDefaultMaxTokens;
 };
 
@@ -70,6 +77,12 @@ int compile(const CompileCmd& c) {
   rq.max_tokens = c.max_tokens;
   rq.fuse = !c.no_fuse;
   rq.quantize_classifier = c.quantize_classifier;
+  rq.conformance = !c.no_conformance;
+  rq.calib = c.calib;
+  rq.calib_tokens = c.calib_tokens;
+  rq.imatrix = c.imatrix;
+  rq.eval = c.eval;
+  rq.threads = c.threads;
   rq.quantize_progress = progress_bar("quantizing");
   rq.write_progress = progress_bar("writing");
   auto summary = compile_to_file(rq);
@@ -103,6 +116,17 @@ int compile(const CompileCmd& c) {
     std::fprintf(stderr, "  back end %-6s %d of %d ops (%.0f%%)\n", b.c_str(), n, total_nodes, 100.0 * n / total_nodes);
   std::fprintf(stderr, "  fused: %d qkv, %d gate+up+swiglu, %d rope+kv-store, %d residual adds, %d norms\n", r.fusion.qkv,
                r.fusion.gate_up, r.fusion.rope_kv, r.fusion.residual, r.fusion.norm);
+  if (r.method != "rtn")
+    std::fprintf(stderr, "  method: %s, %lld weights rounded with the statistics of %s (%lld tokens, hash %s, %.2f s)\n",
+                 r.method.c_str(), static_cast<long long>(r.weights_calibrated), r.calibration_source.c_str(),
+                 static_cast<long long>(r.calibration_tokens), r.calibration_hash.c_str(), summary->calibration_seconds);
+  if (summary->conformance) {
+    // The headline: the --eval text when given, else the built-in one (kiln inspect prints all).
+    const ConformanceText& t = summary->conformance->headline();
+    std::fprintf(stderr, "  conformance against f32 (%s text, %lld tokens, %.2f s): top-1 %.2f %%, KL %.6f nats, perplexity %.4f -> %.4f (%+.2f %%)\n",
+                 t.name.c_str(), static_cast<long long>(t.tokens), summary->conformance_seconds, 100 * t.top1_agreement, t.kl,
+                 t.ppl_reference, t.ppl_quantized, 100 * (t.ppl_quantized / t.ppl_reference - 1));
+  }
   for (const auto& n : r.notes) std::fprintf(stderr, "  note: %s\n", n.c_str());
   return 0;
 }
@@ -130,6 +154,16 @@ void add_compile_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--no-fuse", c->no_fuse, "skip the fusion passes");
   cmd->add_flag("--quantize-classifier", c->quantize_classifier,
                 "store the classifier in the default scheme too (default: one step above it)");
+  cmd->add_flag("--no-conformance", c->no_conformance,
+                "skip the conformance report (the program against f32 on a built-in text, which holds the model twice)");
+  cmd->add_option("--eval", c->eval, "a text file the conformance report also measures (its first 2048 tokens)");
+  cmd->add_option("--calib", c->calib,
+                  "plain text run through the f32 model for each input channel's importance; the integer weights are then "
+                  "rounded to least importance-weighted error (method imatrix) instead of to nearest");
+  cmd->add_option("--calib-tokens", c->calib_tokens, "calibration tokens used (default 512)")->check(between(64, 1 << 20));
+  cmd->add_option("--imatrix", c->imatrix,
+                  "llama.cpp's importance matrix (llama-imatrix output, GGUF or legacy .dat) as the statistics instead of --calib");
+  add_threads_flag(cmd, c->threads);
   cmd->callback([c, &exit_code] { exit_code = compile(*c); });
 }
 

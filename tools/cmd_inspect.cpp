@@ -1,6 +1,7 @@
 // kiln inspect: what a .kiln holds: header, ops, back ends, memory plan, I/O, schemes, sizes;
 // for a source model, what it is, its tensors as stored, and what `kiln compile` will make of them.
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -90,6 +91,37 @@ int inspect_source(const InspectCmd& c) {
   return 0;
 }
 
+// The conformance section: how far the file is from the float model, on each text measured.
+void print_conformance(const nlohmann::json& j) {
+  if (!j.contains("conformance")) {
+    std::printf("\nconformance: none (written before kiln measured it, or compiled with --no-conformance)\n");
+    return;
+  }
+  const auto& c = j["conformance"];
+  if (c.contains("error")) {
+    std::printf("\nconformance: unreadable (%s)\n", c["error"].get<std::string>().c_str());
+    return;
+  }
+  // A null number is one that overflowed (conformance_section.h).
+  auto num = [](const nlohmann::json& v) { return v.is_number() ? v.get<double>() : INFINITY; };
+  std::printf("\nconformance (against %s):\n", c["reference"].get<std::string>().c_str());
+  for (const auto& t : c["texts"]) {
+    const double pa = num(t["ppl_reference"]), pb = num(t["ppl_quantized"]);
+    std::printf("  %s: %lld tokens (%lld scored, windows of %d): top-1 agreement %.2f %%, KL mean %.6f, max %.6f nats; "
+                "perplexity %.4f -> %.4f (%+.2f %%)\n",
+                t["name"].get<std::string>().c_str(), static_cast<long long>(t["tokens"].get<int64_t>()),
+                static_cast<long long>(t["scored"].get<int64_t>()), t["n_ctx"].get<int>(), 100 * num(t["top1_agreement"]),
+                num(t["kl"]), num(t["max_kl"]), pa, pb, 100 * (pb / pa - 1));
+    std::printf("    layers adding the most error:");
+    for (const auto& l : t["worst_layers"])
+      std::printf(" %d (%+.6f)", l["layer"].get<int>(), num(l["added_error"]));
+    if (t["round_trip"].get<bool>())
+      std::printf("\n    tokenizer round trip: exact\n");
+    else
+      std::printf("\n    tokenizer round trip: differs from byte %lld\n", static_cast<long long>(t["round_trip_mismatch"].get<int64_t>()));
+  }
+}
+
 int inspect(const InspectCmd& c) {
   if (!is_kiln_file(c.file)) {
     // Only a file that is some model goes to the importer: an empty or unknown file is named
@@ -151,6 +183,7 @@ int inspect(const InspectCmd& c) {
   std::printf("\nsize by scheme:\n");
   for (auto it = j["sizes"]["by_scheme"].begin(); it != j["sizes"]["by_scheme"].end(); ++it)
     std::printf("  %-6s %12llu bytes\n", it.key().c_str(), static_cast<unsigned long long>(it->get<uint64_t>()));
+  print_conformance(j);
   return 0;
 }
 

@@ -201,6 +201,15 @@ typedef struct kiln_model_info {
   int32_t has_chat_template;
   uint64_t weight_bytes;       /* the weights as stored */
   uint64_t file_bytes;         /* a .kiln's size; 0 for a source model */
+  /* The .kiln's conformance report: the compiled program against the same model in f32, on the
+   * compile's --eval text when it had one, else on kiln's built-in text (kiln inspect prints every
+   * text). has_conformance 0 (a source model, a file compiled before kiln measured it or with
+   * --no-conformance): the four numbers are NaN. */
+  int32_t has_conformance;
+  double conformance_top1;     /* fraction of tokens whose most likely next token is the f32 one's */
+  double conformance_kl;       /* mean KL(f32 || compiled) of the next-token distributions, nats */
+  double conformance_ppl_reference;  /* the f32 program's perplexity on the text */
+  double conformance_ppl;      /* the compiled program's */
 } kiln_model_info;
 KILN_API kiln_status kiln_model_info_get(const kiln_model* model, kiln_model_info* out);
 

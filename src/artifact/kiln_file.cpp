@@ -155,6 +155,7 @@ std::string kiln_section_name(uint32_t kind) {
     case KilnSection::kQuantRecord: return "quantization record";
     case KilnSection::kTensorTable: return "tensor table";
     case KilnSection::kWeights: return "weights";
+    case KilnSection::kConformance: return "conformance";
   }
   return "kind " + std::to_string(kind);
 }

@@ -23,7 +23,8 @@
 //   232+32n 8    u64 XXH3_64bits of bytes [0, 232+32n): the header and the table
 //   ...          zero padding; then the sections, each starting at a multiple of 128 and the
 //                weights section at a multiple of 16384 (a page on 4K and 16K-page systems, e.g.
-//                ARM64 Android), not overlapping, in kind order with the weights last, zero
+//                ARM64 Android), not overlapping, the added sections in kind order (a kind
+//                added later, as conformance, before the tensor table), the weights last, zero
 //                padding between them, the file ending where the last section ends. Readers
 //                require every byte outside the header and the sections to be zero, so that
 //                a flipped byte anywhere in the file is caught.
@@ -88,6 +89,7 @@ enum class KilnSection : uint32_t {
   kQuantRecord = 5,
   kTensorTable = 6,  // written by KilnWriter from add_tensor calls
   kWeights = 7,      // written by KilnWriter from add_tensor calls
+  kConformance = 8,  // optional: the compiled program against the float one (conformance_section.h)
 };
 
 // "config", "tokenizer", ..., or "kind N" for a kind this build does not name.

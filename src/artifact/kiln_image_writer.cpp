@@ -15,13 +15,15 @@ std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()
 
 Status write_kiln_image(const ProgramImage& img, const KilnTarget& target, const QuantTotals& totals,
                         const std::string& writer, const std::string& path,
-                        const std::function<void(double)>& progress) {
+                        const std::function<void(double)>& progress, const ConformanceReport* conformance) {
   KilnWriter w(target, writer);
   KILN_RETURN_IF_ERROR(w.add_section(KilnSection::kConfig, bytes_of(config_to_json(img.config))));
   KILN_RETURN_IF_ERROR(w.add_section(KilnSection::kTokenizer, encode_tokenizer_section(img.tokenizer)));
   KILN_RETURN_IF_ERROR(w.add_section(KilnSection::kProgram, bytes_of(program_to_json(img.program))));
   KILN_RETURN_IF_ERROR(w.add_section(KilnSection::kMemoryPlan, bytes_of(plan_to_json(img.program.plan))));
   KILN_RETURN_IF_ERROR(w.add_section(KilnSection::kQuantRecord, bytes_of(encode_quant_record(img, totals))));
+  if (conformance != nullptr)
+    KILN_RETURN_IF_ERROR(w.add_section(KilnSection::kConformance, bytes_of(encode_conformance_section(*conformance))));
   const Graph& g = img.program.graph;
   for (size_t i = 0; i < g.weights.size(); ++i) {
     const WeightDesc& d = g.weights[i];

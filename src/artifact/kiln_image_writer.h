@@ -4,17 +4,19 @@
 #include <functional>
 #include <string>
 
+#include "artifact/conformance_section.h"
 #include "artifact/kiln_file.h"
 #include "artifact/program_image.h"
 #include "artifact/quant_record_section.h"
 
 namespace kiln {
 
-// Sections: config, tokenizer, program, memory plan, quantization record, then each weight.
-// `writer` names the program that wrote the file ("kiln 0.4.0"). Written to a temporary file
-// and renamed.
+// Sections: config, tokenizer, program, memory plan, quantization record, the conformance report
+// when there is one, then each weight. `writer` names the program that wrote the file
+// ("kiln 0.4.0"). Written to a temporary file and renamed.
 Status write_kiln_image(const ProgramImage& image, const KilnTarget& target, const QuantTotals& totals,
                         const std::string& writer, const std::string& path,
-                        const std::function<void(double)>& progress = {});
+                        const std::function<void(double)>& progress = {},
+                        const ConformanceReport* conformance = nullptr);
 
 }  // namespace kiln

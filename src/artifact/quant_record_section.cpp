@@ -14,10 +14,13 @@ std::string encode_quant_record(const ProgramImage& img, const QuantTotals& r) {
   }
   Json schemes = Json::object();
   for (const auto& [k, v] : r.scheme_bytes) schemes[k] = v;
-  return Json{{"method", "rtn"}, {"tensors", tensors}, {"scheme_bytes", schemes},
-              {"source_bytes", r.source_bytes}, {"compiled_bytes", r.compiled_bytes},
-              {"parameters", r.parameters}, {"notes", r.notes}}
-      .dump();
+  Json j{{"method", r.method}, {"tensors", tensors}, {"scheme_bytes", schemes},
+         {"source_bytes", r.source_bytes}, {"compiled_bytes", r.compiled_bytes},
+         {"parameters", r.parameters}, {"notes", r.notes}};
+  if (r.method != "rtn")
+    j["calibration"] = {{"source", r.calibration_source}, {"hash", r.calibration_hash}, {"tokens", r.calibration_tokens},
+                        {"weights", r.weights_calibrated}};
+  return j.dump();
 }
 
 }  // namespace kiln

@@ -18,6 +18,12 @@ struct QuantTotals {
   std::map<std::string, int64_t> scheme_bytes;  // compiled bytes per scheme
   int64_t parameters = 0;
   std::vector<std::string> notes;
+  // How the integer weights were rounded: "rtn", or "imatrix" (importance-weighted, from
+  // calibration statistics: their source, the hash of their tokens or file, the token count).
+  std::string method = "rtn";
+  std::string calibration_source, calibration_hash;
+  int64_t calibration_tokens = 0;
+  int64_t weights_calibrated = 0;  // weights rounded with the statistics
 };
 
 std::string encode_quant_record(const ProgramImage& img, const QuantTotals& totals);

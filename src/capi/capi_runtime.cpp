@@ -1,4 +1,5 @@
 // kiln.h: errors, version, runtime, models and their loading, tokenizer calls.
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -264,6 +265,15 @@ KILN_API kiln_status kiln_model_info_get(const kiln_model* model, kiln_model_inf
     r.has_chat_template = m.opened().chat.has_value() ? 1 : 0;
     r.weight_bytes = m.weight_bytes();
     r.file_bytes = m.opened().file_bytes;
+    r.conformance_top1 = r.conformance_kl = r.conformance_ppl_reference = r.conformance_ppl = NAN;
+    if (const auto& c = m.opened().conformance) {
+      const ConformanceText& t = c->headline();
+      r.has_conformance = 1;
+      r.conformance_top1 = t.top1_agreement;
+      r.conformance_kl = t.kl;
+      r.conformance_ppl_reference = t.ppl_reference;
+      r.conformance_ppl = t.ppl_quantized;
+    }
     write_sized(out, r);
     return ok();
   });

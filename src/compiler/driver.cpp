@@ -7,6 +7,7 @@
 #include "graph/builder.h"
 #include "graph/weight_params.h"
 #include "layout/ggml_blocks.h"
+#include "quant/importance_quantizer.h"
 #include "quant/weight_quantizer.h"
 #include "tokenizer/tokenizer_source.h"
 
@@ -32,7 +33,8 @@ Result<std::vector<float>> source_f32(const TensorSource& t) {
 // row), so that no whole FP32 copy of a large matrix (a 32,000 x 2,048 classifier: 250 MiB) is
 // ever held: at most about 16 MiB of FP32 at once.
 Result<std::shared_ptr<std::vector<uint8_t>>> requantize_by_rows(const TensorSource& src, const std::string& name,
-                                                                 const QuantParams& p, int64_t rows, int64_t cols) {
+                                                                 const QuantParams& p, int64_t rows, int64_t cols,
+                                                                 const WeightQuantizer& quantizer) {
   auto need = quantized_size(p, rows, cols);
   auto one_row = quantized_size(p, 1, cols);
   auto src_row = dtype_bytes(src.dtype, static_cast<uint64_t>(cols));
@@ -50,7 +52,7 @@ Result<std::shared_ptr<std::vector<uint8_t>>> requantize_by_rows(const TensorSou
     KILN_RETURN_IF_ERROR(dequantize(src.dtype, src.bytes.subspan(static_cast<size_t>(r0) * *src_row, static_cast<size_t>(n) * *src_row), part)
                              .with_context(src.file + ": tensor '" + src.name + "'"));
     const std::span<uint8_t> out(buf->data() + static_cast<size_t>(r0) * *one_row, static_cast<size_t>(n) * *one_row);
-    KILN_RETURN_IF_ERROR(round_to_nearest().quantize(p, part.data(), n, cols, out).with_context("weight '" + name + "'"));
+    KILN_RETURN_IF_ERROR(quantizer.quantize(p, part.data(), n, cols, out).with_context("weight '" + name + "'"));
   }
   return buf;
 }
@@ -222,7 +224,15 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
         KILN_RETURN_IF_ERROR(blocks_to_w8_g32(src.dtype, src.bytes, *buf).with_context(src.file + ": tensor '" + src.name + "'"));
         break;
       case WeightOrigin::kRounded: {
-        KILN_ASSIGN_OR_RETURN(buf, requantize_by_rows(src, w.name, p, rows, cols));
+        const std::vector<float>* imp = nullptr;
+        if (o.importance && ImportanceQuantizer::searches(p))
+          if (auto it = o.importance->per_weight.find(w.name); it != o.importance->per_weight.end()) imp = &it->second;
+        if (imp != nullptr) {
+          KILN_ASSIGN_OR_RETURN(buf, requantize_by_rows(src, w.name, p, rows, cols, ImportanceQuantizer(*imp)));
+          ++r.weights_calibrated;
+        } else {
+          KILN_ASSIGN_OR_RETURN(buf, requantize_by_rows(src, w.name, p, rows, cols, round_to_nearest()));
+        }
         break;
       }
     }
@@ -236,6 +246,12 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
     r.compiled_bytes += sizes[i];
     r.scheme_bytes[std::string(scheme_name(w.scheme))] += sizes[i];
     if (o.progress) o.progress(static_cast<double>(i + 1) / static_cast<double>(g.weights.size()));
+  }
+  if (o.importance && r.weights_calibrated > 0) {
+    r.method = "imatrix";
+    r.calibration_source = o.importance->source;
+    r.calibration_hash = o.importance->hash;
+    r.calibration_tokens = o.importance->tokens;
   }
 
   const std::vector<const Backend*> backends = backends_of(o);

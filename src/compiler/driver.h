@@ -12,6 +12,7 @@
 #include "compiler/passes.h"
 #include "formats/import.h"
 #include "graph/program.h"
+#include "quant/importance_quantizer.h"
 #include "quant/weight_origin.h"
 
 namespace kiln {
@@ -29,6 +30,9 @@ struct CompileOptions {
   // target's instead); ~0: whatever this machine has.
   uint64_t cpu_features = ~0ull;
   std::function<void(double)> progress;   // 0..1 while weights are quantized
+  // Calibration statistics (engine/calibration.h, or an imatrix file): the integer weights they
+  // cover are rounded by quant/importance_quantizer.h instead of round-to-nearest. Null: none.
+  std::shared_ptr<const ImportanceStats> importance;
 };
 
 // The totals the .kiln quantization record stores (notes, bytes per scheme, parameters), and

@@ -39,8 +39,9 @@ Result<KilnTarget> resolve_target(const std::string& name) {
 }
 
 Status write_kiln(const ProgramImage& img, const KilnTarget& target, const CompileReport& report,
-                  const std::string& path, const std::function<void(double)>& progress) {
-  return write_kiln_image(img, target, report, std::string("kiln ") + KILN_VERSION_STRING, path, progress);
+                  const std::string& path, const std::function<void(double)>& progress,
+                  const ConformanceReport* conformance) {
+  return write_kiln_image(img, target, report, std::string("kiln ") + KILN_VERSION_STRING, path, progress, conformance);
 }
 
 }  // namespace kiln

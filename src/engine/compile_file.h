@@ -3,9 +3,11 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "artifact/conformance_section.h"
 #include "compiler/driver.h"
 #include "graph/program.h"
 
@@ -26,6 +28,16 @@ struct CompileRequest {
   int max_tokens = kDefaultMaxTokens;
   bool fuse = true;
   bool quantize_classifier = false;  // false: the classifier one step above the default scheme
+  // The conformance section (engine/conformance.h): the compiled program against the f32 one on a
+  // built-in text and `eval` (a text file, "" : none); off for a model too large to hold twice.
+  bool conformance = true;
+  // Data-aware rounding (engine/calibration.h): a plain text file run through the f32 model for
+  // each input channel's importance, of which the first calib_tokens tokens are used.
+  std::string calib;
+  int64_t calib_tokens = 512;
+  std::string imatrix;  // llama.cpp's importance matrix (formats/imatrix.h) as the statistics instead
+  std::string eval;
+  int threads = 0;  // for the conformance runs; 0: the balanced choice (the fastest cores, at most 4)
   std::function<void(double)> quantize_progress;  // 0..1
   std::function<void(double)> write_progress;     // 0..1
 };
@@ -35,6 +47,9 @@ struct CompileSummary {
   MemoryPlan plan;
   std::string target;  // the target written, resolved: "cpu (avx2,avx512f,...)"
   double seconds = 0;
+  std::optional<ConformanceReport> conformance;  // what the file's section says, when measured
+  double conformance_seconds = 0;                // of `seconds`, measuring it
+  double calibration_seconds = 0;                // of `seconds`, collecting --calib's statistics
   std::vector<std::string> stale_removed;  // temporary files of killed earlier runs, removed
 };
 

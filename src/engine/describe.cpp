@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "artifact/conformance_section.h"
 #include "backends/registry.h"
 #include "core/cpu_features.h"
 #include "tokenizer/tokenizer_source.h"
@@ -85,6 +86,15 @@ nlohmann::json describe(const KilnImage& k) {
   }
   j["tensors"] = tensors;
   j["sizes"] = {{"by_scheme", scheme_bytes}};
+  if (f.has_section(KilnSection::kConformance)) {
+    auto r = decode_conformance_section(f.section(KilnSection::kConformance), f.path());
+    if (!r) {
+      j["conformance"] = {{"error", r.status().message()}};
+    } else {
+      // The section's own JSON, as written.
+      j["conformance"] = nlohmann::json::parse(encode_conformance_section(*r), nullptr, false);
+    }
+  }
   return j;
 }
 

@@ -53,6 +53,9 @@ Result<OpenedModel> open_model(const std::string& path, const OpenOptions& o) {
   } else if (is_kiln_file(path)) {
     KILN_ASSIGN_OR_RETURN(KilnImage k, open_kiln_image(path, o.verify));
     out.file_bytes = k.file->file_size();
+    if (k.file->has_section(KilnSection::kConformance)) {
+      KILN_ASSIGN_OR_RETURN(out.conformance, decode_conformance_section(k.file->section(KilnSection::kConformance), path));
+    }
     image = std::move(k.image);
     out.kind = "kiln";
   } else {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "artifact/conformance_section.h"
 #include "core/mapped_file.h"
 #include "quant/overrides.h"
 #include "runtime/model.h"
@@ -36,6 +37,7 @@ struct OpenedModel {
   std::string kind;  // "kiln", "llama2c", "gguf", "hf"
   std::optional<ModelChatTemplate> chat;  // the model's chat template, when it has one
   uint64_t file_bytes = 0;                // a .kiln's size on disk; 0 for a source model
+  std::optional<ConformanceReport> conformance;  // a .kiln's conformance section, when it has one
   // What the user should know about how it was opened (a CLI prints each on stderr): a scheme
   // asked for on weights the source stores quantized already re-rounds them.
   std::vector<std::string> notes;

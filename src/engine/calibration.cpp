@@ -1,0 +1,119 @@
+#include "engine/calibration.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "artifact/kiln_file.h"
+#include "core/utf8.h"
+#include "engine/defaults.h"
+#include "engine/open_model.h"
+#include "formats/imatrix.h"
+#include "runtime/session.h"
+#include "tokenizer/tokenizer_source.h"
+
+namespace kiln {
+
+Status check_calibration_text(std::string_view text, const std::string& file) {
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    return invalid_argument(file + ": the calibration text is empty");
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
+    return invalid_argument(file + ": not a text file (byte " + std::to_string(nul) + " is NUL); calibration needs plain text");
+  if (!is_valid_utf8(text)) return invalid_argument(file + ": not a text file (not valid UTF-8); calibration needs plain text");
+  return Status::ok();
+}
+
+Result<ImportanceStats> collect_importance(const Import& imp, const CompileOptions& options, std::string_view text,
+                                           const std::string& file, int64_t max_tokens, int threads,
+                                           const std::string& source_path) {
+  KILN_RETURN_IF_ERROR(check_calibration_text(text, file));
+  CompileOptions f32 = options;
+  f32.quant = f32_overrides();
+  f32.guard_classifier = false;
+  f32.fuse = false;  // every projection its own matmul, reading its own input
+  f32.progress = {};
+  f32.importance = nullptr;
+  KILN_ASSIGN_OR_RETURN(ProgramImage img, compile_model(imp, f32, nullptr));
+  KILN_ASSIGN_OR_RETURN(auto tok, tokenizer_from_blob(img.tokenizer, tokenizer_where(img.tokenizer, source_path)));
+  KILN_ASSIGN_OR_RETURN(std::vector<int> all, tok->encode(text, add_bos_by_default(*tok)));
+  if (static_cast<int64_t>(all.size()) < kMinCalibTokens)
+    return invalid_argument(file + ": only " + std::to_string(all.size()) + " tokens; calibration needs at least " +
+                            std::to_string(kMinCalibTokens));
+  if (static_cast<int64_t>(all.size()) > max_tokens) all.resize(static_cast<size_t>(max_tokens));
+  const std::span<const int> tokens(all);
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, Model::create(std::move(img)));
+  const Program& p = model->program();
+  const Graph& g = p.graph;
+  // Per weight: the sum of squares of each input column, and the rows summed.
+  std::vector<std::vector<double>> sums(g.weights.size());
+  std::vector<int64_t> rows_seen(g.weights.size(), 0);
+  StepTracer tracer{ProfileLevel::kOff};
+  tracer.after_instruction = [&](int node, const StepContext& ctx, int rows) {
+    const Node& n = g.nodes[static_cast<size_t>(node)];
+    if (n.op != OpCode::kMatMul || n.weights.empty() || n.inputs.empty()) return;
+    const auto w = static_cast<size_t>(n.weights[0]);
+    const auto width = static_cast<size_t>(g.values[static_cast<size_t>(n.inputs[0])].width);
+    // The input lives until this node has run (the memory plan keeps it): read it now.
+    const auto* x = reinterpret_cast<const float*>(ctx.arena + p.plan.offsets[static_cast<size_t>(n.inputs[0])]);
+    std::vector<double>& s = sums[w];
+    s.resize(width, 0.0);
+    for (int r = 0; r < rows; ++r)
+      for (size_t j = 0; j < width; ++j) s[j] += static_cast<double>(x[r * width + j]) * x[r * width + j];
+    rows_seen[w] += rows;
+  };
+  const int n_ctx = std::min(model->config().max_seq_len, 512);
+  KILN_ASSIGN_OR_RETURN(auto session, Session::create(model, n_ctx, threads, DType::kF32));
+  session->set_tracer(&tracer);
+  const size_t chunk = static_cast<size_t>(session->max_logit_rows());
+  for (size_t start = 0; start < tokens.size(); start += static_cast<size_t>(n_ctx)) {
+    const size_t end = std::min(tokens.size(), start + static_cast<size_t>(n_ctx));
+    session->reset();
+    // Every token's logits, so that the classifier sees every row too (it runs on the last alone else).
+    for (size_t i = start; i < end; i += chunk)
+      KILN_RETURN_IF_ERROR(session->decode_all(tokens.subspan(i, std::min(end - i, chunk))).status());
+  }
+  // A table the embedding also reads (a classifier tied to it) keeps every row's values as they
+  // are looked up: the classifier's input statistics say nothing of that use, so it is not
+  // rounded by them.
+  std::vector<bool> embedded(g.weights.size(), false);
+  for (const Node& n : g.nodes)
+    if (n.op == OpCode::kEmbed)
+      for (int w : n.weights) embedded[static_cast<size_t>(w)] = true;
+  ImportanceStats stats;
+  for (size_t w = 0; w < g.weights.size(); ++w) {
+    if (rows_seen[w] == 0 || embedded[w]) continue;
+    std::vector<float>& v = stats.per_weight[g.weights[w].name];
+    for (double s : sums[w]) v.push_back(static_cast<float>(s / static_cast<double>(rows_seen[w])));
+  }
+  stats.tokens = static_cast<int64_t>(tokens.size());
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(kiln_checksum(
+      {reinterpret_cast<const uint8_t*>(tokens.data()), tokens.size() * sizeof(int)})));
+  stats.hash = hex;
+  return stats;
+}
+
+Result<ImportanceStats> importance_from_imatrix(const std::string& path, const ImportedModel& model) {
+  KILN_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
+  KILN_ASSIGN_OR_RETURN(ImatrixFile im, read_imatrix(*file));
+  ImportanceStats stats;
+  for (auto& [name, v] : im.importance) {
+    auto t = model.tensors.find(name);
+    if (t == model.tensors.end())
+      return invalid_argument(path + ": entry '" + name + "' is not a weight of " + model.path +
+                              ": the importance matrix is for another model");
+    const TensorSource& src = t->second;
+    if (src.shape.size() != 2 || src.shape.back() != static_cast<int64_t>(v.size()))
+      return invalid_argument(path + ": entry '" + name + "' has " + std::to_string(v.size()) + " columns but the weight in " +
+                              model.path + " has " + std::to_string(src.shape.empty() ? 0 : src.shape.back()) +
+                              ": the importance matrix is for another model");
+    stats.per_weight.emplace(name, std::move(v));
+  }
+  stats.source = "imatrix " + std::filesystem::path(path).filename().string() + " (" + im.format + ")";
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(kiln_checksum(file->bytes())));
+  stats.hash = hex;
+  return stats;
+}
+
+}  // namespace kiln

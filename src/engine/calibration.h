@@ -1,0 +1,36 @@
+// Calibration for data-aware quantization (`kiln compile --calib FILE`): the text checked and
+// tokenized with the model's tokenizer, then run once through the model's f32 program, unfused,
+// whose every matmul's input is read after it runs: per weight, the mean square of each input
+// channel over the tokens (llama.cpp's importance matrix), which quant/importance_quantizer.h
+// rounds with. The statistics are a vector per weight (its input width), not per token.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "compiler/driver.h"
+
+namespace kiln {
+
+inline constexpr int64_t kDefaultCalibTokens = 512;
+inline constexpr int64_t kMinCalibTokens = 64;
+
+// A one-line error naming `file` when `text` cannot calibrate: empty, or not text (a NUL byte,
+// invalid UTF-8). Cheap: a compile checks it before any work.
+Status check_calibration_text(std::string_view text, const std::string& file);
+
+// `text` (checked as above) tokenized with the model's tokenizer, BOS first where it has one, cut
+// to `max_tokens` (fewer than kMinCalibTokens is an error), run through `imp` compiled with
+// `options` but f32 and unfused, in windows of up to 512 tokens. `source_path` names the model in
+// tokenizer errors.
+Result<ImportanceStats> collect_importance(const Import& imp, const CompileOptions& options, std::string_view text,
+                                           const std::string& file, int64_t max_tokens, int threads,
+                                           const std::string& source_path);
+
+// An importance matrix of llama.cpp (formats/imatrix.h) as the statistics, checked against the
+// model: every entry a weight of it with as many input columns, else a one-line error saying the
+// file is for another model. The hash is the file's.
+Result<ImportanceStats> importance_from_imatrix(const std::string& imatrix_path, const ImportedModel& model);
+
+}  // namespace kiln
