@@ -53,7 +53,11 @@ TEST(CApiSpeculative, DraftModelAndLookupGiveTheSameTextWithTheirCounts) {
   r.size = sizeof r;
   EXPECT_EQ(run(s, g, &r), want);
   EXPECT_GT(r.drafted_tokens, 0);
-  EXPECT_GT(r.accepted_tokens, 0);
+  // Which steps draft follows the step times measured as it goes (the adaptive count), so how many
+  // lookup drafts hit varies from run to run; Speculative.GreedyLookupGivesTheSameTextOnTheShippedModel
+  // counts them with a fixed count.
+  EXPECT_LE(r.accepted_tokens, r.drafted_tokens);
+  EXPECT_LE(r.target_steps, plain.target_steps);
   EXPECT_EQ(r.generated_tokens, plain.generated_tokens);
 
   // A result struct from before the counts: nothing is written past its size.
