@@ -121,7 +121,7 @@ std::string same_length_range(const std::string& lo, const std::string& hi) {
   if (lo == hi) return literal(lo);
   const std::string lo_rest = lo.substr(1), hi_rest = hi.substr(1);
   auto cls = [](char a, char b) { return a == b ? literal(std::string(1, a)) : std::string("[") + a + "-" + b + "]"; };
-  auto any = [n](size_t k) { return k == 0 ? std::string() : " [0-9]" + repeat_suffix(static_cast<int>(k), static_cast<int>(k)); };
+  auto any = [](size_t k) { return k == 0 ? std::string() : " [0-9]" + repeat_suffix(static_cast<int>(k), static_cast<int>(k)); };
   if (lo_rest == std::string(n - 1, '0') && hi_rest == std::string(n - 1, '9')) return cls(lo[0], hi[0]) + any(n - 1);
   if (lo[0] == hi[0]) return literal(std::string(1, lo[0])) + " (" + same_length_range(lo_rest, hi_rest) + ")";
   std::string out = literal(std::string(1, lo[0])) + " (" + same_length_range(lo_rest, std::string(n - 1, '9')) + ")";
