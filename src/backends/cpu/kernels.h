@@ -1,8 +1,9 @@
 // The CPU back end's kernel table: what one instruction set provides. Every entry is written once,
 // as a template over a small SIMD traits type (microkernels.h), and instantiated by one thin file
-// per instruction set (generic.cpp, x86/avx2.cpp, x86/avx512.cpp, arm/neon.cpp, ...); the
-// matrix-unit files (x86/amx.cpp, arm/i8mm.cpp) replace some entries with their own kernels. dispatch.cpp
-// is the one place that picks a table for a set of CPU features.
+// per instruction set (generic.cpp, x86/avx2.cpp, x86/avx512.cpp, arm/neon.cpp, ...) with its
+// matmul parts compiled apart (table_parts.h); the matrix-unit files (x86/amx.cpp, arm/i8mm.cpp)
+// replace some entries with their own kernels. dispatch.cpp is the one place that picks a table
+// for a set of CPU features.
 //
 // Numerics (documented in cpu_backend.h): float schemes and W8A16 multiply f32 activations with
 // f32 weights in f32 (FMA), like the reference, in another summation order; W4A16 rounds each

@@ -1,5 +1,6 @@
-// The CPU kernels, written once over a SIMD traits type S and instantiated by one thin file per
-// instruction set (which defines S and calls fill_table<S>). Include only from those files.
+// The CPU kernels, written once over a SIMD traits type S and instantiated per instruction set:
+// its own thin file (x86/avx2.cpp, ...) calls fill_table_common<S> and the matmul parts
+// (table_parts.h), each in its own generated file. Include only from those files.
 // The kernels live in one header per job (kernel_helpers.h, w4a16_kernels.h, dense_kernels.h,
 // w8a16_kernels.h, kquant_kernels.h, a8_kernels.h, matmul_drivers.h, activation_kernels.h, float_ops.h,
 // attention_kernel.h, product_loop.h); this one fills a table with them.
@@ -41,19 +42,44 @@
 namespace kiln::cpu {
 namespace {
 
-// ---- the table ----
+// ---- the table, in parts ----
+// Each instruction set fills its table from these templates. The matmul parts instantiate the
+// most code (every tile and token count of every scheme's blocks), so each is compiled in its own
+// translation unit per instruction set (table_parts.h; cmake/cpu_table_parts.cmake writes them),
+// and a build spreads them over its cores; the instruction set's own file fills the rest.
 
+// The float schemes and W8A16.
 template <class S>
-void fill_table(KernelTable& t) {
+void fill_float_matmuls(KernelTable& t) {
   t.matmul[static_cast<int>(Scheme::kF32)] = &matmul_dense<S, Scheme::kF32>;
   t.matmul[static_cast<int>(Scheme::kF16)] = &matmul_dense<S, Scheme::kF16>;
   t.matmul[static_cast<int>(Scheme::kBF16)] = &matmul_dense<S, Scheme::kBF16>;
   t.matmul[static_cast<int>(Scheme::kW8A16)] = &matmul_w8a16<S>;
+}
+
+// W4A16, GGML's Q4_K and IQ4_XS among its variants.
+template <class S>
+void fill_w4a16_matmul(KernelTable& t) {
   t.matmul[static_cast<int>(Scheme::kW4A16)] = &matmul_w4a16<S>;
+}
+
+// The int8-activation schemes.
+template <class S>
+void fill_a8_matmuls(KernelTable& t) {
   t.matmul[static_cast<int>(Scheme::kW8A8)] = &matmul_w8a8<S>;
   t.matmul[static_cast<int>(Scheme::kW4A8)] = &matmul_w4a8<S>;
+}
+
+// GGML's other super-block schemes: Q6_K, Q5_K.
+template <class S>
+void fill_superblock_matmuls(KernelTable& t) {
   t.matmul[static_cast<int>(Scheme::kW6A16)] = &matmul_w6a16<S>;
   t.matmul[static_cast<int>(Scheme::kW5A16)] = &matmul_w5a16<S>;
+}
+
+// Everything but the matmuls: the activations' preparation, norms, attention, the product loop.
+template <class S>
+void fill_table_common(KernelTable& t) {
   t.quantize_rows = &quantize_rows<S>;
   static_assert(S::kPrefillNT <= 16, "the back end's scratch holds panels of at most 16 tokens");
   t.panel_tokens = S::kPrefillNT;

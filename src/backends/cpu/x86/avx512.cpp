@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include "backends/cpu/microkernels.h"
+#include "backends/cpu/table_parts.h"
 #include "backends/cpu/x86/avx512_traits.h"
 #include "core/cpu_features.h"
 
@@ -12,7 +13,11 @@ namespace kiln::cpu {
 void fill_avx512(KernelTable& t) {
   t.name = "avx512";
   t.features = kCpuSetAvx512;
-  fill_table<Avx512>(t);
+  fill_table_common<Avx512>(t);
+  fill_avx512_float(t);
+  fill_avx512_w4a16(t);
+  fill_avx512_a8(t);
+  fill_avx512_superblocks(t);
 }
 
 }  // namespace kiln::cpu
