@@ -99,13 +99,31 @@ void ToolCallParser::feed_hermes(std::vector<ToolCallEvent>& out, bool at_end) {
     if (!text.empty()) out.push_back({ToolCallEvent::kContent, 0, std::move(text)});
   };
   while (true) {
+    if (!in_call_ && !decided_ && n_calls_ == 0) {
+      size_t lead = 0;
+      while (lead < buf_.size() && is_space(buf_[lead])) ++lead;
+      if (lead == buf_.size() && !at_end) return;  // only blank so far: nothing told yet
+      std::string name;
+      size_t end = 0;
+      const int m = lead < buf_.size() && buf_[lead] == '{' ? match_call_head(buf_.substr(lead), name, end) : -1;
+      if (m == 0 && !at_end) return;
+      decided_ = true;
+      if (m == 1) {
+        buf_.erase(0, lead);
+        in_call_ = bare_ = true;
+        started_ = args_done_ = in_string_ = escape_ = false;
+        depth_ = 0;
+        continue;
+      }
+    }
     if (!in_call_) {
+      decided_ = true;
       const size_t at = buf_.find(kOpen);
       if (at != std::string::npos) {
         content(buf_.substr(0, at));
         buf_.erase(0, at + kOpen.size());
         in_call_ = true;
-        started_ = args_done_ = in_string_ = escape_ = false;
+        bare_ = started_ = args_done_ = in_string_ = escape_ = false;
         depth_ = 0;
         continue;
       }
@@ -125,13 +143,14 @@ void ToolCallParser::feed_hermes(std::vector<ToolCallEvent>& out, bool at_end) {
         continue;
       }
       // Not the usual shape (or cut short): the whole call once it has closed.
-      const size_t close = buf_.find(kClose);
+      const size_t close = bare_ ? std::string::npos : buf_.find(kClose);
       if (m == 0 && close == std::string::npos && !at_end) return;
       if (m == -1 && close == std::string::npos && !at_end) return;
       const std::string body = buf_.substr(0, close);
       if (!emit_whole_call(trim(body), out))
         out.push_back({ToolCallEvent::kContent, 0,
-                       std::string(kOpen) + body + (close == std::string::npos ? "" : std::string(kClose))});
+                       (bare_ ? std::string() : std::string(kOpen)) + body +
+                           (close == std::string::npos ? "" : std::string(kClose))});
       buf_.erase(0, close == std::string::npos ? buf_.size() : close + kClose.size());
       in_call_ = false;
       if (at_end && buf_.empty()) return;
@@ -182,8 +201,20 @@ void ToolCallParser::feed_hermes(std::vector<ToolCallEvent>& out, bool at_end) {
         return;
       }
     }
-    // After the arguments: nothing counts up to the close.
-    const size_t close = buf_.find(kClose);
+    // After the arguments: nothing counts up to the close (a bare call's: the reply's end; a
+    // tagged call may follow it).
+    if (bare_ && !at_end) {
+      const size_t at = buf_.find(kOpen);
+      if (at == std::string::npos) {
+        buf_.erase(0, buf_.size() - partial_tag(buf_, kOpen));
+        return;
+      }
+      ++n_calls_;
+      in_call_ = bare_ = false;
+      buf_.erase(0, at);
+      continue;
+    }
+    const size_t close = bare_ ? std::string::npos : buf_.find(kClose);
     if (close == std::string::npos && !at_end) {
       // Keep only what may hold the close tag.
       const size_t keep = partial_tag(buf_, kClose);

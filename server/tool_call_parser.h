@@ -2,6 +2,8 @@
 // asks for (kiln_model_info.tool_call_format): "hermes" calls are handed out as they come (the
 // call's name first, then its arguments piece by piece, as OpenAI streams them); "llama3" and
 // "mistral" replies are read whole at the end. Text that is not a well-formed call stays content.
+// As llama.cpp's hermes parser does, a reply that starts with {"name": ..., "arguments": ...}
+// without the tags (small Qwen2.5-Coder models write that) is a call too.
 #pragma once
 
 #include <string>
@@ -34,6 +36,8 @@ class ToolCallParser {
   std::string format_;
   std::string buf_;          // text not yet handed out
   bool in_call_ = false;     // hermes: inside <tool_call>
+  bool bare_ = false;        // hermes: a call without its tags ({"name": ... first in the reply)
+  bool decided_ = false;     // hermes: whether the reply starts with a bare call is known
   bool started_ = false;     // hermes: this call's start was handed out
   bool args_done_ = false;   // hermes: its arguments' value has ended
   size_t scan_ = 0;          // hermes: how far the arguments were scanned in buf_
