@@ -70,7 +70,7 @@ void GenerationJob::start(kiln_session* session, const GenerationRequest& req, i
     gp.stop = stops.empty() ? nullptr : stops.data();
     gp.n_stop = stops.size();
     // Constrained output: a required tool call's grammar, else the response_format's.
-    static const char* const kAnyObject = "{\"type\": \"object\"}";
+    static const char* const kAnyObject = "{\"type\": \"object\", \"additionalProperties\": true}";
     if (!extras.tool_grammar.empty()) gp.grammar = extras.tool_grammar.c_str();
     else if (req.format == ReplyFormat::kGrammar) gp.grammar = req.format_text.c_str();
     else if (req.format == ReplyFormat::kJsonSchema) gp.json_schema = req.format_text.c_str();

@@ -66,7 +66,7 @@ Result<std::string> tool_call_gbnf(ToolCallFormat format, const nlohmann::json& 
     if (!only.empty() && name != only) continue;
     const nlohmann::json params =
         t["function"].contains("parameters") && !t["function"]["parameters"].is_null() ? t["function"]["parameters"]
-                                                                                       : nlohmann::json{{"type", "object"}};
+                                                                                       : nlohmann::json{{"type", "object"}, {"additionalProperties", true}};
     const std::string root = "tool" + std::to_string(i) + "-args";
     auto g = json_schema_to_gbnf(params.dump(), JsonSchemaLimits{}, root);
     if (!g) return g.status().with_context("tools[" + std::to_string(i) + "] (" + name + ").function.parameters");
