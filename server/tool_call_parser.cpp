@@ -103,11 +103,26 @@ void ToolCallParser::feed_hermes(std::vector<ToolCallEvent>& out, bool at_end) {
       size_t lead = 0;
       while (lead < buf_.size() && is_space(buf_[lead])) ++lead;
       if (lead == buf_.size() && !at_end) return;  // only blank so far: nothing told yet
+      // A Markdown fence first (```json, as Qwen2.5-Coder-1.5B writes its call): its line is skipped.
+      if (buf_.compare(lead, 3, "```") == 0 || (buf_.size() - lead < 3 && std::string_view("```").substr(0, buf_.size() - lead) == std::string_view(buf_).substr(lead))) {
+        const size_t eol = buf_.find('\n', lead);
+        if (eol == std::string::npos && !at_end) return;
+        if (eol != std::string::npos) {
+          size_t after = eol + 1;
+          while (after < buf_.size() && is_space(buf_[after])) ++after;
+          if (after == buf_.size() && !at_end) return;
+          std::string name;
+          size_t end = 0;
+          const int m = after < buf_.size() && buf_[after] == '{' ? match_call_head(buf_.substr(after), name, end) : -1;
+          if (m == 0 && !at_end) return;
+          if (m == 1) lead = after;
+        }
+      }
       std::string name;
       size_t end = 0;
       const int m = lead < buf_.size() && buf_[lead] == '{' ? match_call_head(buf_.substr(lead), name, end) : -1;
       if (m == 0 && !at_end) return;
-      decided_ = true;
+      decided_ = true;  // (a fenced call's fence is dropped with the blank before it)
       if (m == 1) {
         buf_.erase(0, lead);
         in_call_ = bare_ = true;

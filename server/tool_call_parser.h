@@ -3,7 +3,7 @@
 // call's name first, then its arguments piece by piece, as OpenAI streams them); "llama3" and
 // "mistral" replies are read whole at the end. Text that is not a well-formed call stays content.
 // As llama.cpp's hermes parser does, a reply that starts with {"name": ..., "arguments": ...}
-// without the tags (small Qwen2.5-Coder models write that) is a call too.
+// without the tags (small Qwen2.5-Coder models write that), or in a ```json fence, is a call too.
 #pragma once
 
 #include <string>

@@ -393,7 +393,7 @@ def test_qwen_tools_round_trip(qwen, stream):
     assert (finish == "stop" and content) or (finish == "tool_calls" and calls), (content, calls, finish)
     # tool_choice required: a call, whatever the question.
     r = cl.chat.completions.create(model="qwen", messages=[{"role": "user", "content": "Tell me a joke."}],
-                                   tools=WEATHER, tool_choice="required", max_tokens=100)
+                                   tools=WEATHER, tool_choice="required", temperature=0, max_tokens=200)
     assert r.choices[0].finish_reason == "tool_calls"
     json.loads(r.choices[0].message.tool_calls[0].function.arguments)
 
@@ -408,3 +408,23 @@ def test_qwen15_tools_round_trip_answers(start_server, stream):
     cl = openai.OpenAI(base_url=srv.base_url, api_key="x", max_retries=0, timeout=900)
     (content, calls, finish), _ = round_trip(cl, "qwen15", stream, system=ANSWER_SYSTEM)
     assert finish == "stop" and not calls and "18" in content, (content, calls)
+
+
+@pytest.mark.skipif(not (QWEN_GGUF.exists() and QWEN15_GGUF.exists()),
+                    reason="the Qwen2.5-Coder GGUFs are not here (scripts/fetch-qwen.sh)")
+def test_qwen_pair_draft_streams_the_plain_text(start_server):
+    """kiln serve --model 1.5B --draft 0.5B: the streamed reply at temperature 0 is the reply of the
+    1.5B served alone, and the draft was used."""
+    plain = start_server("--model", f"q={QWEN15_GGUF}", "--threads", "2", "--parallel", "1", "--ctx", "1024")
+    spec = start_server("--model", f"q={QWEN15_GGUF}", "--draft", str(QWEN_GGUF), "--threads", "2", "--parallel", "1",
+                        "--ctx", "1024")
+    kw = dict(model="q", messages=[{"role": "user", "content": "Write a Python function that adds two numbers."}],
+              temperature=0, max_tokens=48)
+    want = openai.OpenAI(base_url=plain.base_url, api_key="x", max_retries=0, timeout=900) \
+        .chat.completions.create(**kw).choices[0].message.content
+    plain.stop()
+    cl = openai.OpenAI(base_url=spec.base_url, api_key="x", max_retries=0, timeout=900)
+    content, _, _ = streamed(cl, **kw)
+    assert content == want
+    r = requests.post(spec.base_url + "/chat/completions", json=kw, timeout=900).json()
+    assert r["choices"][0]["message"]["content"] == want and r["timings"]["draft_n"] > 0, r["timings"]
