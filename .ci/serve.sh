@@ -7,6 +7,6 @@ test -x build/release/kiln || { echo "build/release/kiln is missing: run the rel
 venv=build/serve-venv
 if [ ! -x "$venv/bin/pytest" ]; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet openai requests pytest selenium
+  "$venv/bin/pip" install --quiet openai requests pytest selenium jsonschema
 fi
 "$venv/bin/pytest" -q tests/server "$@"

@@ -6,10 +6,11 @@
 
 namespace kiln::server {
 
-GenerationJob::GenerationJob(kiln_session* session, const GenerationRequest& req, int max_tokens, int ctx_limit)
+GenerationJob::GenerationJob(kiln_session* session, const GenerationRequest& req, int max_tokens, int ctx_limit,
+                             const JobExtras& extras)
     : session_(session), max_tokens_(max_tokens), ctx_limit_(ctx_limit) {
   result_.size = sizeof result_;
-  start(session, req, max_tokens);
+  start(session, req, max_tokens, extras);
 }
 
 GenerationJob::~GenerationJob() {
@@ -50,7 +51,7 @@ int GenerationJob::on_token(void* self, const char* text, size_t len, const int3
   return job->cancelled_.load() ? 1 : 0;
 }
 
-void GenerationJob::start(kiln_session* session, const GenerationRequest& req, int max_tokens) {
+void GenerationJob::start(kiln_session* session, const GenerationRequest& req, int max_tokens, const JobExtras& extras) {
   kiln_sampling_params sp = kiln_sampling_default_params();
   if (req.temperature) sp.temperature = static_cast<float>(*req.temperature);
   if (req.top_p) sp.top_p = static_cast<float>(*req.top_p);
@@ -68,11 +69,22 @@ void GenerationJob::start(kiln_session* session, const GenerationRequest& req, i
     gp.max_tokens = max_tokens;
     gp.stop = stops.empty() ? nullptr : stops.data();
     gp.n_stop = stops.size();
+    // Constrained output: a required tool call's grammar, else the response_format's.
+    static const char* const kAnyObject = "{\"type\": \"object\", \"additionalProperties\": true}";
+    if (!extras.tool_grammar.empty()) gp.grammar = extras.tool_grammar.c_str();
+    else if (req.format == ReplyFormat::kGrammar) gp.grammar = req.format_text.c_str();
+    else if (req.format == ReplyFormat::kJsonSchema) gp.json_schema = req.format_text.c_str();
+    else if (req.format == ReplyFormat::kJsonObject) gp.json_schema = kAnyObject;
+    gp.draft_model = extras.draft;
+    gp.lookup_ngram = extras.draft != nullptr ? 0 : req.lookup;
+    gp.draft_max = req.draft_max;
     done_.fn = &GenerationJob::on_done;
     done_.user_data = this;
     gp.on_done = &done_;
     std::lock_guard<std::mutex> lock(mu_);  // job_ is set before on_done can read finished_ with it
-    if (req.chat) {
+    if (req.chat && !req.chat_json.empty()) {
+      st = kiln_session_chat_json_async(session, req.chat_json.c_str(), &gp, &GenerationJob::on_token, this, &job_);
+    } else if (req.chat) {
       std::vector<kiln_message> ms;
       for (const ChatMessage& m : req.messages) ms.push_back(kiln_message{m.role.c_str(), m.content.c_str()});
       st = kiln_session_chat_async(session, ms.data(), ms.size(), &gp, &GenerationJob::on_token, this, &job_);

@@ -14,12 +14,20 @@
 
 namespace kiln::server {
 
+// What the server adds to a request: the grammar of a required tool call (GBNF; it takes the
+// place of the request's response_format) and the draft model of kiln serve --draft.
+struct JobExtras {
+  std::string tool_grammar;
+  kiln_model* draft = nullptr;
+};
+
 class GenerationJob {
  public:
   // Starts generating `req` on `session` (sampling set from the request first). `ctx_limit` > 0:
   // a prompt whose tokens plus `max_tokens` exceed it is refused (overflow_prompt()) before any
   // text is handed over; the prompt's length is only known once the runtime has read it.
-  GenerationJob(kiln_session* session, const GenerationRequest& req, int max_tokens, int ctx_limit = 0);
+  GenerationJob(kiln_session* session, const GenerationRequest& req, int max_tokens, int ctx_limit = 0,
+                const JobExtras& extras = JobExtras{});
   ~GenerationJob();  // cancels and waits for the job
   GenerationJob(const GenerationJob&) = delete;
   GenerationJob& operator=(const GenerationJob&) = delete;
@@ -44,7 +52,7 @@ class GenerationJob {
   static int on_token(void* self, const char* text, size_t len, const int32_t* ids, size_t n_ids);
   static void on_done(void* self, kiln_status status, const kiln_generate_result* result, const char* error);
   // Sets the request's sampling and starts the job; a failure finishes the job at once.
-  void start(kiln_session* session, const GenerationRequest& req, int max_tokens);
+  void start(kiln_session* session, const GenerationRequest& req, int max_tokens, const JobExtras& extras);
   void finish(kiln_status status, const kiln_generate_result* result, const std::string& error);
 
   std::mutex mu_;

@@ -28,11 +28,25 @@ json usage_json(const Usage& u) {
 }
 
 json timings_json(const Usage& u) {
-  return {{"prompt_n", u.prompt_tokens},
-          {"cache_n", u.cached_tokens},
-          {"predicted_n", u.completion_tokens},
-          {"ttft_ms", u.ttft_ms},
-          {"predicted_per_second", u.tokens_per_second}};
+  json t = {{"prompt_n", u.prompt_tokens},
+            {"cache_n", u.cached_tokens},
+            {"predicted_n", u.completion_tokens},
+            {"ttft_ms", u.ttft_ms},
+            {"predicted_per_second", u.tokens_per_second}};
+  // llama-server's names for speculative decoding's counts, when it ran.
+  if (u.drafted_tokens > 0) {
+    t["draft_n"] = u.drafted_tokens;
+    t["draft_n_accepted"] = u.accepted_tokens;
+  }
+  return t;
+}
+
+std::string new_tool_call_id() {
+  static const uint64_t base = std::random_device{}() * 0xC2B2AE3D27D4EB4Full;
+  static std::atomic<uint64_t> counter{0};
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "call_%016llx", static_cast<unsigned long long>(base + counter.fetch_add(1)));
+  return buf;
 }
 
 ResponseId new_response_id(bool chat, const std::string& model) {
@@ -50,9 +64,13 @@ ResponseId new_response_id(bool chat, const std::string& model) {
 }
 
 json completion_body(const ResponseId& id, bool chat, const std::string& text, const std::string& finish_reason,
-                     const Usage& usage) {
+                     const Usage& usage, const json* tool_calls) {
   json choice = {{"index", 0}, {"finish_reason", finish_reason}};
-  if (chat) {
+  if (chat && tool_calls != nullptr && !tool_calls->empty()) {
+    choice["message"] = {{"role", "assistant"}, {"content", text.empty() ? json(nullptr) : json(text)},
+                         {"tool_calls", *tool_calls}};
+    choice["logprobs"] = nullptr;
+  } else if (chat) {
     choice["message"] = {{"role", "assistant"}, {"content", text}};
     choice["logprobs"] = nullptr;
   } else {
@@ -83,6 +101,17 @@ json chunk_body(const ResponseId& id, bool chat, const std::string* role, const 
   }
   return {{"id", id.id},
           {"object", chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", id.created},
+          {"model", id.model},
+          {"system_fingerprint", nullptr},
+          {"choices", json::array({choice})}};
+}
+
+json tool_call_chunk_body(const ResponseId& id, const json& tool_call_delta) {
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+  choice["delta"] = {{"tool_calls", json::array({tool_call_delta})}};
+  return {{"id", id.id},
+          {"object", "chat.completion.chunk"},
           {"created", id.created},
           {"model", id.model},
           {"system_fingerprint", nullptr},

@@ -19,6 +19,7 @@ struct Usage {
   // KV cache, the time to the first token, the decode speed.
   int cached_tokens = 0;
   double ttft_ms = 0, tokens_per_second = 0;
+  int drafted_tokens = 0, accepted_tokens = 0;  // speculative decoding
 };
 nlohmann::json usage_json(const Usage& u);
 nlohmann::json timings_json(const Usage& u);
@@ -31,9 +32,16 @@ struct ResponseId {
 };
 ResponseId new_response_id(bool chat, const std::string& model);
 
-// finish_reason is "stop" or "length".
+// finish_reason is "stop", "length" or "tool_calls". `tool_calls` (chat; null or empty: none): the
+// message's calls [{"id", "type": "function", "function": {"name", "arguments"}}]; its content is
+// then null when `text` is empty.
 nlohmann::json completion_body(const ResponseId& id, bool chat, const std::string& text, const std::string& finish_reason,
-                               const Usage& usage);
+                               const Usage& usage, const nlohmann::json* tool_calls = nullptr);
+// A chat stream chunk whose delta is one tool call's part: {"index", "id", "type", "function":
+// {"name", "arguments": ""}} first, then {"index", "function": {"arguments": more}}.
+nlohmann::json tool_call_chunk_body(const ResponseId& id, const nlohmann::json& tool_call_delta);
+// "call_" and 16 hex digits, unique within the process.
+std::string new_tool_call_id();
 // A stream chunk: the first chat chunk carries the role; `finish_reason` empty: null.
 nlohmann::json chunk_body(const ResponseId& id, bool chat, const std::string* role, const std::string& text,
                           const std::string& finish_reason);

@@ -2,6 +2,7 @@
 // names the field; fields this server does not know are ignored, as OpenAI's own server does.
 #include "server/request_parser.h"
 
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -111,19 +112,12 @@ std::optional<ApiError> refuse_unsupported(const json& j, bool chat) {
     if (auto e = read_int(j.at("best_of"), "best_of", 1, std::numeric_limits<int32_t>::max(), n)) return e;
     if (n != 1) return bad("best_of", "'best_of' must be 1: this server returns one choice per request");
   }
-  for (const char* key : {"tools", "functions"}) {
-    if (present(j, key) && !(j.at(key).is_array() && j.at(key).empty()))
-      return bad(key, std::string("'") + key + "' is not supported: this server does not implement tool calling");
-  }
-  if (present(j, "tool_choice") && !(j.at("tool_choice").is_string() && j.at("tool_choice") == "none"))
-    return bad("tool_choice", "'tool_choice' is not supported: this server does not implement tool calling");
-  if (present(j, "response_format")) {
-    const json& rf = j.at("response_format");
-    if (!rf.is_object() || !rf.contains("type") || !rf.at("type").is_string())
-      return bad("response_format", "'response_format' must be an object with a 'type'");
-    if (rf.at("type") != "text")
-      return bad("response_format", "'response_format' of type '" + rf.at("type").get<std::string>() +
-                                        "' is not supported: this server does not implement constrained decoding");
+  // The legacy functions API; tools are read by read_tools (chat only).
+  if (present(j, "functions") && !(j.at("functions").is_array() && j.at("functions").empty()))
+    return bad("functions", "'functions' (the legacy API) is not supported: use 'tools'");
+  if (!chat) {
+    for (const char* key : {"tools", "tool_choice"})
+      if (present(j, key)) return bad(key, std::string("'") + key + "' is only supported by /v1/chat/completions");
   }
   if (chat) {
     if (present(j, "logprobs") && !(j.at("logprobs").is_boolean() && !j.at("logprobs").get<bool>()))
@@ -133,6 +127,71 @@ std::optional<ApiError> refuse_unsupported(const json& j, bool chat) {
   }
   if (present(j, "top_logprobs")) return bad("top_logprobs", "'top_logprobs' is not supported by this server");
   if (present(j, "suffix")) return bad("suffix", "'suffix' (insertion) is not supported by this server");
+  return std::nullopt;
+}
+
+// A JSON value as text for the C API (valid UTF-8: the parser refused anything else).
+std::string json_text(const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// response_format {"type": "text" | "json_object" | "json_schema", ...} and llama-server's
+// top-level "grammar" (GBNF text); at most one of the two constrains the reply.
+std::optional<ApiError> read_format(const json& j, GenerationRequest& r) {
+  if (present(j, "response_format")) {
+    const json& rf = j.at("response_format");
+    if (!rf.is_object() || !rf.contains("type") || !rf.at("type").is_string())
+      return bad("response_format", "'response_format' must be an object with a 'type'");
+    const std::string type = rf.at("type").get<std::string>();
+    if (type == "json_object") {
+      r.format = ReplyFormat::kJsonObject;
+      // llama-server's extension: {"type": "json_object", "schema": {...}}.
+      if (present(rf, "schema")) {
+        if (!rf.at("schema").is_object() && !rf.at("schema").is_boolean())
+          return bad("response_format.schema", "'response_format.schema' must be a JSON Schema (an object)");
+        r.format = ReplyFormat::kJsonSchema;
+        r.format_text = json_text(rf.at("schema"));
+      }
+    } else if (type == "json_schema") {
+      if (!present(rf, "json_schema") || !rf.at("json_schema").is_object())
+        return bad("response_format.json_schema", "'response_format.json_schema' must be an object {name, schema, strict}");
+      const json& js = rf.at("json_schema");
+      if (present(js, "name") && !js.at("name").is_string())
+        return bad("response_format.json_schema.name", "'response_format.json_schema.name' must be a string");
+      if (present(js, "strict") && !js.at("strict").is_boolean())
+        return bad("response_format.json_schema.strict", "'response_format.json_schema.strict' must be true or false");
+      if (!present(js, "schema")) {
+        r.format = ReplyFormat::kJsonObject;  // OpenAI's schema is optional: any JSON object then
+      } else {
+        if (!js.at("schema").is_object() && !js.at("schema").is_boolean())
+          return bad("response_format.json_schema.schema",
+                     "'response_format.json_schema.schema' must be a JSON Schema (an object)");
+        r.format = ReplyFormat::kJsonSchema;
+        r.format_text = json_text(js.at("schema"));
+      }
+    } else if (type != "text") {
+      return bad("response_format.type",
+                 "'response_format.type' must be 'text', 'json_object' or 'json_schema', not '" + type + "'");
+    }
+  }
+  if (present(j, "grammar")) {
+    if (r.format != ReplyFormat::kText)
+      return bad("grammar", "give 'grammar' or a JSON 'response_format', not both");
+    if (auto e = read_text(j.at("grammar"), "grammar", r.format_text)) return e;
+    r.format = ReplyFormat::kGrammar;
+  }
+  return std::nullopt;
+}
+
+// llama-server's speculative fields and kiln's per-request prompt lookup.
+std::optional<ApiError> read_speculative(const json& j, GenerationRequest& r) {
+  int64_t n = 0;
+  if (present(j, "lookup")) {
+    if (auto e = read_int(j.at("lookup"), "lookup", 0, 16, n)) return e;
+    r.lookup = static_cast<int>(n);
+  }
+  if (present(j, "speculative.n_max")) {
+    if (auto e = read_int(j.at("speculative.n_max"), "speculative.n_max", 0, 64, n)) return e;
+    r.draft_max = static_cast<int>(n);
+  }
   return std::nullopt;
 }
 
@@ -188,6 +247,8 @@ std::optional<ApiError> read_common(const json& j, bool chat, const ParseLimits&
     r.seed = static_cast<uint64_t>(s);
   }
   if (auto e = read_stop(j, limits, r.stop)) return e;
+  if (auto e = read_format(j, r)) return e;
+  if (auto e = read_speculative(j, r)) return e;
   if (present(j, "user")) {
     std::string user;
     if (auto e = read_text(j.at("user"), "user", user)) return e;
@@ -212,6 +273,113 @@ std::optional<ApiError> read_content(const json& v, const std::string& param, st
   return std::nullopt;
 }
 
+// OpenAI's function names: letters, digits, '_' and '-', at most 64.
+bool valid_function_name(const std::string& s) {
+  if (s.empty() || s.size() > 64) return false;
+  for (unsigned char c : s)
+    if (!std::isalnum(c) && c != '_' && c != '-') return false;
+  return true;
+}
+
+// "tools": [{"type": "function", "function": {"name", "description", "parameters", "strict"}}],
+// "tool_choice", "parallel_tool_calls".
+std::optional<ApiError> read_tools(const json& j, GenerationRequest& r) {
+  json tools = json::array();
+  if (present(j, "tools")) {
+    const json& ts = j.at("tools");
+    if (!ts.is_array()) return bad("tools", "'tools' must be an array");
+    if (ts.size() > 128) return bad("tools", "'tools' holds " + std::to_string(ts.size()) + " tools; at most 128 are allowed");
+    for (size_t i = 0; i < ts.size(); ++i) {
+      const std::string at = "tools[" + std::to_string(i) + "]";
+      const json& t = ts[i];
+      if (!t.is_object() || !t.contains("type") || t.at("type") != "function")
+        return bad(at + ".type", "'" + at + ".type' must be 'function'");
+      if (!present(t, "function") || !t.at("function").is_object())
+        return bad(at + ".function", "'" + at + ".function' must be an object");
+      const json& f = t.at("function");
+      if (!present(f, "name") || !f.at("name").is_string() || !valid_function_name(f.at("name").get<std::string>()))
+        return bad(at + ".function.name",
+                   "'" + at + ".function.name' must be 1 to 64 letters, digits, underscores or dashes");
+      const std::string name = f.at("name").get<std::string>();
+      for (const std::string& n : r.tool_names)
+        if (n == name) return bad(at + ".function.name", "the function '" + name + "' is given twice");
+      if (present(f, "description") && !f.at("description").is_string())
+        return bad(at + ".function.description", "'" + at + ".function.description' must be a string");
+      if (present(f, "parameters") && !f.at("parameters").is_object())
+        return bad(at + ".function.parameters", "'" + at + ".function.parameters' must be a JSON Schema (an object)");
+      if (present(f, "strict") && !f.at("strict").is_boolean())
+        return bad(at + ".function.strict", "'" + at + ".function.strict' must be true or false");
+      r.tool_names.push_back(name);
+      json fn = {{"name", name}};
+      if (present(f, "description")) fn["description"] = f.at("description");
+      if (present(f, "parameters")) fn["parameters"] = f.at("parameters");
+      tools.push_back({{"type", "function"}, {"function", fn}});
+    }
+    if (!tools.empty()) r.tools_json = json_text(tools);
+  }
+  if (present(j, "tool_choice")) {
+    const json& tc = j.at("tool_choice");
+    if (tc.is_string()) {
+      const std::string c = tc.get<std::string>();
+      if (c == "auto") r.tool_choice = ToolChoice::kAuto;
+      else if (c == "none") r.tool_choice = ToolChoice::kNone;
+      else if (c == "required") r.tool_choice = ToolChoice::kRequired;
+      else return bad("tool_choice", "'tool_choice' must be 'auto', 'none', 'required' or {\"type\": \"function\", ...}");
+    } else if (tc.is_object() && tc.contains("type") && tc.at("type") == "function" && present(tc, "function") &&
+               tc.at("function").is_object() && present(tc.at("function"), "name") &&
+               tc.at("function").at("name").is_string()) {
+      r.tool_choice = ToolChoice::kFunction;
+      r.tool_choice_name = tc.at("function").at("name").get<std::string>();
+      bool known = false;
+      for (const std::string& n : r.tool_names) known = known || n == r.tool_choice_name;
+      if (!known)
+        return bad("tool_choice", "'tool_choice' names the function '" + r.tool_choice_name + "', which 'tools' does not hold");
+    } else {
+      return bad("tool_choice",
+                 "'tool_choice' must be 'auto', 'none', 'required' or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    }
+    if (r.tool_choice != ToolChoice::kNone && r.tool_choice != ToolChoice::kAuto && r.tools_json.empty())
+      return bad("tool_choice", "'tool_choice' asks for a tool call but 'tools' is empty");
+  }
+  if (auto e = read_bool(j, "parallel_tool_calls", r.parallel_tool_calls)) return e;
+  return std::nullopt;
+}
+
+// An assistant message's "tool_calls": [{"id", "type": "function", "function": {"name",
+// "arguments"}}]; arguments as OpenAI sends them, JSON text (an object is taken as well).
+std::optional<ApiError> read_tool_calls(const json& v, const std::string& at, json& out) {
+  if (!v.is_array()) return bad(at, "'" + at + "' must be an array");
+  out = json::array();
+  for (size_t k = 0; k < v.size(); ++k) {
+    const std::string cat = at + "[" + std::to_string(k) + "]";
+    const json& c = v[k];
+    if (!c.is_object() || !present(c, "function") || !c.at("function").is_object())
+      return bad(cat + ".function", "'" + cat + ".function' must be an object");
+    const json& f = c.at("function");
+    if (!present(f, "name") || !f.at("name").is_string()) return bad(cat + ".function.name", "'" + cat + ".function.name' must be a string");
+    json args = json::object();
+    if (present(f, "arguments")) {
+      if (f.at("arguments").is_string()) {
+        const std::string& text = f.at("arguments").get_ref<const std::string&>();
+        args = json::parse(text, nullptr, false);
+        if (args.is_discarded())
+          return bad(cat + ".function.arguments", "'" + cat + ".function.arguments' is not JSON text");
+      } else if (f.at("arguments").is_object()) {
+        args = f.at("arguments");
+      } else {
+        return bad(cat + ".function.arguments", "'" + cat + ".function.arguments' must be a string of JSON");
+      }
+    }
+    json call = {{"type", "function"}, {"function", {{"name", f.at("name")}, {"arguments", json_text(args)}}}};
+    if (present(c, "id")) {
+      if (!c.at("id").is_string()) return bad(cat + ".id", "'" + cat + ".id' must be a string");
+      call["id"] = c.at("id");
+    }
+    out.push_back(std::move(call));
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::variant<GenerationRequest, ApiError> parse_chat_request(std::string_view body, const ParseLimits& limits) {
@@ -223,6 +391,9 @@ std::variant<GenerationRequest, ApiError> parse_chat_request(std::string_view bo
   if (!present(j, "messages")) return bad("messages", "'messages' is required");
   const json& ms = j.at("messages");
   if (!ms.is_array() || ms.empty()) return bad("messages", "'messages' must be a non-empty array");
+  if (auto e = read_tools(j, r)) return *e;
+  json conv = json::array();  // the messages for kiln_session_chat_json
+  bool tool_turns = false;
   for (size_t i = 0; i < ms.size(); ++i) {
     const std::string at = "messages[" + std::to_string(i) + "]";
     const json& m = ms[i];
@@ -232,13 +403,48 @@ std::variant<GenerationRequest, ApiError> parse_chat_request(std::string_view bo
     cm.role = m.at("role").get<std::string>();
     // "developer" is OpenAI's newer name for the system role.
     if (cm.role == "developer") cm.role = "system";
-    if (cm.role != "system" && cm.role != "user" && cm.role != "assistant")
-      return bad(at + ".role", "'" + at + ".role' must be 'system', 'developer', 'user' or 'assistant'" +
-                                   (cm.role == "tool" ? " (tool calling is not implemented)" : ""));
-    if (present(m, "tool_calls")) return bad(at + ".tool_calls", "tool calling is not implemented");
-    if (!present(m, "content")) return bad(at + ".content", "'" + at + ".content' is required");
-    if (auto e = read_content(m.at("content"), at + ".content", cm.content)) return *e;
+    if (cm.role != "system" && cm.role != "user" && cm.role != "assistant" && cm.role != "tool")
+      return bad(at + ".role", "'" + at + ".role' must be 'system', 'developer', 'user', 'assistant' or 'tool'");
+    json out = {{"role", cm.role}};
+    json calls;
+    if (present(m, "tool_calls")) {
+      if (cm.role != "assistant") return bad(at + ".tool_calls", "only an assistant message has 'tool_calls'");
+      if (auto e = read_tool_calls(m.at("tool_calls"), at + ".tool_calls", calls)) return *e;
+      if (!calls.empty()) {
+        out["tool_calls"] = calls;
+        cm.tool_calls = json_text(calls);
+        tool_turns = true;
+      }
+    }
+    if (cm.role == "tool") {
+      tool_turns = true;
+      if (present(m, "tool_call_id")) {
+        std::string id;
+        if (auto e = read_text(m.at("tool_call_id"), at + ".tool_call_id", id)) return *e;
+        out["tool_call_id"] = id;
+      }
+    }
+    if (present(m, "name")) {
+      std::string name;
+      if (auto e = read_text(m.at("name"), at + ".name", name)) return *e;
+      out["name"] = name;
+    }
+    // An assistant's message that calls tools may have no content.
+    if (!present(m, "content")) {
+      if (cm.tool_calls.empty()) return bad(at + ".content", "'" + at + ".content' is required");
+    } else if (auto e = read_content(m.at("content"), at + ".content", cm.content)) {
+      return *e;
+    }
+    out["content"] = cm.content;
+    conv.push_back(std::move(out));
     r.messages.push_back(std::move(cm));
+  }
+  if (!r.tools_json.empty() || tool_turns) {
+    json req = {{"messages", conv}};
+    // tool_choice none too: the template still shows the tools (the conversation may hold calls
+    // to them); the reply is then not read for calls.
+    if (!r.tools_json.empty()) req["tools"] = json::parse(r.tools_json);
+    r.chat_json = json_text(req);
   }
   return r;
 }

@@ -22,9 +22,19 @@ struct ApiError {
 };
 
 struct ChatMessage {
-  std::string role;  // "system", "user", "assistant"
+  std::string role;  // "system", "user", "assistant", "tool"
   std::string content;
+  std::string tool_calls;  // an assistant's calls as JSON text (for the slot's cache key); empty: none
 };
+
+// What the reply must be: free text, any JSON object (response_format json_object), JSON valid
+// against a schema (json_schema, or json_object with llama-server's "schema"), or text a GBNF
+// grammar allows (llama-server's "grammar" field).
+enum class ReplyFormat { kText, kJsonObject, kJsonSchema, kGrammar };
+
+// tool_choice: "auto" (the model chooses), "none", "required" (a call to some tool), or a named
+// function ("function", tool_choice_name).
+enum class ToolChoice { kAuto, kNone, kRequired, kFunction };
 
 // POST /v1/chat/completions (messages) or POST /v1/completions (prompt).
 struct GenerationRequest {
@@ -45,6 +55,21 @@ struct GenerationRequest {
   std::optional<int> repeat_last_n;         // llama.cpp server's: -1 every token, 0 off
   std::vector<std::string> stop;
   bool echo = false;                  // /v1/completions: the prompt first
+  ReplyFormat format = ReplyFormat::kText;
+  std::string format_text;            // the schema's JSON text or the GBNF text
+  // Tool calling (chat): the tools array's JSON text (empty: no tools), their names, the choice.
+  std::string tools_json;
+  std::vector<std::string> tool_names;
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  std::string tool_choice_name;
+  bool parallel_tool_calls = true;
+  // The conversation for kiln_session_chat_json when it holds tools, tool calls or tool turns:
+  // {"messages": [...], "tools": [...]}; empty: the plain messages above are enough.
+  std::string chat_json;
+  // Speculative decoding per request: prompt lookup's n-gram (0: off; kiln's "lookup") and the
+  // most tokens drafted per step (llama-server's "speculative.n_max"; 0: the default).
+  int lookup = 0;
+  int draft_max = 0;
 };
 
 // POST /tokenize {"content", "add_special", "parse_special", "with_pieces"} (llama-server's shape).

@@ -24,6 +24,7 @@
 #include "server/openai_format.h"
 #include "server/request_parser.h"
 #include "server/slot_pool.h"
+#include "server/tool_call_parser.h"
 
 namespace kiln::server {
 
@@ -38,6 +39,8 @@ struct ServedModel {
   int n_ctx = 0;
   int64_t created = 0;
   std::unique_ptr<SlotPool> pool;
+  std::string tool_format;  // kiln_model_info.tool_call_format: "" when its template shows none
+  kiln_model* draft = nullptr;  // kiln serve --draft, when its vocabulary is this model's
 };
 
 // Equal-length compare of every byte, so the time does not tell how much of a guess was right.
@@ -70,11 +73,35 @@ void send_error(httplib::Response& res, const ApiError& e) {
 void send_json(httplib::Response& res, const json& j) { res.set_content(dump(j), "application/json"); }
 
 Usage usage_of(const kiln_generate_result& g) {
-  return Usage{g.prompt_tokens, g.generated_tokens, g.reused_tokens, g.time_to_first_token_ms, g.decode_tokens_per_second};
+  return Usage{g.prompt_tokens,           g.generated_tokens,          g.reused_tokens, g.time_to_first_token_ms,
+               g.decode_tokens_per_second, g.drafted_tokens, g.accepted_tokens};
 }
 
-std::string finish_reason(kiln_stop_reason r) {
-  return r == KILN_STOP_LENGTH || r == KILN_STOP_CONTEXT_FULL ? "length" : "stop";
+// A reply's tool calls for the message, and the chunk deltas a stream sends them as.
+struct ToolCallsOut {
+  json calls = json::array();
+  std::string content;
+  // One event as the stream's chunk (null: nothing to send), recording it for the message too.
+  json on_event(const ResponseId& id, const ToolCallEvent& e) {
+    if (e.kind == ToolCallEvent::kContent) {
+      content += e.text;
+      return nullptr;  // the caller sends content as a content chunk
+    }
+    if (e.kind == ToolCallEvent::kCallStart) {
+      const std::string call_id = new_tool_call_id();
+      calls.push_back({{"id", call_id}, {"type", "function"}, {"function", {{"name", e.text}, {"arguments", ""}}}});
+      return tool_call_chunk_body(
+          id, {{"index", e.index}, {"id", call_id}, {"type", "function"}, {"function", {{"name", e.text}, {"arguments", ""}}}});
+    }
+    if (e.index < 0 || static_cast<size_t>(e.index) >= calls.size()) return nullptr;
+    calls[e.index]["function"]["arguments"] = calls[e.index]["function"]["arguments"].get<std::string>() + e.text;
+    return tool_call_chunk_body(id, {{"index", e.index}, {"function", {{"arguments", e.text}}}});
+  }
+};
+
+std::string finish_reason(kiln_stop_reason r, int tool_calls = 0) {
+  if (r == KILN_STOP_LENGTH || r == KILN_STOP_CONTEXT_FULL) return "length";
+  return tool_calls > 0 ? "tool_calls" : "stop";
 }
 
 // A failure of the C API, as the HTTP status and error object it means for the client.
@@ -187,6 +214,7 @@ class Server {
   kiln_runtime* rt_ = nullptr;
   std::vector<kiln_model*> loaded_;
   std::vector<std::unique_ptr<ServedModel>> models_;
+  kiln_model* draft_ = nullptr;  // --draft: in loaded_ too
   Metrics metrics_;
   httplib::Server http_;
 };
@@ -231,10 +259,36 @@ bool Server::load() {
     m->n_ctx = ss.n_ctx;
     m->created = new_response_id(false, "").created;
     m->pool = std::make_unique<SlotPool>(std::move(sessions), opt_.queue);
+    m->tool_format = m->info.tool_call_format;
     std::fprintf(stderr, "kiln serve: model '%s' (%s, %s, %s) ctx %d, %d slots%s\n", m->name.c_str(), spec.path.c_str(),
                  m->info.arch, m->info.scheme, m->n_ctx, opt_.parallel,
                  m->info.has_chat_template ? ", chat template" : ", no chat template (completions only)");
     models_.push_back(std::move(m));
+  }
+  if (!opt_.draft.empty()) {
+    if (kiln_model_load(rt_, opt_.draft.c_str(), nullptr, &draft_) != KILN_OK) {
+      std::fprintf(stderr, "kiln: error: --draft %s: %s\n", opt_.draft.c_str(), kiln_last_error());
+      return false;
+    }
+    loaded_.push_back(draft_);
+    kiln_model_info di{};
+    di.size = sizeof di;
+    kiln_model_info_get(draft_, &di);
+    // It drafts for the models of its vocabulary's size (the runtime checks every token at the
+    // first request); a draft that fits none is an error.
+    std::string names;
+    for (auto& m : models_)
+      if (m->info.vocab_size == di.vocab_size) {
+        m->draft = draft_;
+        names += (names.empty() ? "'" : ", '") + m->name + "'";
+      }
+    if (names.empty()) {
+      std::fprintf(stderr, "kiln: error: --draft %s: its vocabulary has %d tokens, no served model's has as many\n",
+                   opt_.draft.c_str(), di.vocab_size);
+      return false;
+    }
+    std::fprintf(stderr, "kiln serve: draft model %s (%s, %s) for %s\n", opt_.draft.c_str(), di.arch, di.scheme,
+                 names.c_str());
   }
   return true;
 }
@@ -293,8 +347,41 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
     return send_error(res, api_error(400, "the model '" + m->name + "' has no chat template; use /v1/completions",
                                      "invalid_request_error", "model"));
   }
+  // Tool calling: a required call (or a named one) is held to a grammar of the model's call syntax;
+  // the reply's calls are parsed out of its text (when the template shows a syntax kiln knows).
+  const bool use_tools = chat && !r.tools_json.empty() && r.tool_choice != ToolChoice::kNone;
+  JobExtras extras;
+  extras.draft = m->draft;
+  if (r.draft_max == 0) r.draft_max = opt_.draft_max;
+  if (use_tools && (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kFunction)) {
+    if (m->tool_format.empty()) {
+      metrics_.record_rejected(m->name, 400);
+      return send_error(res, api_error(400,
+                                       "the chat template of '" + m->name +
+                                           "' shows no tool-call syntax kiln knows (hermes <tool_call>, Llama 3 JSON, "
+                                           "Mistral [TOOL_CALLS]), so a tool call cannot be required",
+                                       "invalid_request_error", "tool_choice"));
+    }
+    const char* only = r.tool_choice == ToolChoice::kFunction ? r.tool_choice_name.c_str() : nullptr;
+    // A named function is one call to it; "required" is one call or more unless parallel_tool_calls is false.
+    const int32_t parallel = r.parallel_tool_calls && only == nullptr ? 1 : 0;
+    size_t len = 0;
+    kiln_status st = kiln_tool_call_grammar(m->model, r.tools_json.c_str(), only, parallel, nullptr, 0, &len);
+    if (st == KILN_E_BUFFER_TOO_SMALL) {
+      extras.tool_grammar.resize(len + 1);
+      st = kiln_tool_call_grammar(m->model, r.tools_json.c_str(), only, parallel, extras.tool_grammar.data(),
+                                  extras.tool_grammar.size(), &len);
+      extras.tool_grammar.resize(len);
+    }
+    if (st != KILN_OK) {
+      metrics_.record_rejected(m->name, 400);
+      return send_error(res, api_error(400, kiln_last_error(), "invalid_request_error", "tools"));
+    }
+  }
+  const std::string tool_format = use_tools ? m->tool_format : std::string();
+
   std::vector<std::pair<std::string, std::string>> turns;
-  for (const ChatMessage& cm : r.messages) turns.emplace_back(cm.role, cm.content);
+  for (const ChatMessage& cm : r.messages) turns.emplace_back(cm.role, cm.content + cm.tool_calls);
   const std::string key = chat ? prefix_key_for_chat(turns) : prefix_key_for_prompt(r.prompt);
 
   const std::optional<int> slot = m->pool->acquire(key);
@@ -310,7 +397,8 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
   // prompt (checked once the runtime has counted the prompt, before any text goes out) and
   // --max-tokens (checked by the parser); none given is the rest of the context, at most --max-tokens.
   const int max_tokens = r.max_tokens > 0 ? r.max_tokens : std::min(opt_.max_tokens, m->n_ctx);
-  auto job = std::make_shared<GenerationJob>(m->pool->session(*slot), r, max_tokens, r.max_tokens > 0 ? m->n_ctx : 0);
+  auto job =
+      std::make_shared<GenerationJob>(m->pool->session(*slot), r, max_tokens, r.max_tokens > 0 ? m->n_ctx : 0, extras);
   const ResponseId id = new_response_id(chat, m->name);
 
   // Ends the request: the slot goes back with what its cache now holds, the metrics count it.
@@ -358,7 +446,14 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
     std::string t;
     while (job->next(t)) {
     }
-    const ApiError e = from_status(job->status(), job->error(), chat);
+    ApiError e = from_status(job->status(), job->error(), chat);
+    // A schema or grammar the runtime refused: the field that gave it.
+    if (job->status() == KILN_E_INVALID_ARGUMENT && e.param.empty()) {
+      if (!extras.tool_grammar.empty()) e.param = "tools";
+      else if (r.format == ReplyFormat::kGrammar) e.param = "grammar";
+      else if (r.format != ReplyFormat::kText && job->error().find("json schema") != std::string::npos)
+        e.param = "response_format";
+    }
     finish("", false);
     return send_error(res, e);
   }
@@ -374,6 +469,14 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
     finish(r.echo ? text.substr(r.prompt.size()) : text, false);
     t_log.prompt = g.prompt_tokens;
     t_log.completion = g.generated_tokens;
+    if (!tool_format.empty()) {
+      ToolCallParser parser(tool_format);
+      ToolCallsOut out;
+      for (const ToolCallEvent& e : parser.feed(text)) out.on_event(id, e);
+      for (const ToolCallEvent& e : parser.finish()) out.on_event(id, e);
+      return send_json(res, completion_body(id, chat, out.content, finish_reason(g.stop_reason, parser.calls()),
+                                            usage_of(g), &out.calls));
+    }
     return send_json(res, completion_body(id, chat, text, finish_reason(g.stop_reason),
                                           usage_of(g)));
   }
@@ -385,6 +488,8 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
     bool done = false;
   };
   auto state = std::make_shared<StreamState>();
+  auto parser = tool_format.empty() ? nullptr : std::make_shared<ToolCallParser>(tool_format);
+  auto calls = std::make_shared<ToolCallsOut>();
   // The stream's line is printed at its end (the releaser below), after httplib's logger ran.
   t_log.deferred = true;
   const AccessLog log_start = t_log;
@@ -392,7 +497,7 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [job, state, id, chat, r](size_t, httplib::DataSink& sink) {
+      [job, state, id, chat, r, parser, calls](size_t, httplib::DataSink& sink) {
         auto send = [&](const std::string& event) {
           if (state->client_gone) return false;
           if (!sink.is_writable() || !sink.write(event.data(), event.size())) {
@@ -408,17 +513,32 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
         } else if (r.echo && !send(sse_event(chunk_body(id, chat, nullptr, r.prompt, "")))) {
           return false;
         }
+        // With tools, the text goes through the call parser: content as content, calls as deltas.
+        auto send_events = [&](const std::vector<ToolCallEvent>& events) {
+          for (const ToolCallEvent& e : events) {
+            const json c = e.kind == ToolCallEvent::kContent ? chunk_body(id, chat, nullptr, e.text, "")
+                                                             : calls->on_event(id, e);
+            if (!c.is_null() && !send(sse_event(c))) return false;
+          }
+          return true;
+        };
         std::string piece;
         while (job->next(piece)) {
           state->text += piece;
-          if (!send(sse_event(chunk_body(id, chat, nullptr, piece, "")))) return false;
+          if (parser) {
+            if (!send_events(parser->feed(piece))) return false;
+          } else if (!send(sse_event(chunk_body(id, chat, nullptr, piece, "")))) {
+            return false;
+          }
         }
+        if (parser && !send_events(parser->finish())) return false;
         const kiln_generate_result& g = job->result();
         if (job->status() != KILN_OK) {
           // Headers are gone already: the error travels as an event, as OpenAI's stream does.
           send(sse_event(error_body(from_status(job->status(), job->error(), chat))));
         } else {
-          if (!send(sse_event(chunk_body(id, chat, nullptr, "", finish_reason(g.stop_reason))))) return false;
+          const int n_calls = parser ? parser->calls() : 0;
+          if (!send(sse_event(chunk_body(id, chat, nullptr, "", finish_reason(g.stop_reason, n_calls))))) return false;
           if (r.include_usage &&
               !send(sse_event(usage_chunk_body(id, chat, usage_of(g)))))
             return false;

@@ -25,6 +25,8 @@ struct ServeOptions {
   int max_tokens = 4096;           // the most max_tokens a request may ask for
   size_t max_body_bytes = 4u << 20;
   int kv_f16 = 0;
+  std::string draft;               // a draft model's path for speculative decoding; empty: none
+  int draft_max = 0;               // tokens drafted per step at most (0: the runtime's default)
 };
 
 // Loads the models, listens, serves until SIGINT/SIGTERM. Prints "listening on http://HOST:PORT"

@@ -67,6 +67,11 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-tokens", c->o.max_tokens, "the largest max_tokens a request may ask for (more: a 400); also the cap of a reply without one")->check(at_least(1));
   cmd->add_option("--max-body", c->o.max_body_bytes, "the largest request body in bytes")->check(at_least(1));
   add_kv_type_flag(cmd, c->kv_type);
+  cmd->add_option("--draft", c->o.draft,
+                  "a draft model (same vocabulary) for speculative decoding of every request; "
+                  "without one a request may ask for prompt lookup ('lookup': N)");
+  cmd->add_option("--draft-max", c->o.draft_max, "tokens drafted per step at most (0: 8; a request's 'speculative.n_max' wins)")
+      ->check(between(0, 64));
   cmd->callback([c, &exit_code] { exit_code = serve(*c); });
 }
 

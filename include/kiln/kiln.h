@@ -210,8 +210,21 @@ typedef struct kiln_model_info {
   double conformance_kl;       /* mean KL(f32 || compiled) of the next-token distributions, nats */
   double conformance_ppl_reference;  /* the f32 program's perplexity on the text */
   double conformance_ppl;      /* the compiled program's */
+  /* The syntax the chat template asks the model to write tool calls in: "hermes" (Qwen2.5/3:
+   * <tool_call>{"name", "arguments"}</tool_call>), "llama3" ({"name", "parameters"}), "mistral"
+   * ([TOOL_CALLS][{"name", "arguments"}]); "" when it shows none or there is no template. */
+  char tool_call_format[16];
 } kiln_model_info;
 KILN_API kiln_status kiln_model_info_get(const kiln_model* model, kiln_model_info* out);
+
+/* GBNF (for kiln_generate_params.grammar) that makes the model call a tool in its template's
+ * syntax (kiln_model_info.tool_call_format), with arguments valid against the tool's parameters
+ * schema: one of `tools_json` (OpenAI's tools array, [{"type": "function", "function": {"name",
+ * "parameters"}}]), only the one named `function_name` when not NULL; `parallel` non-zero: one
+ * call or more. Written as kiln_detokenize writes (`len` gets the bytes needed). A template with
+ * no tool-call syntax, or an unsupported schema keyword: KILN_E_INVALID_ARGUMENT naming it. */
+KILN_API kiln_status kiln_tool_call_grammar(const kiln_model* model, const char* tools_json, const char* function_name,
+                                            int32_t parallel, char* buf, size_t capacity, size_t* len);
 
 /* Token ids of `text` (len bytes, valid UTF-8). flags: KILN_TOKENIZE_ADD_BOS adds BOS where the
  * vocabulary has one; KILN_TOKENIZE_PARSE_SPECIAL reads special tokens' text as those tokens.
@@ -365,6 +378,17 @@ KILN_API kiln_status kiln_session_chat(kiln_session* session, const kiln_message
                                        const kiln_generate_params* params, kiln_token_fn on_token, void* user_data,
                                        kiln_generate_result* out);
 
+/* kiln_session_chat with the conversation as an OpenAI chat request holds it, for tool calling:
+ * `request_json` is a JSON object {"messages": [...], "tools": [...]} ("tools" optional, passed to
+ * the template as apply_chat_template(tools=...) passes them). A message: "role" (system, user,
+ * assistant, tool), "content" (a string; null or absent: empty), an assistant's "tool_calls"
+ * ([{"id", "type": "function", "function": {"name", "arguments"}}]; arguments a JSON object or
+ * its text, given to the template as an object, as Hugging Face's templates expect), a tool
+ * message's "tool_call_id" and "name". A malformed request: KILN_E_INVALID_ARGUMENT naming it. */
+KILN_API kiln_status kiln_session_chat_json(kiln_session* session, const char* request_json,
+                                            const kiln_generate_params* params, kiln_token_fn on_token, void* user_data,
+                                            kiln_generate_result* out);
+
 /* kiln_session_generate and kiln_session_chat on one of the runtime's job threads: the call
  * returns at once with a job (`out`, not NULL) whose token callbacks run on that thread. The
  * runtime keeps its job threads and hands each call to an idle one (it adds one when none is
@@ -378,6 +402,9 @@ KILN_API kiln_status kiln_session_generate_async(kiln_session* session, const ch
 KILN_API kiln_status kiln_session_chat_async(kiln_session* session, const kiln_message* messages, size_t n_messages,
                                              const kiln_generate_params* params, kiln_token_fn on_token,
                                              void* user_data, kiln_job** out);
+KILN_API kiln_status kiln_session_chat_json_async(kiln_session* session, const char* request_json,
+                                                  const kiln_generate_params* params, kiln_token_fn on_token,
+                                                  void* user_data, kiln_job** out);
 /* Waits for the job, fills `out` (NULL: not filled) and returns the job's status, with its message
  * in kiln_last_error() on failure. A model load job has no result: `out` is left as it is. */
 KILN_API kiln_status kiln_job_result(kiln_job* job, struct kiln_generate_result* out);

@@ -8,6 +8,7 @@
 #include "core/cpu_features.h"
 #include "core/utf8.h"
 #include "engine/defaults.h"
+#include "engine/tool_calls.h"
 
 using namespace kiln;
 using namespace kiln::capi;
@@ -274,7 +275,33 @@ KILN_API kiln_status kiln_model_info_get(const kiln_model* model, kiln_model_inf
       r.conformance_ppl_reference = t.ppl_reference;
       r.conformance_ppl = t.ppl_quantized;
     }
+    if (m.opened().chat) copy(r.tool_call_format, sizeof r.tool_call_format,
+                              tool_call_format_name(tool_call_format_of(m.opened().chat->source)));
     write_sized(out, r);
+    return ok();
+  });
+}
+
+KILN_API kiln_status kiln_tool_call_grammar(const kiln_model* model, const char* tools_json, const char* function_name,
+                                            int32_t parallel, char* buf, size_t capacity, size_t* len) {
+  return guarded("kiln_tool_call_grammar", [&] {
+    const char* what = "kiln_tool_call_grammar";
+    if (!check_handle(model, HandleKind::kModel, what)) return KILN_E_INVALID_ARGUMENT;
+    if (tools_json == nullptr) return fail(KILN_E_INVALID_ARGUMENT, "kiln_tool_call_grammar: tools_json is NULL");
+    if (len == nullptr) return fail(KILN_E_INVALID_ARGUMENT, "kiln_tool_call_grammar: len is NULL");
+    if (buf == nullptr && capacity > 0) return fail(KILN_E_INVALID_ARGUMENT, "kiln_tool_call_grammar: buf is NULL");
+    const auto& chat = model->model->opened().chat;
+    if (!chat) return fail(KILN_E_INVALID_ARGUMENT, "kiln_tool_call_grammar: the model has no chat template");
+    const nlohmann::json tools = nlohmann::json::parse(tools_json, nullptr, false);
+    if (tools.is_discarded()) return fail(KILN_E_INVALID_ARGUMENT, "kiln_tool_call_grammar: tools_json is not JSON");
+    auto g = tool_call_gbnf(tool_call_format_of(chat->source), tools, function_name ? function_name : "", parallel != 0);
+    if (!g) return fail(g.status().with_context(what));
+    *len = g->size();
+    if (g->size() > capacity)
+      return fail(KILN_E_BUFFER_TOO_SMALL, "kiln_tool_call_grammar: " + std::to_string(g->size()) +
+                                               " bytes do not fit a buffer of " + std::to_string(capacity));
+    std::memcpy(buf, g->data(), g->size());
+    if (g->size() < capacity) buf[g->size()] = '\0';
     return ok();
   });
 }

@@ -159,8 +159,73 @@ bool read_sampling(const kiln_sampling_params* in, kiln_sampling_params& out, co
 
 // One turn, text or conversation, on the engine's session.
 Result<GenerationStats> run_turn(RuntimeSession& s, const std::string* prompt, const nlohmann::ordered_json* messages,
-                                 const TurnOptions& turn, const PieceSink& sink) {
-  return prompt != nullptr ? s.generate(*prompt, turn, sink) : s.chat(*messages, turn, sink);
+                                 const TurnOptions& turn, const PieceSink& sink,
+                                 const nlohmann::ordered_json& tools = nlohmann::ordered_json()) {
+  return prompt != nullptr ? s.generate(*prompt, turn, sink) : s.chat(*messages, turn, sink, tools);
+}
+
+// A kiln_session_chat_json request: its messages as the templates take them (content a string,
+// a tool call's arguments an object) and its tools; false (the error set) when it is malformed.
+// (The JSON parser refuses text that is not UTF-8.)
+bool read_chat_json(const char* request_json, nlohmann::ordered_json& conv, nlohmann::ordered_json& tools,
+                    const char* what) {
+  using OJson = nlohmann::ordered_json;
+  auto bad = [&](const std::string& m) {
+    fail(KILN_E_INVALID_ARGUMENT, std::string(what) + ": " + m);
+    return false;
+  };
+  if (request_json == nullptr) return bad("request_json is NULL");
+  const OJson req = OJson::parse(request_json, nullptr, false);
+  if (req.is_discarded() || !req.is_object()) return bad("request_json is not a JSON object");
+  if (!req.contains("messages") || !req["messages"].is_array() || req["messages"].empty())
+    return bad("'messages' must be a non-empty array");
+  tools = OJson();
+  if (req.contains("tools") && !req["tools"].is_null()) {
+    if (!req["tools"].is_array()) return bad("'tools' must be an array");
+    if (!req["tools"].empty()) tools = req["tools"];
+  }
+  conv = OJson::array();
+  const OJson& ms = req["messages"];
+  for (size_t i = 0; i < ms.size(); ++i) {
+    const std::string at = "messages[" + std::to_string(i) + "]";
+    const OJson& m = ms[i];
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) return bad(at + ": no role");
+    OJson out = OJson::object();
+    out["role"] = m["role"];
+    if (!m.contains("content") || m["content"].is_null()) out["content"] = "";
+    else if (m["content"].is_string()) out["content"] = m["content"];
+    else return bad(at + ".content must be a string or null");
+    for (const char* key : {"tool_call_id", "name"}) {
+      if (!m.contains(key) || m[key].is_null()) continue;
+      if (!m[key].is_string()) return bad(at + "." + key + " must be a string");
+      out[key] = m[key];
+    }
+    if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
+      if (!m["tool_calls"].is_array()) return bad(at + ".tool_calls must be an array");
+      OJson calls = OJson::array();
+      for (size_t k = 0; k < m["tool_calls"].size(); ++k) {
+        const std::string cat = at + ".tool_calls[" + std::to_string(k) + "]";
+        const OJson& c = m["tool_calls"][k];
+        if (!c.is_object() || !c.contains("function") || !c["function"].is_object()) return bad(cat + ": no function");
+        const OJson& f = c["function"];
+        if (!f.contains("name") || !f["name"].is_string()) return bad(cat + ".function.name must be a string");
+        OJson args = OJson::object();
+        if (f.contains("arguments") && f["arguments"].is_string()) {
+          const std::string& text = f["arguments"].get_ref<const std::string&>();
+          args = OJson::parse(text, nullptr, false);
+          if (args.is_discarded()) return bad(cat + ".function.arguments is not JSON");
+        } else if (f.contains("arguments") && !f["arguments"].is_null()) {
+          args = f["arguments"];
+        }
+        OJson call = {{"type", "function"}, {"function", {{"name", f["name"]}, {"arguments", args}}}};
+        if (c.contains("id") && c["id"].is_string()) call["id"] = c["id"];
+        calls.push_back(std::move(call));
+      }
+      out["tool_calls"] = std::move(calls);
+    }
+    conv.push_back(std::move(out));
+  }
+  return true;
 }
 
 // A kiln_session_chat's messages as the engine takes them; false (the error set) when one is bad.
@@ -189,7 +254,7 @@ bool read_messages(const kiln_message* messages, size_t n_messages, nlohmann::or
 // A generation on the runtime's job threads: the arguments are copied now, the turn runs later.
 kiln_status start_turn(kiln_session* session, std::optional<std::string> prompt, nlohmann::ordered_json messages,
                        const kiln_generate_params& p, TurnOptions turn, kiln_token_fn on_token, void* user_data,
-                       kiln_job** out, const char* what) {
+                       kiln_job** out, const char* what, nlohmann::ordered_json tools = nlohmann::ordered_json()) {
   auto* job = new kiln_job();
   job->session = session->session;
   // The job's cancel reaches the turn at its next prefill chunk or token even when it comes before
@@ -204,10 +269,10 @@ kiln_status start_turn(kiln_session* session, std::optional<std::string> prompt,
   kiln_job_done* on_done = p.on_done;
   start_job(*s->model()->runtime(), job,
             [job, s, prompt = std::move(prompt), messages = std::move(messages), turn = std::move(turn),
-             sink = std::move(sink), on_done, what] {
+             sink = std::move(sink), on_done, what, tools = std::move(tools)] {
               const kiln_status st = guarded(what, [&] {
                 if (job->cancel.load()) return fail(KILN_E_CANCELLED, std::string(what) + ": cancelled");
-                auto r = run_turn(*s, prompt ? &*prompt : nullptr, &messages, turn, sink);
+                auto r = run_turn(*s, prompt ? &*prompt : nullptr, &messages, turn, sink, tools);
                 if (r && job->cancel.load() && r->stop == StopReason::kCallback) r->stop = StopReason::kCancelled;
                 job->result.size = sizeof job->result;
                 job->has_result = static_cast<bool>(r);
@@ -360,6 +425,36 @@ KILN_API kiln_status kiln_session_chat_async(kiln_session* session, const kiln_m
     if (!read_messages(messages, n_messages, conv, "kiln_session_chat_async")) return KILN_E_INVALID_ARGUMENT;
     return start_turn(session, std::nullopt, std::move(conv), p, std::move(turn), on_token, user_data, out,
                       "kiln_session_chat_async");
+  });
+}
+
+KILN_API kiln_status kiln_session_chat_json(kiln_session* session, const char* request_json,
+                                            const kiln_generate_params* params, kiln_token_fn on_token, void* user_data,
+                                            kiln_generate_result* out) {
+  return guarded("kiln_session_chat_json", [&] {
+    kiln_generate_params p;
+    TurnOptions turn;
+    if (!turn_args(session, params, p, turn, "kiln_session_chat_json")) return KILN_E_INVALID_ARGUMENT;
+    nlohmann::ordered_json conv, tools;
+    if (!read_chat_json(request_json, conv, tools, "kiln_session_chat_json")) return KILN_E_INVALID_ARGUMENT;
+    auto r = run_turn(*session->session, nullptr, &conv, turn, sink_for(on_token, user_data), tools);
+    return finish(r, out, "kiln_session_chat_json");
+  });
+}
+
+KILN_API kiln_status kiln_session_chat_json_async(kiln_session* session, const char* request_json,
+                                                  const kiln_generate_params* params, kiln_token_fn on_token,
+                                                  void* user_data, kiln_job** out) {
+  return guarded("kiln_session_chat_json_async", [&] {
+    if (out == nullptr) return fail(KILN_E_INVALID_ARGUMENT, "kiln_session_chat_json_async: out is NULL");
+    *out = nullptr;
+    kiln_generate_params p;
+    TurnOptions turn;
+    if (!turn_args(session, params, p, turn, "kiln_session_chat_json_async")) return KILN_E_INVALID_ARGUMENT;
+    nlohmann::ordered_json conv, tools;
+    if (!read_chat_json(request_json, conv, tools, "kiln_session_chat_json_async")) return KILN_E_INVALID_ARGUMENT;
+    return start_turn(session, std::nullopt, std::move(conv), p, std::move(turn), on_token, user_data, out,
+                      "kiln_session_chat_json_async", std::move(tools));
   });
 }
 

@@ -379,7 +379,7 @@ Result<GenerationStats> RuntimeSession::generate_tokens(std::span<const int> pro
 }
 
 Result<GenerationStats> RuntimeSession::chat(const nlohmann::ordered_json& messages, const TurnOptions& turn,
-                                             const PieceSink& sink) {
+                                             const PieceSink& sink, const nlohmann::ordered_json& tools) {
   KILN_RETURN_IF_ERROR(enter());
   const Held held{this};
   cancel_.store(false);
@@ -388,7 +388,7 @@ Result<GenerationStats> RuntimeSession::chat(const nlohmann::ordered_json& messa
     KILN_ASSIGN_OR_RETURN(ChatFormat f, ChatFormat::create(model_->tokenizer(), tpl));
     chat_.emplace(std::move(f));
   }
-  KILN_ASSIGN_OR_RETURN(std::vector<int> ids, chat_->encode(messages));
+  KILN_ASSIGN_OR_RETURN(std::vector<int> ids, chat_->encode(messages, tools));
   if (static_cast<int64_t>(ids.size()) >= n_ctx_)
     return context_full("chat: the conversation is " + std::to_string(ids.size()) +
                         " tokens, more than the context of " + std::to_string(n_ctx_) +

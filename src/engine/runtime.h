@@ -185,8 +185,10 @@ class RuntimeSession : private Evictable {
   // The same from tokens the caller encoded (kiln run: a prompt's bytes as given, BOS as it chose);
   // a prompt that fills the context is taken (its one next token), one longer refused.
   Result<GenerationStats> generate_tokens(std::span<const int> prompt, const TurnOptions& turn, const PieceSink& sink);
-  // The reply to a whole conversation through the model's chat template.
-  Result<GenerationStats> chat(const nlohmann::ordered_json& messages, const TurnOptions& turn, const PieceSink& sink);
+  // The reply to a whole conversation through the model's chat template; `tools` (null: none) as
+  // apply_chat_template(tools=...) passes them to it.
+  Result<GenerationStats> chat(const nlohmann::ordered_json& messages, const TurnOptions& turn, const PieceSink& sink,
+                               const nlohmann::ordered_json& tools = nlohmann::ordered_json());
   // The template and extra variables (apply_chat_template's **kwargs: {"enable_thinking": false})
   // of the next chat calls; until then the model's own template and none.
   Status use_chat_template(const ModelChatTemplate& tpl, const nlohmann::ordered_json& kwargs);

@@ -169,12 +169,12 @@ class SchemaConverter {
  public:
   SchemaConverter(const Json& root, const JsonSchemaLimits& limits) : root_(root), limits_(limits) {}
 
-  Result<std::string> convert() {
-    KILN_ASSIGN_OR_RETURN(std::string top, visit(root_, "root", "", 0));
-    if (top != "root") rules_["root"] = top;
-    std::string out = "root ::= " + rules_["root"] + "\n";
+  Result<std::string> convert(const std::string& root_rule) {
+    KILN_ASSIGN_OR_RETURN(std::string top, visit(root_, root_rule, "", 0));
+    if (top != root_rule) rules_[root_rule] = top;
+    std::string out = root_rule + " ::= " + rules_[root_rule] + "\n";
     for (const auto& [name, body] : rules_)
-      if (name != "root") out += name + " ::= " + body + "\n";
+      if (name != root_rule) out += name + " ::= " + body + "\n";
     return out;
   }
 
@@ -720,7 +720,12 @@ int json_depth(std::string_view text) {
 
 }  // namespace
 
-Result<std::string> json_schema_to_gbnf(std::string_view schema_json, const JsonSchemaLimits& limits) {
+Result<std::string> json_schema_to_gbnf(std::string_view schema_json, const JsonSchemaLimits& limits,
+                                        std::string_view root_rule) {
+  if (root_rule.empty() || !std::all_of(root_rule.begin(), root_rule.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '-';
+      }))
+    return invalid_argument("json schema: the root rule's name must be letters, digits and '-'");
   if (schema_json.size() > limits.max_bytes)
     return invalid_argument("json schema: " + std::to_string(schema_json.size()) + " bytes, more than the limit of " +
                             std::to_string(limits.max_bytes));
@@ -728,7 +733,7 @@ Result<std::string> json_schema_to_gbnf(std::string_view schema_json, const Json
     return invalid_argument("json schema: nested deeper than " + std::to_string(limits.max_depth * 4) + " — the limit");
   const Json schema = Json::parse(schema_json.begin(), schema_json.end(), nullptr, false);
   if (schema.is_discarded()) return invalid_argument("json schema: the text is not JSON");
-  return SchemaConverter(schema, limits).convert();
+  return SchemaConverter(schema, limits).convert(std::string(root_rule));
 }
 
 std::string json_object_gbnf() {

@@ -26,7 +26,11 @@ struct JsonSchemaLimits {
   int max_count = 1000;         // minItems / maxItems / minLength / maxLength
 };
 
-Result<std::string> json_schema_to_gbnf(std::string_view schema_json, const JsonSchemaLimits& limits = JsonSchemaLimits{});
+// `root_rule` names the rule of the whole value (another name lets a caller embed the grammar in
+// its own: a tool call's arguments inside the model's call syntax); the others are named after
+// the schema's paths and the base rules (value, object, string, ...).
+Result<std::string> json_schema_to_gbnf(std::string_view schema_json, const JsonSchemaLimits& limits = JsonSchemaLimits{},
+                                        std::string_view root_rule = "root");
 
 // Any JSON value (OpenAI's json_object mode: an object at the top).
 std::string json_object_gbnf();

@@ -21,20 +21,21 @@ Result<ChatFormat> ChatFormat::create(const Tokenizer& tokenizer, const ModelCha
   return f;
 }
 
-Result<std::string> ChatFormat::render(const OJson& messages) const {
+Result<std::string> ChatFormat::render(const OJson& messages, const OJson& tools) const {
   ChatRequest req;
   req.messages = messages;
+  if (!tools.is_null() && !tools.empty()) req.tools = tools;
   req.add_generation_prompt = true;
   req.kwargs = kwargs_;
   req.special_tokens = special_tokens_;
   return template_.render(req);
 }
 
-Result<std::vector<int>> ChatFormat::encode(const OJson& messages) const {
+Result<std::vector<int>> ChatFormat::encode(const OJson& messages, const OJson& tools) const {
   if (!messages.is_array()) return invalid_argument("chat: the conversation must be a list of messages");
-  KILN_ASSIGN_OR_RETURN(std::string text, render(messages));
+  KILN_ASSIGN_OR_RETURN(std::string text, render(messages, tools));
   EncodeOptions eo;
-  KILN_ASSIGN_OR_RETURN(eo.plain_ranges, plain_content_ranges(messages, text));
+  KILN_ASSIGN_OR_RETURN(eo.plain_ranges, plain_content_ranges(messages, tools, text));
   KILN_ASSIGN_OR_RETURN(std::vector<int> ids, tokenizer_->encode(text, eo));
   if (ids.empty()) return invalid_argument("chat: the template rendered an empty prompt");
   return ids;
@@ -83,6 +84,7 @@ std::vector<std::string> content_forms(const std::string& c) {
 // `text`, which places the content exactly. A template that changes content beyond stripping it,
 // or branches on it, cannot be followed: that is an error, never a silent turn marker.
 Result<std::vector<std::pair<size_t, size_t>>> ChatFormat::plain_content_ranges(const OJson& messages,
+                                                                                 const OJson& tools,
                                                                                  const std::string& text) const {
   std::vector<std::pair<size_t, size_t>> ranges;
   OJson marked = messages;
@@ -108,7 +110,7 @@ Result<std::vector<std::pair<size_t, size_t>>> ChatFormat::plain_content_ranges(
                             " holds the text of a special token, and the chat template changes or branches on "
                             "content in a way kiln cannot follow, so it cannot keep that text from acting as a token");
   };
-  KILN_ASSIGN_OR_RETURN(std::string skeleton, render(marked));
+  KILN_ASSIGN_OR_RETURN(std::string skeleton, render(marked, tools));
   // The template's text: before the first placeholder, between each two, after the last.
   std::vector<std::string_view> pieces;
   size_t from = 0;

@@ -253,6 +253,9 @@ jobject new_stats(JNIEnv* env, const kiln_generate_result& r) {
   f.set_double("timeToFirstTokenMs", r.time_to_first_token_ms);
   f.set_double("prefillTokensPerSecond", r.prefill_tokens_per_second);
   f.set_double("decodeTokensPerSecond", r.decode_tokens_per_second);
+  f.set_int("draftedTokens", r.drafted_tokens);
+  f.set_int("acceptedTokens", r.accepted_tokens);
+  f.set_int("targetSteps", r.target_steps);
   if (!f.ok()) {
     env->DeleteLocalRef(o);
     return nullptr;

@@ -49,6 +49,7 @@ struct Turn {
   bool chat = false;
   std::string prompt;
   std::vector<std::string> roles, contents, stop;
+  std::string grammar, json_schema;
   kiln_generate_params params = kiln_generate_default_params();
   std::vector<const char*> stop_ptrs;
   std::vector<kiln_message> messages;
@@ -63,6 +64,9 @@ struct Turn {
     params.max_tokens = f.get_int("maxTokens");
     params.add_bos = f.get_int("addBos");
     params.parse_special = f.get_boolean("parseSpecial") == JNI_TRUE ? 1 : 0;
+    params.lookup_ngram = f.get_int("lookupNgram");
+    params.draft_max = f.get_int("draftMax");
+    params.draft_model = ptr<kiln_model>(f.get_long("draftHandle"));
     if (!f.ok()) return false;
     auto bytes = [&](const char* name, std::string& out, const char* what) {
       auto a = static_cast<jbyteArray>(f.get_object(name, "[B"));
@@ -78,6 +82,19 @@ struct Turn {
     };
     if (!bytes("prompt", prompt, "the prompt") || !arrays("roles", roles, "a message's role") ||
         !arrays("contents", contents, "a message's content") || !arrays("stop", stop, "a stop string"))
+      return false;
+    // A grammar or schema given (null: none; an empty one is passed on for the C API to refuse).
+    auto optional_bytes = [&](const char* name, std::string& out, const char*& param, const char* what) {
+      auto a = static_cast<jbyteArray>(f.get_object(name, "[B"));
+      if (!f.ok()) return false;
+      if (a == nullptr) return true;
+      const bool ok = read_bytes(env, a, out, what);
+      env->DeleteLocalRef(a);
+      param = out.c_str();
+      return ok;
+    };
+    if (!optional_bytes("grammar", grammar, params.grammar, "the grammar") ||
+        !optional_bytes("jsonSchema", json_schema, params.json_schema, "the JSON schema"))
       return false;
     for (const std::string& s : stop) stop_ptrs.push_back(s.c_str());
     params.stop = stop_ptrs.empty() ? nullptr : stop_ptrs.data();

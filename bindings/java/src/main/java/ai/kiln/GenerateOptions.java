@@ -10,6 +10,11 @@ public final class GenerateOptions {
   List<String> stop = new ArrayList<>();
   int addBos;  // kiln_generate_params.add_bos: -1 the model's rule, 0 no, 1 yes
   boolean parseSpecial;
+  String grammar;       // kiln_generate_params.grammar: GBNF; null: none
+  String jsonSchema;    // kiln_generate_params.json_schema; null: none
+  KilnModel draftModel; // kiln_generate_params.draft_model; null: none
+  int lookupNgram;      // kiln_generate_params.lookup_ngram; 0: off
+  int draftMax;         // kiln_generate_params.draft_max; 0: the runtime's default
 
   public GenerateOptions() {
     Native.check();
@@ -38,6 +43,66 @@ public final class GenerateOptions {
   public GenerateOptions parseSpecial(boolean p) {
     parseSpecial = p;
     return this;
+  }
+
+  /**
+   * Constrained output: the reply is text this GBNF grammar (llama.cpp's format, root ::= ...)
+   * allows; null: none. A grammar that does not parse is a KilnException INVALID_ARGUMENT at the
+   * call, naming its line and column. At most one of grammar and jsonSchema.
+   */
+  public GenerateOptions grammar(String gbnf) {
+    grammar = gbnf;
+    return this;
+  }
+
+  /**
+   * Constrained output: the reply is JSON valid against this JSON Schema (its text); null: none. An
+   * unsupported keyword is a KilnException INVALID_ARGUMENT naming it.
+   */
+  public GenerateOptions jsonSchema(String schema) {
+    jsonSchema = schema;
+    return this;
+  }
+
+  /**
+   * Speculative decoding with a draft model: a smaller model of the same vocabulary, on the same
+   * runtime; null: none. Greedy text is the text without; sampling keeps the model's distribution.
+   */
+  public GenerateOptions draftModel(KilnModel model) {
+    draftModel = model;
+    return this;
+  }
+
+  /** Speculative decoding by prompt lookup (no draft model): drafts what followed the last n tokens earlier; 0: off. */
+  public GenerateOptions lookupNgram(int n) {
+    lookupNgram = n;
+    return this;
+  }
+
+  /** The most tokens drafted per step (the count adapts below it); 0: the runtime's default (8). */
+  public GenerateOptions draftMax(int n) {
+    draftMax = n;
+    return this;
+  }
+
+  public String grammar() {
+    return grammar;
+  }
+
+  public String jsonSchema() {
+    return jsonSchema;
+  }
+
+  public KilnModel draftModel() {
+    return draftModel;
+  }
+
+  public int lookupNgram() {
+    return lookupNgram;
+  }
+
+  public int draftMax() {
+    return draftMax;
   }
 
   public int maxTokens() {

@@ -12,6 +12,10 @@ public final class GenerationStats {
   public final double timeToFirstTokenMs;
   public final double prefillTokensPerSecond;
   public final double decodeTokensPerSecond;
+  /** Speculative decoding: tokens drafted, of them accepted, and the model's steps after the prompt. */
+  public final int draftedTokens;
+  public final int acceptedTokens;
+  public final int targetSteps;
 
   /** Filled field by field by JNI (kiln_generate_result), never read by position. */
   private GenerationStats() {
@@ -22,6 +26,9 @@ public final class GenerationStats {
     timeToFirstTokenMs = 0;
     prefillTokensPerSecond = 0;
     decodeTokensPerSecond = 0;
+    draftedTokens = 0;
+    acceptedTokens = 0;
+    targetSteps = 0;
   }
 
   /**
@@ -32,6 +39,7 @@ public final class GenerationStats {
   public String toString() {
     return String.format(Locale.ROOT, "%d tokens (%s), prompt %d (%d reused), first after %.1f ms, prefill %.1f tok/s, decode %.1f tok/s",
         generatedTokens, stopReason, promptTokens, reusedTokens, timeToFirstTokenMs, prefillTokensPerSecond,
-        decodeTokensPerSecond);
+        decodeTokensPerSecond) + (draftedTokens > 0 ? String.format(Locale.ROOT, ", drafted %d (%d accepted) in %d steps",
+        draftedTokens, acceptedTokens, targetSteps) : "");
   }
 }

@@ -115,6 +115,15 @@ public final class KilnModel implements AutoCloseable {
     }
   }
 
+  /** The handle for a call that uses this model as another's draft; release with {@link #releaseHandle()}. */
+  long acquireHandle() {
+    return ref.acquire();
+  }
+
+  void releaseHandle() {
+    ref.release();
+  }
+
   public ModelInfo info() {
     long h = ref.acquire();
     try {

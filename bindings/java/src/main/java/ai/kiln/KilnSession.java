@@ -277,7 +277,12 @@ public final class KilnSession implements AutoCloseable {
   private void start(TokenSink sink) {
     long h = ref.acquire();
     try {
-      sink.started(Native.sessionStartAsync(h, sink.request, sink));
+      acquireDraft(sink.request);
+      try {
+        sink.started(Native.sessionStartAsync(h, sink.request, sink));
+      } finally {
+        releaseDraft(sink.request);
+      }
     } finally {
       ref.release();
     }
@@ -351,11 +356,31 @@ public final class KilnSession implements AutoCloseable {
   private String run(Request request) {
     long h = acquireIdle();
     try {
-      String text = Native.sessionRun(h, request);
-      lastStats = request.stats;
-      return text;
+      acquireDraft(request);
+      try {
+        String text = Native.sessionRun(h, request);
+        lastStats = request.stats;
+        return text;
+      } finally {
+        releaseDraft(request);
+      }
     } finally {
       ref.release();
+    }
+  }
+
+  // The draft model's handle is held while the native call reads it; kiln keeps its own reference
+  // to the model for the session's draft (an async call's too), so closing it later is safe.
+  private static void acquireDraft(Request request) {
+    if (request.draftModel != null) {
+      request.draftHandle = request.draftModel.acquireHandle();
+    }
+  }
+
+  private static void releaseDraft(Request request) {
+    if (request.draftHandle != 0) {
+      request.draftHandle = 0;
+      request.draftModel.releaseHandle();
     }
   }
 }

@@ -17,6 +17,12 @@ final class Request {
   final int maxTokens;
   final int addBos;
   final boolean parseSpecial;
+  final byte[] grammar;     // null: none
+  final byte[] jsonSchema;  // null: none
+  final KilnModel draftModel;
+  long draftHandle;         // draftModel's handle while the native call that reads it runs; 0: none
+  final int lookupNgram;
+  final int draftMax;
   GenerationStats stats;
 
   Request(boolean chat, String prompt, List<Message> messages, GenerateOptions options, String systemPrompt) {
@@ -26,6 +32,11 @@ final class Request {
     maxTokens = o.maxTokens;
     addBos = o.addBos;
     parseSpecial = o.parseSpecial;
+    grammar = o.grammar != null ? Native.utf8(o.grammar) : null;
+    jsonSchema = o.jsonSchema != null ? Native.utf8(o.jsonSchema) : null;
+    draftModel = o.draftModel;
+    lookupNgram = o.lookupNgram;
+    draftMax = o.draftMax;
     if (!chat) {
       if (prompt == null) {
         throw new KilnException(KilnStatus.INVALID_ARGUMENT, "the prompt is null");

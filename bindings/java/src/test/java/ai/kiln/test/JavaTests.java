@@ -91,6 +91,8 @@ public final class JavaTests {
       tests.put("Strings.InfoAndStatsPrintEveryField", JavaTests::infoAndStatsStrings);
       tests.put("Strings.KilnExceptionShowsItsStatusByName", JavaTests::exceptionStrings);
       tests.put("Status.KilnStatusIsMappedByItsCValue", TokenAndAsyncTests::statusesMapByValue);
+      tests.put("Constrained.GrammarAndJsonSchemaHoldTheReplyBlockingAndAsync", JavaTests::constrainedOutput);
+      tests.put("Speculative.DraftModelAndLookupKeepGreedyTextAndCount", JavaTests::speculative);
       tests.put("Tokens.GreedyLoopIsTheGoldenAndTruncateIsBitExact", () -> TokenAndAsyncTests.greedyLoopTruncateAndErrors(data));
       tests.put("Sampling.SetSamplingIsASessionMadeWithIt", TokenAndAsyncTests::setSampling);
       tests.put("Async.NoThreadPerSessionOrCall", TokenAndAsyncTests::noThreadPerSessionOrCall);
@@ -1068,6 +1070,83 @@ public final class JavaTests {
       KilnException thrown = expectThrows(() -> KilnModel.load(rt, missing, null), KilnStatus.NOT_FOUND, "missing");
       equal("KILN_E_NOT_FOUND: " + thrown.detail(), thrown.getMessage(), "getMessage of a C API failure");
       equal(missing + ": no such file or folder", thrown.detail(), "the C message");
+    }
+  }
+
+  /** grammar and jsonSchema: the reply is what they allow (blocking and async); a bad one names its place. */
+  static void constrainedOutput() throws Exception {
+    try (KilnRuntime rt = KilnRuntime.create(new RuntimeOptions().threads(2));
+        KilnModel model = KilnModel.load(rt, shipped(), null)) {
+      equal(null, new GenerateOptions().grammar(), "grammar default");
+      equal(null, new GenerateOptions().jsonSchema(), "jsonSchema default");
+      for (long seed = 1; seed <= 4; ++seed) {
+        try (KilnSession s = model.newSession(new SessionOptions().temperature(1f).seed(seed))) {
+          String yes = s.generate("Once", new GenerateOptions().grammar("root ::= (\"yes\" | \"no\") \"!\"").maxTokens(20));
+          check(yes.equals("yes!") || yes.equals("no!"), "grammar reply <" + yes + ">");
+          equal(StopReason.EOS, s.lastStats().stopReason, "a grammar's end is a stop token's place");
+          String schema = "{\"type\": \"object\", \"properties\": {\"pet\": {\"enum\": [\"cat\", \"dog\"]}, "
+              + "\"n\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 9}}, \"required\": [\"pet\", \"n\"], "
+              + "\"additionalProperties\": false}";
+          Collector c = new Collector();
+          s.generateAsync("Once", new GenerateOptions().jsonSchema(schema).maxTokens(60), c);
+          c.await();
+          equal(null, c.error, "async json schema error");
+          String json = c.text().replaceAll("\\s", "");
+          check(json.matches("\\{\"pet\":\"(cat|dog)\",\"n\":[1-9]\\}"), "json schema reply <" + c.text() + ">");
+        }
+      }
+      try (KilnSession s = model.newSession(null)) {
+        KilnException e = expectThrows(() -> s.generate("x", new GenerateOptions().grammar("root ::= \"a\" |\nfoo ::= (")),
+            KilnStatus.INVALID_ARGUMENT, "a grammar that does not parse");
+        check(e.detail().contains("line 2"), "the grammar error names its line: " + e.detail());
+        e = expectThrows(() -> s.generate("x", new GenerateOptions().jsonSchema("{\"type\": \"string\", \"not\": {}}")),
+            KilnStatus.INVALID_ARGUMENT, "an unsupported schema keyword");
+        check(e.detail().contains("'not'"), "the schema error names the keyword: " + e.detail());
+        expectThrows(() -> s.generate("x", new GenerateOptions().grammar("root ::= \"a\"").jsonSchema("{}")),
+            KilnStatus.INVALID_ARGUMENT, "grammar and jsonSchema both");
+        // The session goes on unconstrained.
+        check(!s.generate("Once", new GenerateOptions().maxTokens(5)).isEmpty(), "a plain call after the errors");
+      }
+    }
+  }
+
+  /** A draft model (here the model itself: every draft accepted) and prompt lookup: greedy text unchanged, counts reported. */
+  static void speculative() throws Exception {
+    try (KilnRuntime rt = KilnRuntime.create(new RuntimeOptions().threads(2));
+        KilnModel model = KilnModel.load(rt, shipped(), null);
+        KilnModel draft = KilnModel.load(rt, shipped(), null)) {
+      GenerateOptions plain = new GenerateOptions().maxTokens(120);
+      String want;
+      try (KilnSession s = model.newSession(new SessionOptions().temperature(0f))) {
+        want = s.generate("Once upon a time", plain);
+        equal(0, s.lastStats().draftedTokens, "drafted without speculation");
+      }
+      try (KilnSession s = model.newSession(new SessionOptions().temperature(0f))) {
+        GenerateOptions o = new GenerateOptions().maxTokens(120).draftModel(draft).draftMax(4);
+        equal(draft, o.draftModel(), "draftModel kept");
+        equal(want, s.generate("Once upon a time", o), "greedy text with a draft model");
+        GenerationStats g = s.lastStats();
+        check(g.draftedTokens > 0 && g.acceptedTokens == g.draftedTokens, "the model drafting for itself: " + g);
+        check(g.targetSteps < g.generatedTokens, "fewer model steps than tokens: " + g);
+        check(g.toString().contains("drafted"), "toString shows the counts: " + g);
+        Collector c = new Collector();
+        s.reset();
+        s.generateAsync("Once upon a time", o, c);
+        c.await();
+        equal(want, c.text(), "greedy text with a draft model, async");
+        check(c.stats.draftedTokens > 0, "async counts: " + c.stats);
+      }
+      try (KilnSession s = model.newSession(new SessionOptions().temperature(0f))) {
+        equal(want, s.generate("Once upon a time", new GenerateOptions().maxTokens(120).lookupNgram(2)), "greedy text with lookup");
+        equal(2, new GenerateOptions().lookupNgram(2).lookupNgram(), "lookupNgram kept");
+        expectThrows(() -> s.generate("x", new GenerateOptions().lookupNgram(-1)), KilnStatus.INVALID_ARGUMENT, "a negative n-gram");
+      }
+      // A closed draft model is refused before anything runs.
+      KilnModel closed = KilnModel.load(rt, shipped(), null);
+      closed.close();
+      try (KilnSession s = model.newSession(null)) {
+        expectThrows(() -> s.generate("x", new GenerateOptions().draftModel(closed)), null, "a closed draft model");
+      }
     }
   }
 }
