@@ -58,6 +58,33 @@ TEST(BenchCli, JsonHasTheRooflineKeys) {
   if (!test::kSanitized) {
     EXPECT_TRUE(j["rss_within_budget"].get<bool>()) << j["peak_rss_bytes"] << " > " << j["rss_budget_bytes"];
   }
+  // Issue 37 item 4: the scheme mix, every weight byte in one layout's row, and each layout's
+  // matmuls' share of the decode step (one more 8-token run, per-instruction times); with the
+  // other ops the shares make the step.
+  ASSERT_TRUE(j["scheme_mix"].is_array()) << j.dump();
+  double bytes = 0, read = 0, shares = 0, decode_share = 0;
+  bool w4 = false;
+  for (const json& s : j["scheme_mix"]) {
+    bytes += s["weight_bytes"].get<double>();
+    read += s["read_per_token"].get<double>();
+    shares += s["weight_share"].get<double>();
+    ASSERT_TRUE(s["decode_share"].is_number()) << s.dump();
+    decode_share += s["decode_share"].get<double>();
+    if (s["scheme"] == "w4a16 g32 sym") {
+      w4 = true;
+      EXPECT_GT(s["weight_share"].get<double>(), 0.3) << s.dump();
+      EXPECT_GT(s["decode_share"].get<double>(), 0.0) << s.dump();
+      EXPECT_GT(s["decode_gbs"].get<double>(), 0.0) << s.dump();
+    }
+  }
+  EXPECT_TRUE(w4) << j["scheme_mix"].dump();
+  EXPECT_EQ(bytes, j["weight_bytes"].get<double>());
+  EXPECT_EQ(read, j["weight_bytes_per_token"].get<double>());
+  EXPECT_NEAR(shares, 1.0, 1e-9);
+  ASSERT_TRUE(j["decode_profile"].is_object()) << j.dump();
+  EXPECT_EQ(j["decode_profile"]["tokens"], 8);
+  EXPECT_GT(j["decode_profile"]["step_seconds_per_token"].get<double>(), 0.0);
+  EXPECT_NEAR(decode_share + j["decode_profile"]["other_share"].get<double>(), 1.0, 1e-6);
 }
 
 TEST(BenchCli, TextReportAndBadArguments) {
@@ -65,7 +92,8 @@ TEST(BenchCli, TextReportAndBadArguments) {
                           " -p 8,16 -n 4 -r 1 --threads 1 --bw-mib 32 --bw-passes 1");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // Without -q a source runs in its own precision, as kiln run runs it (the llama2.c file: f32).
-  for (const char* s : {"scheme   f32", "pp8", "pp16", "tg4", "compute roofline", "bandwidth", "roofline", "peak RSS"})
+  for (const char* s : {"scheme   f32", "pp8", "pp16", "tg4", "compute roofline", "bandwidth", "roofline", "peak RSS",
+                        "schemes ", "| f32 ", "| other ops "})
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
   auto too_long = test::run_kiln("bench " + test::shell_quote(test::shipped_model()) + " -p 100000 -n 1 -r 1");
   EXPECT_EQ(too_long.exit_code, 2);

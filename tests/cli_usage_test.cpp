@@ -357,7 +357,7 @@ TEST(CliUsage, SchemeAliasesCompileTheSameFile) {
       << group.err;
   expect_usage("run " + model + " -q w5a3 -n 1",
                "unknown scheme 'w5a3' (known: f32, f16, bf16, w8a16, w6a16, w5a16, w4a16, w8a8, "
-               "w4a8; aliases: fp32, fp16, bfloat16, q4_0, q4_1, q4_k, q5_k, q6_k, q8_0, iq4_xs)");
+               "w4a8; aliases: fp32, fp16, bfloat16, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, iq4_xs)");
   expect_usage("run " + test::shell_quote(kiln_file()) + " -q w8a16 -n 1",
                kiln_file() + ": -q does not apply to a .kiln file, which already fixes its quantization");
 

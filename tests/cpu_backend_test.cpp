@@ -482,7 +482,9 @@ std::vector<QuantParams> all_params() {
   ps.push_back(canonical({Scheme::kW4A16, 256, false}));  // GGML's super-blocks: Q4_K,
   ps.push_back(canonical({Scheme::kW4A16, 256, true}));   // IQ4_XS,
   ps.push_back(canonical({Scheme::kW6A16}));              // Q6_K
-  ps.push_back(canonical({Scheme::kW5A16}));              // and Q5_K
+  ps.push_back(canonical({Scheme::kW5A16}));              // Q5_K
+  ps.push_back({Scheme::kW5A16, 0, true, 0, 32});         // and the blocks of 32: Q5_0,
+  ps.push_back({Scheme::kW5A16, 0, false, 0, 32});        // Q5_1
   return ps;
 }
 
@@ -516,9 +518,10 @@ TEST(CpuMatmul, ModelShapes) {
         if (n < 64 || t->make_bf16_tiles) check_matmul(*t, {canonical({s, 32, true}), 64, 2048, n}, rng);
   for (const cpu::KernelTable* t : tables_to_test())  // w8a16 g32: GGUF Q8_0 / Q5_0 as they are
     for (int n : {1, 24, 80}) check_matmul(*t, {canonical({Scheme::kW8A16, 0, true, 32}), 64, 2048, n}, rng);
-  for (const cpu::KernelTable* t : tables_to_test())  // Q4_K, IQ4_XS, Q5_K and Q6_K as they are
+  for (const cpu::KernelTable* t : tables_to_test())  // Q4_K, IQ4_XS, Q5_K, Q6_K, Q5_0 and Q5_1 as they are
     for (const QuantParams& p : {canonical({Scheme::kW4A16, 256, false}), canonical({Scheme::kW4A16, 256, true}),
-                                 canonical({Scheme::kW5A16}), canonical({Scheme::kW6A16})})
+                                 canonical({Scheme::kW5A16}), canonical({Scheme::kW6A16}), QuantParams{Scheme::kW5A16, 0, true, 0, 32},
+                                 QuantParams{Scheme::kW5A16, 0, false, 0, 32}})
       for (int n : {1, 8, 24}) check_matmul(*t, {p, 64, 2048, n}, rng);
 }
 

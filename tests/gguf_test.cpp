@@ -220,7 +220,9 @@ TEST(Gguf, Q4KIq4XsAndQ6KAreKiln) {
   GgufFile g = open_blocks();
   for (const auto& [type, p] : {std::pair{"q4_k", QuantParams{Scheme::kW4A16, 256, false}},
                                 std::pair{"q5_k", canonical({Scheme::kW5A16})},
-                                std::pair{"q6_k", canonical({Scheme::kW6A16})}}) {
+                                std::pair{"q6_k", canonical({Scheme::kW6A16})},
+                                std::pair{"q5_0", QuantParams{Scheme::kW5A16, 0, true, 0, 32}},
+                                std::pair{"q5_1", QuantParams{Scheme::kW5A16, 0, false, 0, 32}}}) {
     SCOPED_TRACE(type);
     const TensorSource* q = find(g, type);
     const TensorSource* ref = find(g, std::string(type) + ".ref");
@@ -240,7 +242,7 @@ TEST(Gguf, KQuantTensorsKeepTheirBlocks) {
   GgufFile g = open_blocks();
   ImportedModel m;
   m.path = "blocks.gguf";
-  for (const char* name : {"q4_k", "q5_k", "q6_k"}) m.tensors[name] = *find(g, name);
+  for (const char* name : {"q4_k", "q5_k", "q6_k", "q5_0", "q5_1"}) m.tensors[name] = *find(g, name);
   const OverridesFile f = source_precision(m);
   auto params_of = [&](const std::string& name) {
     QuantParams p = f.defaults;
@@ -251,7 +253,9 @@ TEST(Gguf, KQuantTensorsKeepTheirBlocks) {
   EXPECT_EQ(describe(params_of("q4_k")), "w4a16 g256 asym");
   EXPECT_EQ(describe(params_of("q5_k")), "w5a16");
   EXPECT_EQ(describe(params_of("q6_k")), "w6a16");
-  for (const char* name : {"q4_k", "q5_k", "q6_k"}) {
+  EXPECT_EQ(describe(params_of("q5_0")), "w5a16 g32 sym");
+  EXPECT_EQ(describe(params_of("q5_1")), "w5a16 g32 asym");
+  for (const char* name : {"q4_k", "q5_k", "q6_k", "q5_0", "q5_1"}) {
     SCOPED_TRACE(name);
     const QuantParams p = params_of(name);
     const TensorSource& t = m.tensors.at(name);
@@ -377,13 +381,15 @@ TEST(Gguf, InspectSaysWhatCompileMakesOfEachTypeAndTheKilnAgrees) {
   };
   const std::vector<Case> cases = {
       {"hf-tiny/minicpm/model-q5_0.gguf",
-       {"  Q5_0 -> w8a16 g32 (widened: no 5-bit scheme of that block): 14 tensors, 42240 -> 65280 bytes",
+       {"  Q5_0 -> w5a16 g32 (kept byte for byte): 14 tensors, 42240 -> 42240 bytes",
         "  Q8_0 -> w8a16 g32 (kept byte for byte): 1 tensor, 20400 -> 20672 bytes",
         "  F32 -> f32 (kept byte for byte): 5 tensors, 1280 -> 1280 bytes",
-        "  w8a16         62640 ->        85952 bytes ( 98.5%)"}},
+        "  w5a16         42240 ->        42240 bytes ( 65.8%)",
+        "  all           63920 ->        64192 bytes"}},
       {"hf-tiny/minicpm/model-q4_k_m.gguf",  // llama-quantize's Q4_K_M of a model too narrow for Q4_K
-       {"  Q5_0 -> w8a16 g32 (widened: no 5-bit scheme of that block): 12 tensors, 36608 -> 56576 bytes",
-        "  w8a16         65712 ->        85952 bytes ( 98.5%)"}},
+       {"  Q5_0 -> w5a16 g32 (kept byte for byte): 12 tensors, 36608 -> 36608 bytes",
+        "  w5a16         36608 ->        36608 bytes ( 54.4%)",
+        "  w8a16         29104 ->        29376 bytes ( 43.7%)"}},
       {"hf-tiny/minicpm-wide/model-q4_k_m.gguf",
        {"  Q4_K -> w4a16 g256 asym (kept byte for byte): 12 tensors, 571392 -> 571392 bytes",
         "  Q6_K -> w6a16 g256 (kept byte for byte): 3 tensors, 197400 -> 198240 bytes",
@@ -445,9 +451,13 @@ TEST(Gguf, WeightOriginOfEachStoredType) {
   EXPECT_EQ(weight_origin(DType::kQ5_K, params("q5_k")), WeightOrigin::kAsStored);
   EXPECT_EQ(weight_origin(DType::kQ6_K, params("q6_k")), WeightOrigin::kAsStored);
   EXPECT_EQ(weight_origin(DType::kQ5_1, params("w8a16")), WeightOrigin::kRounded);
+  EXPECT_EQ(weight_origin(DType::kQ5_0, params("q5_0")), WeightOrigin::kAsStored);
+  EXPECT_EQ(weight_origin(DType::kQ5_1, params("q5_1")), WeightOrigin::kAsStored);
+  EXPECT_EQ(weight_origin(DType::kQ5_1, params("q5_0")), WeightOrigin::kRounded);
+  EXPECT_EQ(weight_origin(DType::kQ5_0, params("q5_k")), WeightOrigin::kRounded);
   EXPECT_EQ(weight_origin(DType::kF32, params("f32")), WeightOrigin::kAsStored);
   EXPECT_EQ(weight_origin(DType::kF16, params("f32")), WeightOrigin::kRounded);
-  EXPECT_EQ(weight_origin_text(DType::kQ5_0, Scheme::kW8A16, WeightOrigin::kWidened), "widened: no 5-bit scheme of that block");
+  EXPECT_EQ(weight_origin_text(DType::kQ5_0, Scheme::kW8A16, WeightOrigin::kWidened), "widened: its values as int8, exact");
   EXPECT_EQ(weight_origin_text(DType::kIQ4_NL, Scheme::kW8A16, WeightOrigin::kWidened), "widened: no 4-bit scheme of that block");
   EXPECT_EQ(weight_origin_text(DType::kQ4_K, Scheme::kW4A16, WeightOrigin::kAsStored), "kept byte for byte");
   EXPECT_EQ(weight_origin_text(DType::kQ5_1, Scheme::kW8A16, WeightOrigin::kRounded), "dequantized, then rounded once");

@@ -51,6 +51,8 @@ std::vector<QuantParams> all_params() {
   for (int g : {32, 64, 128}) out.push_back({Scheme::kW8A16, 0, true, g});  // w8a16 with 8-bit groups
   out.push_back({Scheme::kW4A16, 256, false});  // GGML's Q4_K super-blocks (w6a16, Q6_K's, is above)
   out.push_back({Scheme::kW4A16, 256, true});   // and IQ4_XS's
+  out.push_back({Scheme::kW5A16, 0, true, 0, 32});   // GGML's Q5_0 blocks of 32
+  out.push_back({Scheme::kW5A16, 0, false, 0, 32});  // and Q5_1's
   return out;
 }
 
@@ -279,6 +281,10 @@ TEST(QuantRoundTrip, ErrorBoundsPerScheme) {
                 break;
               }
               default: {
+                if (is_q5_block32(p)) {  // Q5_0, Q5_1: half the block's step d, nothing clipped
+                  bound = f16_at(qr + c / 32 * (p.symmetric ? kQ5_0BlockBytes : kQ5_1BlockBytes)) / 2;
+                  break;
+                }
                 if (is_ggml_superblock(p) && p.scheme == Scheme::kW4A16 && p.symmetric) {  // IQ4_XS: within the levels, half the widest
                   const uint8_t* blk = qr + c / 256 * kIq4XsBlockBytes;  // gap (24) times the step; past 113
                   const double d = f16_at(blk);                          // (the far side is -127) 14 steps, plus
@@ -624,6 +630,86 @@ TEST(QuantKQuant, W5A16IsGgmlQ5K) {
     for (int64_t c = 0; c < cols; ++c) top = std::max(top, static_cast<int>(q5_k_value(q.data() + (r * 3 + c / 256) * 176, c % 256)));
   EXPECT_EQ(top, 31);  // the levels are used
   EXPECT_LT(e5, 0.35 * e4) << e5 << " " << e4;
+}
+
+// w5a16 in blocks of 32 is GGML's Q5_0 (symmetric) and Q5_1 (asymmetric) block byte for byte:
+// [f16 d]([f16 m])[u32 of fifth bits][16 bytes of nibbles, Q4_0's order] (layout/ggml_blocks.h);
+// round to nearest over 31 levels, dequantized by GGML's own code; w5a16 alone stays Q5_K.
+TEST(QuantKQuant, W5A16G32IsGgmlQ5_0AndQ5_1) {
+  auto q50 = parse_scheme_flag("q5_0", 32, true), q51 = parse_scheme_flag("Q5_1", 32, true);
+  ASSERT_TRUE(q50 && q51);
+  EXPECT_EQ(*q50, (QuantParams{Scheme::kW5A16, 0, true, 0, 32}));
+  EXPECT_EQ(*q51, (QuantParams{Scheme::kW5A16, 0, false, 0, 32}));
+  EXPECT_EQ(canonical(*q50), *q50);
+  EXPECT_EQ(canonical(*q51), *q51);
+  EXPECT_FALSE(parse_scheme_flag("q5_0", 64, true));  // the block is GGML's: no other group
+  EXPECT_EQ(canonical(*parse_scheme_flag("w5a16", 32, false)), canonical({Scheme::kW5A16}));  // Q5_K whatever --group says
+  EXPECT_EQ(canonical({Scheme::kW5A16, 32, false, 0, 64}), canonical({Scheme::kW5A16}));  // only 32 is a block
+  EXPECT_FALSE(validate_params({Scheme::kW4A16, 32, true, 0, 32}));  // blocks of 32 are w5a16's only
+  EXPECT_TRUE(is_q5_block32(*q50));
+  EXPECT_FALSE(is_ggml_superblock(*q50));
+  EXPECT_TRUE(is_ggml_block(*q51));
+  EXPECT_EQ(ggml_block_type(*q50), DType::kQ5_0);
+  EXPECT_EQ(ggml_block_type(*q51), DType::kQ5_1);
+  EXPECT_EQ(describe(*q50), "w5a16 g32 sym");
+  EXPECT_EQ(describe(*q51), "w5a16 g32 asym");
+  EXPECT_EQ(scale_group(*q50), 32);
+  EXPECT_EQ(quantized_size(*q50, 3, 96), 3u * 3 * 22);
+  EXPECT_EQ(quantized_size(*q51, 3, 96), 3u * 3 * 24);
+  EXPECT_FALSE(quantized_size(*q50, 3, 100));
+
+  // Element packing against a hand-made block: element 5 (low nibble of byte 5, bit 5 of qh) and
+  // 30 (high nibble of byte 14, bit 6 of qh's byte 3).
+  for (bool asym : {false, true}) {
+    SCOPED_TRACE(asym);
+    std::vector<uint8_t> b(asym ? kQ5_1BlockBytes : kQ5_0BlockBytes, 0);
+    const int qh = asym ? 4 : 2;
+    q5_block32_set_value(b.data(), asym, 5, 0x1b);
+    q5_block32_set_value(b.data(), asym, 30, 0x16);
+    EXPECT_EQ(b[qh + 4 + 5], 0x0b);
+    EXPECT_EQ(b[qh + 0], 0x20);
+    EXPECT_EQ(b[qh + 4 + 14], 0x60);
+    EXPECT_EQ(b[qh + 3], 0x40);
+    for (int e = 0; e < 32; ++e) ASSERT_EQ(q5_block32_value(b.data(), asym, e), e == 5 ? 0x1bu : e == 30 ? 0x16u : 0u) << e;
+    q5_block32_set_value(b.data(), asym, 5, 0x05);  // clears the fifth bit, leaves the neighbours
+    EXPECT_EQ(b[qh + 0], 0x00);
+    EXPECT_EQ(q5_block32_value(b.data(), asym, 30), 0x16u);
+    const uint16_t d = f32_to_f16(0.25f), m = f32_to_f16(-0.5f);
+    std::memcpy(b.data(), &d, 2);
+    if (asym) std::memcpy(b.data() + 2, &m, 2);
+    std::vector<float> y(32);
+    ASSERT_TRUE(dequantize_row(asym ? *q51 : *q50, b, 32, y.data()));
+    EXPECT_EQ(y[30], asym ? 0.25f * 22 - 0.5f : 0.25f * (22 - 16));
+    EXPECT_EQ(y[5], asym ? 0.25f * 5 - 0.5f : 0.25f * (5 - 16));
+  }
+
+  // Round to nearest then GGML's dequantization: what dequantize_row gives; 31 levels are used,
+  // and beat W4's 15 on the same weights.
+  const int64_t rows = 5, cols = 384;
+  auto w = random_matrix(rows, cols, Dist::kLlm, 29);
+  for (const QuantParams& p : {*q50, *q51}) {
+    SCOPED_TRACE(describe(p));
+    auto q = quantize_or_die(p, w, rows, cols);
+    auto ours = dequantize_or_die(p, q, rows, cols);
+    std::vector<float> ggml(ours.size());
+    ASSERT_TRUE(dequantize(ggml_block_type(p), q, ggml));
+    EXPECT_EQ(ours, ggml);
+    const QuantParams w4{Scheme::kW4A16, 32, p.symmetric};
+    auto four = dequantize_or_die(w4, quantize_or_die(w4, w, rows, cols), rows, cols);
+    double e5 = 0, e4 = 0;
+    unsigned top = 0, bottom = 31;
+    const int bytes = p.symmetric ? kQ5_0BlockBytes : kQ5_1BlockBytes;
+    for (size_t i = 0; i < w.size(); ++i) {
+      e5 += std::pow(static_cast<double>(ours[i]) - w[i], 2);
+      e4 += std::pow(static_cast<double>(four[i]) - w[i], 2);
+      const unsigned u = q5_block32_value(q.data() + i / 32 * bytes, !p.symmetric, static_cast<int>(i % 32));
+      top = std::max(top, u);
+      bottom = std::min(bottom, u);
+    }
+    EXPECT_EQ(top, 31u);
+    EXPECT_EQ(bottom, p.symmetric ? 1u : 0u);
+    EXPECT_LT(e5, 0.35 * e4) << e5 << " " << e4;
+  }
 }
 
 // ---- refusals ----

@@ -84,6 +84,32 @@ OJ prefill_json(const PrefillResult& p) {
   return e;
 }
 
+// Each scheme's decode time per token, 0 where none of its matrices ran in the profiled steps.
+double scheme_decode_seconds(const SpeedBenchReport& r, const std::string& scheme) {
+  for (const auto& [name, secs] : r.decode_by_scheme.matmul_seconds)
+    if (name == scheme) return secs;
+  return 0;
+}
+
+// The scheme mix: per layout, the weights' bytes and what a decoded token reads of them, and its
+// matmuls' share of the decode step (DecodeSchemeTimes).
+OJ scheme_mix_json(const SpeedBenchReport& r) {
+  const DecodeSchemeTimes& dt = r.decode_by_scheme;
+  const bool timed = dt.tokens > 0 && dt.step_seconds > 0;
+  OJ mix = OJ::array();
+  for (const SchemeShare& s : r.weights.mix) {
+    const double secs = scheme_decode_seconds(r, s.scheme);
+    mix.push_back(OJ{{"scheme", s.scheme},
+                     {"weight_bytes", s.bytes},
+                     {"weight_share", r.weights.weight_bytes > 0 ? static_cast<double>(s.bytes) / static_cast<double>(r.weights.weight_bytes) : 0.0},
+                     {"read_per_token", s.read_per_token},
+                     {"decode_seconds_per_token", timed ? OJ(secs) : OJ(nullptr)},
+                     {"decode_share", timed ? OJ(secs / dt.step_seconds) : OJ(nullptr)},
+                     {"decode_gbs", timed && secs > 0 ? OJ(static_cast<double>(s.read_per_token) / secs / 1e9) : OJ(nullptr)}});
+  }
+  return mix;
+}
+
 void print_json(const BenchCmd& c, const SpeedBenchReport& r) {
   const bool has_pp = !r.prefill.empty();
   const PrefillResult* last = has_pp ? &r.prefill.back() : nullptr;  // the last -p size
@@ -130,6 +156,12 @@ void print_json(const BenchCmd& c, const SpeedBenchReport& r) {
   j["rss_within_budget"] = r.peak_rss <= r.rss_budget;
   j["rss_end"] = OJ{{"total_bytes", r.rss_end.total}, {"anon_bytes", r.rss_end.anon}, {"file_bytes", r.rss_end.file}};
   j["session_reserved_bytes"] = r.session_reserved_bytes;
+  j["scheme_mix"] = scheme_mix_json(r);
+  const DecodeSchemeTimes& dt = r.decode_by_scheme;
+  j["decode_profile"] = dt.tokens > 0 ? OJ{{"tokens", dt.tokens}, {"step_seconds_per_token", dt.step_seconds},
+                                           {"other_seconds_per_token", dt.other_seconds},
+                                           {"other_share", dt.step_seconds > 0 ? dt.other_seconds / dt.step_seconds : 0.0}}
+                                      : OJ(nullptr);
   std::printf("%s\n", j.dump().c_str());
 }
 
@@ -182,6 +214,33 @@ void print_decode_roofline(const BenchCmd& c, const SpeedBenchReport& r) {
                 r.decode.roofline_tps, r.decode_tps.median, 100.0 * r.decode.ratio, 100.0 * r.decode.paired_ratio.median);
 }
 
+void print_scheme_mix(const SpeedBenchReport& r) {
+  const DecodeSchemeTimes& dt = r.decode_by_scheme;
+  const bool timed = dt.tokens > 0 && dt.step_seconds > 0;
+  std::printf("\nschemes    the weights by layout; decode: each one's matmuls in a step (one more %d-token run, "
+              "per-instruction times)\n", dt.tokens);
+  std::printf("| %-16s | %10s | %6s | %13s | %11s | %6s | %6s |\n", "scheme", "weights", "share", "read/token MB",
+              "decode ms/t", "share", "GB/s");
+  std::printf("| %-16s | %10s | %6s | %13s | %11s | %6s | %6s |\n", "----------------", "----------", "------",
+              "-------------", "-----------", "------", "------");
+  for (const SchemeShare& s : r.weights.mix) {
+    const double secs = scheme_decode_seconds(r, s.scheme);
+    const double share = r.weights.weight_bytes > 0 ? static_cast<double>(s.bytes) / static_cast<double>(r.weights.weight_bytes) : 0;
+    char decode[64] = "-", dshare[16] = "-", gbs[16] = "-";
+    if (timed) {
+      std::snprintf(decode, sizeof decode, "%.3f", secs * 1e3);
+      std::snprintf(dshare, sizeof dshare, "%.1f%%", 100.0 * secs / dt.step_seconds);
+      if (secs > 0) std::snprintf(gbs, sizeof gbs, "%.1f", static_cast<double>(s.read_per_token) / secs / 1e9);
+    }
+    std::printf("| %-16s | %10s | %5.1f%% | %13.2f | %11s | %6s | %6s |\n", s.scheme.c_str(),
+                mib(static_cast<double>(s.bytes)).c_str(), 100.0 * share, static_cast<double>(s.read_per_token) / 1e6, decode,
+                dshare, gbs);
+  }
+  if (timed)
+    std::printf("| %-16s | %10s | %6s | %13s | %11.3f | %5.1f%% | %6s |\n", "other ops", "", "", "", dt.other_seconds * 1e3,
+                100.0 * dt.other_seconds / dt.step_seconds, "");
+}
+
 void print_memory(const SpeedBenchReport& r) {
   std::printf("peak RSS   %s; weights + KV cache + 64 MiB = %s: %s\n", mib(static_cast<double>(r.peak_rss)).c_str(),
               mib(static_cast<double>(r.rss_budget)).c_str(),
@@ -213,6 +272,7 @@ void print_text(const BenchCmd& c, const SpeedBenchReport& r) {
   print_speed_table(c, r, at_depth);
   print_prefill_rooflines(r, at_depth);
   print_decode_roofline(c, r);
+  print_scheme_mix(r);
   print_memory(r);
 }
 

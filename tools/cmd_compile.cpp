@@ -139,7 +139,7 @@ void add_compile_command(CLI::App& app, int& exit_code) {
   cmd->add_option("model", c->model, "llama2.c .bin, .gguf file or Hugging Face folder")->required();
   cmd->add_option("-o,--output", c->out, "the .kiln file to write")->required();
   cmd->add_option("-q,--quant", c->scheme, "default scheme (w4a16; a quantized GGUF keeps its own): f32, f16, bf16, w8a16, w6a16, w5a16, w4a16, w8a8, w4a8, or an alias: q4_0 (w4a16 g32), "
-                  "q4_1 (w4a16 g32 asym), q4_k (w4a16 g256 asym), q5_k (w5a16), q6_k (w6a16), q8_0 (w8a16 g32), fp16, fp32, bfloat16");
+                  "q4_1 (w4a16 g32 asym), q4_k (w4a16 g256 asym), q5_0 (w5a16 g32 sym), q5_1 (w5a16 g32 asym), q5_k (w5a16), q6_k (w6a16), q8_0 (w8a16 g32), fp16, fp32, bfloat16");
   cmd->add_option("--group", c->group, kGroupHelp)->check(group_size())
       ->each([p = c.get()](const std::string&) { p->group_given = true; });
   cmd->add_flag("--asym", c->asymmetric, "asymmetric 4-bit groups (scale and minimum)");

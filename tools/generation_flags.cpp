@@ -56,7 +56,7 @@ void add_generation_flags(CLI::App* cmd, GenerationFlags& f) {
   cmd->add_option("--tokenizer", f.tokenizer, "tokenizer file (llama2.c .bin, tokenizer.json, .gguf)");
   cmd->add_option("-q,--quant", f.scheme,
                   "scheme a source model is compiled in, in memory (default: its own precision): f32, f16, bf16, "
-                  "w8a16, w6a16, w5a16, w4a16, w8a8, w4a8, or q4_0, q4_1, q4_k, q5_k, q6_k, q8_0, fp16")
+                  "w8a16, w6a16, w5a16, w4a16, w8a8, w4a8, or q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, fp16")
       ->each([p = &f](const std::string&) { p->scheme_given = true; });
   cmd->add_option("--group", f.group, kGroupHelp)->check(group_size())
       ->each([p = &f](const std::string&) { p->group_given = true; });

@@ -37,8 +37,13 @@ QuantParams natural_params(DType d) {
       p.group_size = 256;
       p.symmetric = true;
       break;
+    case DType::kQ5_0:  // its own blocks of 32, as they are
+    case DType::kQ5_1:
+      p.scheme = Scheme::kW5A16;
+      p.w5_group = 32;
+      p.symmetric = d == DType::kQ5_0;
+      break;
     case DType::kQ8_0:
-    case DType::kQ5_0:
     case DType::kIQ4_NL:  // an int8 value (IQ4_NL: a level) and an f16 scale per 32: exactly w8a16 g32
       p.scheme = Scheme::kW8A16;
       p.w8_group = 32;

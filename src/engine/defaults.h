@@ -37,8 +37,8 @@ Result<OverridesFile> source_scheme(std::string_view scheme, int group_size = 32
 // source in when no scheme is asked for, and kiln compile a quantized GGUF): F32, F16 and BF16
 // as they are; the same bytes for GGML Q4_0 and Q4_1 (W4A16 g32 symmetric and asymmetric), Q4_K
 // and IQ4_XS (W4A16 g256 asymmetric and symmetric), Q5_K (W5A16), Q6_K (W6A16) and Q8_0 (W8A16
-// g32); Q5_0 and IQ4_NL as W8A16 g32 (their values as int8, exact); the other GGML block (Q5_1) as
-// W8A16 with one scale per row, rounded once from its values (no kernel reads those blocks).
+// g32), Q5_0 and Q5_1 (W5A16 in blocks of 32, symmetric and asymmetric); IQ4_NL as W8A16 g32 (its
+// levels as int8, exact); any other GGML block as W8A16 with one scale per row, rounded once.
 // Never a whole FP32 copy: the compiler converts one tensor at a time.
 OverridesFile source_precision(const ImportedModel& m);
 // True when a matmul weight of `m` is stored in a GGML block type (Q4_0, Q8_0, a k-quant, ...).

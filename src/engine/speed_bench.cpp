@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <random>
 
@@ -109,6 +110,50 @@ Result<DecodeRun> measure_decode(const SpeedBenchOptions& o, BenchRuns& runs, Pr
   return d;
 }
 
+// DecodeSchemeTimes: one more decode run of n_gen tokens with a detailed tracer on the session.
+Result<DecodeSchemeTimes> decode_scheme_times(const SpeedBenchOptions& o, Session& s, BenchRuns& runs) {
+  DecodeSchemeTimes out;
+  if (o.n_gen <= 0) return out;
+  StepTracer tracer(ProfileLevel::kDetailed);
+  StepTracer* before = s.tracer();
+  s.set_tracer(&tracer);
+  auto ran = runs.decode_seconds(o.n_gen);
+  s.set_tracer(before);
+  KILN_RETURN_IF_ERROR(ran.status());
+  const Graph& g = s.model()->program().graph;
+  const auto& weights = s.model()->image().weights;
+  std::vector<std::string> label(g.weights.size());
+  for (size_t i = 0; i < g.weights.size(); ++i) label[i] = weight_scheme_label(g.weights[i]);
+  std::map<std::string, double> by;
+  double step_s = 0, matmul_s = 0;
+  for (const StepRecord& st : tracer.steps()) {
+    if (st.tokens != 1 || st.first_pos < o.depth) continue;  // the depth's prefill is not decode
+    ++out.tokens;
+    step_s += static_cast<double>(st.end_ns - st.begin_ns) * 1e-9;
+    for (uint32_t k = st.first_instruction; k < st.first_instruction + st.n_instructions; ++k) {
+      const InstructionRecord& ins = tracer.instructions()[k];
+      const Node& n = g.nodes[static_cast<size_t>(ins.node)];
+      if (n.op == OpCode::kEmbed) continue;  // a gather: other
+      double total = 0;
+      for (int wi : n.weights)
+        if (g.weights[static_cast<size_t>(wi)].shape.size() == 2) total += static_cast<double>(weights[static_cast<size_t>(wi)].size());
+      if (total <= 0) continue;
+      const double secs = static_cast<double>(ins.end_ns - ins.begin_ns) * 1e-9;
+      matmul_s += secs;
+      for (int wi : n.weights)
+        if (g.weights[static_cast<size_t>(wi)].shape.size() == 2)
+          by[label[static_cast<size_t>(wi)]] += secs * static_cast<double>(weights[static_cast<size_t>(wi)].size()) / total;
+    }
+  }
+  if (out.tokens == 0) return out;
+  out.step_seconds = step_s / out.tokens;
+  out.other_seconds = std::max(0.0, step_s - matmul_s) / out.tokens;
+  for (const auto& [scheme, secs] : by) out.matmul_seconds.emplace_back(scheme, secs / out.tokens);
+  std::stable_sort(out.matmul_seconds.begin(), out.matmul_seconds.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  return out;
+}
+
 DecodeRoofline decode_roofline(const SpeedBenchOptions& o, const SpeedBenchReport& r, const DecodeRun& d,
                                uint64_t kv_row_bytes) {
   DecodeRoofline dr;
@@ -164,6 +209,7 @@ Result<SpeedBenchReport> run_speed_bench(const SpeedBenchOptions& o) {
   add_prefill_rooflines(*opened.model, s, o.depth, r.prefill);
   KILN_ASSIGN_OR_RETURN(DecodeRun d, measure_decode(o, runs, probe.get()));
   r.decode_tps = summarize_samples(d.tps);
+  KILN_ASSIGN_OR_RETURN(r.decode_by_scheme, decode_scheme_times(o, s, runs));
   r.peak_rss = peak_rss_bytes();
   r.rss_end = resident_split_now();
   r.probe_in_helper = probe != nullptr;

@@ -55,6 +55,19 @@ struct DecodeRoofline {
   SampleStats paired_ratio;       // each repeat against the mean of the passes on either side of it
 };
 
+// Each scheme's share of a decode step (the scheme mix's other half: WeightSummary::mix has the
+// bytes), from one more decode run of the same tokens, untimed, with the profiler's
+// per-instruction records (runtime/step_trace.h). A matmul instruction's time goes to the schemes
+// of its matrices in proportion to their bytes (a fused QKV can mix Q5_0 and Q8_0); every other
+// instruction (attention, norms, the embedding's gather, ...) and the time between instructions
+// is `other`.
+struct DecodeSchemeTimes {
+  int tokens = 0;                     // decoded in the profiled run (0: no decode test)
+  double step_seconds = 0;            // per token, the whole step
+  std::vector<std::pair<std::string, double>> matmul_seconds;  // per token, by scheme label, most first
+  double other_seconds = 0;           // per token
+};
+
 struct SpeedBenchReport {
   std::string kind;  // what open_model said the file was
   ModelConfig config;
@@ -67,6 +80,7 @@ struct SpeedBenchReport {
   BandwidthResult bandwidth;
   bool probe_in_helper = false;  // the bandwidth probe ran in a forked helper (else in this process)
   DecodeRoofline decode;
+  DecodeSchemeTimes decode_by_scheme;
   uint64_t peak_rss = 0;      // this process, before any in-process probe
   uint64_t run_peak_rss = 0;  // the whole run's, the probe's buffer included (as /usr/bin/time -v)
   uint64_t kv_cache_bytes = 0, session_reserved_bytes = 0;

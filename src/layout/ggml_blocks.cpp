@@ -342,6 +342,13 @@ unsigned iq4_xs_nibble(const uint8_t* block, int e) {
   return e % 32 < 16 ? b & 0x0fu : b >> 4;
 }
 
+void q5_block32_set_value(uint8_t* block, bool asym, int e, unsigned u) {
+  uint8_t* qh = block + (asym ? 4 : 2);
+  uint8_t& b = qh[4 + e % 16];
+  b = e < 16 ? static_cast<uint8_t>((b & 0xf0) | (u & 0x0fu)) : static_cast<uint8_t>((b & 0x0f) | (u & 0x0fu) << 4);
+  qh[e / 8] = static_cast<uint8_t>((qh[e / 8] & ~(1 << (e % 8))) | (u >> 4) << (e % 8));
+}
+
 void iq4_xs_set_nibble(uint8_t* block, int e, unsigned u) {
   uint8_t& b = block[8 + 16 * (e / 32) + e % 16];
   b = e % 32 < 16 ? static_cast<uint8_t>((b & 0xf0) | u) : static_cast<uint8_t>((b & 0x0f) | u << 4);

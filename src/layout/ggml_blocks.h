@@ -71,6 +71,16 @@ inline constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -
 int iq4_xs_scale(const uint8_t* block, int j);
 void iq4_xs_set_scale(uint8_t* block, int j, int scale);  // scale in [-32, 31]
 unsigned iq4_xs_nibble(const uint8_t* block, int e);
+// Q5_0 (w5a16 g32 symmetric) and Q5_1 (asymmetric): [f16 d]([f16 m], Q5_1)[u32 qh][16 bytes of
+// nibbles]; element e (0..31) is u = its nibble (byte e % 16, low for e < 16, high above) with
+// bit e of qh as its fifth bit; Q5_0's element is d (u - 16), Q5_1's d u + m (dq_q5_0, dq_q5_1).
+inline constexpr int kQ5_0BlockBytes = 22, kQ5_1BlockBytes = 24;
+inline unsigned q5_block32_value(const uint8_t* block, bool asym, int e) {
+  const uint8_t* qh = block + (asym ? 4 : 2);
+  const uint8_t b = qh[4 + e % 16];
+  return (e < 16 ? b & 0x0fu : b >> 4) | ((qh[e / 8] >> (e % 8)) & 1u) << 4;
+}
+void q5_block32_set_value(uint8_t* block, bool asym, int e, unsigned u);  // u < 32
 void iq4_xs_set_nibble(uint8_t* block, int e, unsigned u);  // u < 16
 
 }  // namespace kiln

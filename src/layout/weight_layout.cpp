@@ -10,23 +10,29 @@ namespace kiln {
 
 int scale_group(const QuantParams& p) {
   if (is_4bit(p.scheme)) return p.group_size;
+  if (is_q5_block32(p)) return 32;
   if (p.scheme == Scheme::kW6A16 || p.scheme == Scheme::kW5A16) return 256;
   return p.scheme == Scheme::kW8A16 ? p.w8_group : 0;
 }
 DType ggml_block_type(const QuantParams& p) {
   if (p.scheme == Scheme::kW6A16) return DType::kQ6_K;
+  if (is_q5_block32(p)) return p.symmetric ? DType::kQ5_0 : DType::kQ5_1;
   if (p.scheme == Scheme::kW5A16) return DType::kQ5_K;
   return p.symmetric ? DType::kIQ4_XS : DType::kQ4_K;
 }
 
 bool is_ggml_superblock(const QuantParams& p) {
-  return p.scheme == Scheme::kW6A16 || p.scheme == Scheme::kW5A16 || (p.scheme == Scheme::kW4A16 && p.group_size == 256);
+  return p.scheme == Scheme::kW6A16 || (p.scheme == Scheme::kW5A16 && p.w5_group != 32) ||
+         (p.scheme == Scheme::kW4A16 && p.group_size == 256);
 }
+bool is_q5_block32(const QuantParams& p) { return p.scheme == Scheme::kW5A16 && p.w5_group == 32; }
+bool is_ggml_block(const QuantParams& p) { return is_ggml_superblock(p) || is_q5_block32(p); }
 
 QuantParams canonical(QuantParams p) {
+  if (p.scheme != Scheme::kW5A16 || p.w5_group != 32) p.w5_group = 0;
   if (!is_4bit(p.scheme)) {
     p.group_size = 0;
-    p.symmetric = true;
+    if (!is_q5_block32(p)) p.symmetric = true;
   }
   if (p.scheme != Scheme::kW8A16) p.w8_group = 0;
   return p;
@@ -36,6 +42,7 @@ std::string describe(const QuantParams& p) {
   std::string s(scheme_name(p.scheme));
   if (is_4bit(p.scheme)) s += " g" + std::to_string(p.group_size) + (p.symmetric ? " sym" : " asym");
   if (p.scheme == Scheme::kW8A16 && p.w8_group != 0) s += " g" + std::to_string(p.w8_group);
+  if (is_q5_block32(p)) s += p.symmetric ? " g32 sym" : " g32 asym";
   return s;
 }
 
@@ -51,6 +58,9 @@ Status validate_params(const QuantParams& p) {
     return invalid_argument(std::string(scheme_name(p.scheme)) + ": 8-bit groups are a w8a16 layout only");
   if (p.w8_group != 0 && p.w8_group != 32 && p.w8_group != 64 && p.w8_group != 128)
     return invalid_argument("w8a16: group size " + std::to_string(p.w8_group) + " is not one of 32, 64, 128");
+  if (p.w5_group != 0 && (p.scheme != Scheme::kW5A16 || p.w5_group != 32))
+    return invalid_argument(std::string(scheme_name(p.scheme)) + ": blocks of " + std::to_string(p.w5_group) +
+                            " are not a layout (w5a16's blocks of 32, GGML's Q5_0 and Q5_1, are the only ones)");
   return Status::ok();
 }
 
@@ -72,6 +82,10 @@ std::optional<uint64_t> quantized_row_size(const QuantParams& p, int64_t cols) {
       return 4 + c;
     case Scheme::kW6A16:
     case Scheme::kW5A16:
+      if (is_q5_block32(p)) {
+        if (c % 32 != 0) return std::nullopt;
+        return (c / 32) * static_cast<uint64_t>(p.symmetric ? kQ5_0BlockBytes : kQ5_1BlockBytes);  // less than c: fits
+      }
       if (c % 256 != 0) return std::nullopt;
       return (c / 256) * static_cast<uint64_t>(dtype_info(ggml_block_type(p)).block_bytes);  // less than c: fits
     case Scheme::kW4A16:
@@ -113,7 +127,7 @@ Status dequantize_row(const QuantParams& p, std::span<const uint8_t> q, int64_t 
     return invalid_argument("dequantize " + describe(p) + ": row is " + std::to_string(q.size()) + " bytes, expected " +
                             std::to_string(want));
   const uint8_t* b = q.data();
-  if (is_ggml_superblock(p))  // GGML's own blocks: its reference dequantization, bit for bit
+  if (is_ggml_block(p))  // GGML's own blocks: its reference dequantization, bit for bit
     return dequantize(ggml_block_type(p), q, std::span<float>(out, static_cast<size_t>(cols)));
   switch (p.scheme) {
     case Scheme::kF32:

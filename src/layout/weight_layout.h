@@ -80,6 +80,15 @@
 //     sc_j = ceil((max w + dmin m_j) / (31 d)) (at most 63), u = round((w + dmin m_j) / (d sc_j))
 //     in [0, 31].
 //
+//   W5 blocks of 32 (w5a16 with w5_group 32): GGML's Q5_0 (symmetric, 22 bytes per 32 elements)
+//   and Q5_1 (asymmetric, 24 bytes) blocks byte for byte (cols a multiple of 32):
+//     [f16 d]([f16 m], Q5_1 only)[u32: bit e is the fifth bit of element e][16 bytes: byte j holds
+//     element j in its low nibble and j + 16 in its high one]
+//     Q5_0: w = d * (u - 16), Q5_1: w = d * u + m, u in [0, 31]. A GGUF's Q5_0 and Q5_1 tensors
+//     are kept so. Round-to-nearest is W4's over 31 levels: symmetric d = absmax / 15 rounded
+//     *up* to FP16, u - 16 = round(w / d) in [-15, 15]; asymmetric m = min(w) rounded *down* to
+//     FP16, d = (max(w) - m) / 31 rounded up to FP16, u = round((w - m) / d) in [0, 31].
+//
 // "Round" is round half away from zero (std::round) everywhere. For the integer schemes a
 // non-finite weight is an error; f32/f16/bf16 store what they are given, except that a finite
 // value too large for FP16 is an error rather than an infinity.
@@ -102,22 +111,30 @@ struct QuantParams {
   int group_size = 32;    // 4-bit schemes only: 32, 64 or 128 input elements per scale; w4a16: 256 (Q4_K, IQ4_XS)
   bool symmetric = true;  // 4-bit schemes only; W8 is always symmetric
   int w8_group = 0;       // w8a16 only: 0 = one f32 scale per row, else 32, 64 or 128 (f16 scales)
+  // w5a16 only: 0 = GGML's Q5_K super-blocks of 256, 32 = its blocks of 32, Q5_0 (symmetric) or
+  // Q5_1 (asymmetric). A .kiln records it as the weight's group_size (256 or 32).
+  int w5_group = 0;
   friend bool operator==(const QuantParams&, const QuantParams&) = default;
 };
 
 // The same parameters with the fields the scheme ignores cleared (group_size 0, symmetric true
-// for every scheme but the 4-bit ones, w8_group 0 for all but w8a16), so that equal layouts
-// compare equal.
+// for every scheme but the 4-bit ones and w5a16 g32, w8_group 0 for all but w8a16, w5_group 0
+// for all but w5a16, and there anything but 32), so that equal layouts compare equal.
 QuantParams canonical(QuantParams p);
 // The group of `p`'s scales: group_size for 4-bit, w8_group for w8a16 (0: per row), 256 for
-// w6a16's and w5a16's super-blocks, else 0.
+// w6a16's and w5a16's super-blocks, 32 for w5a16's blocks of 32, else 0.
 int scale_group(const QuantParams& p);
 // GGML's super-blocks of 256, kept as they are: w4a16 g256 asymmetric (Q4_K) and symmetric
 // (IQ4_XS), w5a16 (Q5_K) and w6a16 (Q6_K); ggml_block_type names the one p is (p must be one of them).
 bool is_ggml_superblock(const QuantParams& p);
+// w5a16 in GGML's blocks of 32: Q5_0 (symmetric) or Q5_1 (asymmetric), kept as they are.
+bool is_q5_block32(const QuantParams& p);
+// Either of the above: the reference layout is GGML's own blocks (ggml_block_type names them),
+// dequantized by layout/ggml_blocks.h.
+bool is_ggml_block(const QuantParams& p);
 DType ggml_block_type(const QuantParams& p);
 // "w4a16 g32 sym", "w4a16 g128 asym", "w4a16 g256 asym" (Q4_K), "w4a16 g256 sym" (IQ4_XS), "w8a16",
-// "w8a16 g32", "w6a16", "w5a16", "f16".
+// "w8a16 g32", "w6a16", "w5a16" (Q5_K), "w5a16 g32 sym" (Q5_0), "w5a16 g32 asym" (Q5_1), "f16".
 std::string describe(const QuantParams& p);
 
 // OK when the parameters are usable at all (a 4-bit group size of 32, 64 or 128, or 256 for

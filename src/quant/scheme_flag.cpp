@@ -44,13 +44,24 @@ std::optional<QuantParams> parse_grouped_w8(std::string_view name) {
 
 Result<QuantParams> parse_scheme_flag(std::string_view name, int group_size, bool symmetric) {
   const std::string n = lower(name);
-  if (auto s = parse_scheme(n)) return QuantParams{*s, group_size, symmetric};
+  if (auto s = parse_scheme(n); s && *s != Scheme::kW5A16) return QuantParams{*s, group_size, symmetric};
   // q8_0 is GGML's block of 32 int8 with an f16 scale: w8a16 g32 byte for byte.
   if (n == "q8_0") return parse_scheme_flag("w8a16 g32", group_size, symmetric);
   // GGML's k-quant super-blocks, kept as they are: Q4_K is w4a16 g256 asymmetric, Q5_K is w5a16,
   // Q6_K is w6a16.
   if (n == "q6_k") return QuantParams{Scheme::kW6A16, 0, true};
   if (n == "q5_k") return QuantParams{Scheme::kW5A16, 0, true};
+  // GGML's Q5_0 and Q5_1 blocks of 32: w5a16 in blocks of 32, symmetric and asymmetric.
+  if (n == "q5_0" || n == "q5_1") {
+    if (group_size != 32)  // 32: the flag's default, not a choice
+      return invalid_argument("scheme '" + std::string(name) + "' is w5a16 in blocks of 32 (GGML's own); it has no groups of " +
+                              std::to_string(group_size));
+    QuantParams p{Scheme::kW5A16, 0, n == "q5_0"};
+    p.w5_group = 32;
+    return p;
+  }
+  // "w5a16" is Q5_K's super-blocks whatever the (default) --group.
+  if (n == "w5a16") return QuantParams{Scheme::kW5A16, 0, true};
   if (n == "iq4_xs") return QuantParams{Scheme::kW4A16, 256, true};  // GGML's IQ4_XS: w4a16 g256 symmetric
   if (n == "q4_k") {
     if (group_size != 32 && group_size != 256)  // 32: the flag's default, not a choice
@@ -77,7 +88,7 @@ Result<QuantParams> parse_scheme_flag(std::string_view name, int group_size, boo
                             "a16 keeps 16-bit activations (QNN's default), " + w + "a8 quantizes them to 8 bits too");
   }
   return invalid_argument("unknown scheme '" + std::string(name) + "' (known: " + std::string(scheme_names_list()) +
-                          "; aliases: fp32, fp16, bfloat16, q4_0, q4_1, q4_k, q5_k, q6_k, q8_0, iq4_xs)");
+                          "; aliases: fp32, fp16, bfloat16, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, iq4_xs)");
 }
 
 }  // namespace kiln

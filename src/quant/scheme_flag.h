@@ -16,6 +16,7 @@ namespace kiln {
 //   q4_1 -> w4a16 g32 asymmetric (GGML's Q4_1 block)
 //   q8_0 -> w8a16 g32 (byte for byte GGML's Q8_0 block)
 //   q4_k -> w4a16 g256 asymmetric (GGML's Q4_K block), q5_k -> w5a16 (GGML's Q5_K block),
+//   q5_0 / q5_1 -> w5a16 in blocks of 32, symmetric / asymmetric (GGML's Q5_0 / Q5_1 blocks),
 //   q6_k -> w6a16 (GGML's Q6_K block), iq4_xs -> w4a16 g256 symmetric (GGML's IQ4_XS block)
 //   "w8a16 g32" / "w8a16g32" (also g64, g128) -> w8a16 with an f16 scale per group
 // `group_size` and `symmetric` apply to names that leave them open; an alias that fixes the

@@ -27,12 +27,15 @@ WeightOrigin weight_origin(DType source, const QuantParams& p) {
       if (p.scheme == Scheme::kW4A16 && is_ggml_superblock(p) && ggml_block_type(p) == source) return WeightOrigin::kAsStored;
       break;
     case DType::kQ5_K:
-      if (p.scheme == Scheme::kW5A16) return WeightOrigin::kAsStored;
+    case DType::kQ5_1:
+      if (p.scheme == Scheme::kW5A16 && ggml_block_type(p) == source) return WeightOrigin::kAsStored;
       break;
     case DType::kQ6_K:
       if (p.scheme == Scheme::kW6A16) return WeightOrigin::kAsStored;
       break;
     case DType::kQ5_0:
+      if (p.scheme == Scheme::kW5A16 && ggml_block_type(p) == source) return WeightOrigin::kAsStored;
+      [[fallthrough]];
     case DType::kIQ4_NL:
       if (p.scheme == Scheme::kW8A16 && p.w8_group == 32) return WeightOrigin::kWidened;
       break;
@@ -46,7 +49,8 @@ std::string weight_origin_text(DType source, Scheme target, WeightOrigin origin)
     case WeightOrigin::kAsStored: return "kept byte for byte";
     case WeightOrigin::kSubBlocks: return "its sub-blocks as groups of 32, their scales and minimums rounded once to f16";
     case WeightOrigin::kWidened:
-      return std::string("widened: no ") + (source == DType::kQ5_0 ? "5" : "4") + "-bit scheme of that block";
+      // Q5_0 has its own 5-bit scheme (w5a16 g32 sym): widened only where w8a16 g32 is asked for.
+      return source == DType::kQ5_0 ? "widened: its values as int8, exact" : "widened: no 4-bit scheme of that block";
     case WeightOrigin::kRounded: break;
   }
   const bool blocks = source != DType::kF32 && source != DType::kF16 && source != DType::kBF16;

@@ -92,50 +92,66 @@ Status quantize_group_w8(const float* w, int g, uint8_t* out, int64_t r, int64_t
   return Status::ok();
 }
 
-Status quantize_group_w4(const float* w, int g, bool symmetric, uint8_t* out, int64_t r, int64_t c0) {
+// Round to nearest over `levels` steps (15: W4, 31: Q5_0 / Q5_1) of one group of g weights, as
+// layout/weight_layout.h says: the FP16 scale at out (and the minimum at out + 2, asymmetric),
+// each element's code u given to put(j, u) (symmetric: u = q + levels / 2 + 1, q in
+// [-(levels / 2), levels / 2]; asymmetric: u in [0, levels]).
+template <class Put>
+Status round_group(const float* w, int g, bool symmetric, int levels, uint8_t* out, int64_t r, int64_t c0, Put&& put) {
   KILN_RETURN_IF_ERROR(check_finite(w, g, r, c0));
+  const std::string where = where_row(r) + ", group at column " + std::to_string(c0);
+  if (symmetric) {
+    const float half = static_cast<float>(levels / 2);
+    float absmax = 0.0f;
+    for (int j = 0; j < g; ++j) absmax = std::max(absmax, std::fabs(w[j]));
+    if (absmax / half > kF16Max) return invalid_argument(where + ": weights too large for an FP16 scale");
+    const uint16_t hs = f16_round_up(absmax / half);
+    store_u16(out, hs);
+    const float scale = f16_to_f32(hs);
+    for (int j = 0; j < g; ++j) {
+      const float q = scale == 0.0f ? 0.0f : std::clamp(std::round(w[j] / scale), -half, half);
+      put(j, static_cast<int>(q) + levels / 2 + 1);
+    }
+    return Status::ok();
+  }
+  float lo = w[0], hi = w[0];
+  for (int j = 1; j < g; ++j) {
+    lo = std::min(lo, w[j]);
+    hi = std::max(hi, w[j]);
+  }
+  if (lo < -kF16Max || hi > kF16Max) return invalid_argument(where + ": weights outside the FP16 range");
+  const uint16_t hmin = f16_round_down(lo);
+  const float mn = f16_to_f32(hmin);
+  const float range = (hi - mn) / static_cast<float>(levels);
+  if (range > kF16Max) return invalid_argument(where + ": weight range too large for an FP16 scale");
+  const uint16_t hs = f16_round_up(range);
+  store_u16(out, hs);
+  store_u16(out + 2, hmin);
+  const float scale = f16_to_f32(hs);
+  for (int j = 0; j < g; ++j) {
+    const float u = scale == 0.0f ? 0.0f : std::clamp(std::round((w[j] - mn) / scale), 0.0f, static_cast<float>(levels));
+    put(j, static_cast<int>(u));
+  }
+  return Status::ok();
+}
+
+Status quantize_group_w4(const float* w, int g, bool symmetric, uint8_t* out, int64_t r, int64_t c0) {
   const int half = g / 2;
   uint8_t* nibbles = out + (symmetric ? 2 : 4);
   std::memset(nibbles, 0, static_cast<size_t>(half));
-  auto put = [&](int j, int u) {
+  return round_group(w, g, symmetric, 15, out, r, c0, [&](int j, int u) {
     if (j < half)
       nibbles[j] = static_cast<uint8_t>(nibbles[j] | u);
     else
       nibbles[j - half] = static_cast<uint8_t>(nibbles[j - half] | (u << 4));
-  };
-  const std::string where = where_row(r) + ", group at column " + std::to_string(c0);
-  if (symmetric) {
-    float absmax = 0.0f;
-    for (int j = 0; j < g; ++j) absmax = std::max(absmax, std::fabs(w[j]));
-    if (absmax / 7.0f > kF16Max) return invalid_argument(where + ": weights too large for an FP16 scale");
-    const uint16_t hs = f16_round_up(absmax / 7.0f);
-    store_u16(out, hs);
-    const float scale = f16_to_f32(hs);
-    for (int j = 0; j < g; ++j) {
-      const float q = scale == 0.0f ? 0.0f : std::clamp(std::round(w[j] / scale), -7.0f, 7.0f);
-      put(j, static_cast<int>(q) + 8);
-    }
-  } else {
-    float lo = w[0], hi = w[0];
-    for (int j = 1; j < g; ++j) {
-      lo = std::min(lo, w[j]);
-      hi = std::max(hi, w[j]);
-    }
-    if (lo < -kF16Max || hi > kF16Max) return invalid_argument(where + ": weights outside the FP16 range");
-    const uint16_t hmin = f16_round_down(lo);
-    const float mn = f16_to_f32(hmin);
-    const float range = (hi - mn) / 15.0f;
-    if (range > kF16Max) return invalid_argument(where + ": weight range too large for an FP16 scale");
-    const uint16_t hs = f16_round_up(range);
-    store_u16(out, hs);
-    store_u16(out + 2, hmin);
-    const float scale = f16_to_f32(hs);
-    for (int j = 0; j < g; ++j) {
-      const float u = scale == 0.0f ? 0.0f : std::clamp(std::round((w[j] - mn) / scale), 0.0f, 15.0f);
-      put(j, static_cast<int>(u));
-    }
-  }
-  return Status::ok();
+  });
+}
+
+// Q5_0 / Q5_1 (w5a16 g32): W4's round to nearest over 31 levels.
+Status quantize_block_q5_32(const float* w, bool symmetric, uint8_t* out, int64_t r, int64_t c0) {
+  std::memset(out, 0, static_cast<size_t>(symmetric ? kQ5_0BlockBytes : kQ5_1BlockBytes));
+  return round_group(w, 32, symmetric, 31, out, r, c0,
+                     [&](int j, int u) { q5_block32_set_value(out, !symmetric, j, static_cast<unsigned>(u)); });
 }
 
 // One Q4_K block (w4a16 g256 asym; `five` false) or Q5_K block (w5a16; true) from 256 weights,
@@ -256,6 +272,9 @@ class RoundToNearest final : public WeightQuantizer {
       uint8_t* o = out.data() + static_cast<uint64_t>(r) * row_bytes;
       if (is_float_scheme(p.scheme)) {
         KILN_RETURN_IF_ERROR(quantize_row_float(p.scheme, wr, cols, o, r));
+      } else if (is_q5_block32(p)) {
+        const uint64_t bytes = *quantized_row_size(p, 32);
+        for (int64_t c = 0; c < cols; c += 32) KILN_RETURN_IF_ERROR(quantize_block_q5_32(wr + c, p.symmetric, o + (c / 32) * bytes, r, c));
       } else if (is_ggml_superblock(p)) {
         const auto block = p.scheme == Scheme::kW6A16   ? quantize_block_q6_k
                            : p.scheme == Scheme::kW5A16 ? quantize_block_q5_k

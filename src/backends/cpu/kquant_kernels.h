@@ -59,6 +59,10 @@ struct FifthBits {
   }
 };
 
+// Traits whose 4-bit products can sum in int16 across a sub-block (dot_u4_16, widen_u4_16).
+template <class S>
+constexpr bool has_u4_sum16 = requires(typename S::I a) { S::widen_u4_16(a, S::dot_u4_16(a, a, 0)); };
+
 // The 4-bit super-blocks, NT tokens from t0 (their a16 rows) and RT tiles: per sub-block j of 32
 // elements (the a16 block kb) the exact integer D, then, as backends/ref/ref_matmul.h up to f32 rounding,
 //   Q4_K (kIq4Xs false): D = sum u X,    y += (d sc_j) (s_kb D)  and  y += (dmin m_j) (-(s_kb sum X));
@@ -118,10 +122,36 @@ inline void w4_superblock(const PackedMatrix& w, const Activations& a, const Epi
           }
         }
       };
-      chunk(std::integral_constant<int, 0>{});
-      chunk(std::integral_constant<int, 1>{});
-      chunk(std::integral_constant<int, 2>{});
-      chunk(std::integral_constant<int, 3>{});
+      if constexpr (!kIq4Xs && !kFive && NT == 1 && has_u4_sum16<S>) {
+        // Q4_K decode: each digit plane's products summed as int16 over the sub-block's four
+        // chunks (16 products of a nibble and a digit per lane: exact, dot_u4_16), widened once;
+        // the same integers as the chunks above, with one multiply per product instead of two.
+        I sh[RT][V], sl[RT][V];
+        for (int r = 0; r < RT; ++r)
+          for (int v = 0; v < V; ++v) sh[r][v] = sl[r][v] = S::zeroi();
+        static_for<4>([&](auto c) {
+          const uint8_t* at = base + off + kChunks + (j.value * 4 + c.value) * 64;
+          const int64_t k4 = kb * 8 + 2 * c.value;
+          const int32_t h0 = x4(0, 0, k4), h1 = x4(0, 0, k4 + 1), l0 = x4(0, 1, k4), l1 = x4(0, 1, k4 + 1);
+          for (int v = 0; v < V; ++v)
+            for (int r = 0; r < RT; ++r) {
+              const I q = S::loadi(at + r * w.tile_bytes + v * S::N * 4);
+              const I lo = S::lo_nibbles(q), hi = S::hi_nibbles(q);
+              sh[r][v] = S::dot_u4_16(S::dot_u4_16(sh[r][v], lo, h0), hi, h1);
+              sl[r][v] = S::dot_u4_16(S::dot_u4_16(sl[r][v], lo, l0), hi, l1);
+            }
+        });
+        for (int r = 0; r < RT; ++r)
+          for (int v = 0; v < V; ++v) {
+            ah[r][0][v] = S::widen_u4_16(ah[r][0][v], sh[r][v]);
+            al[r][0][v] = S::widen_u4_16(al[r][0][v], sl[r][v]);
+          }
+      } else {
+        chunk(std::integral_constant<int, 0>{});
+        chunk(std::integral_constant<int, 1>{});
+        chunk(std::integral_constant<int, 2>{});
+        chunk(std::integral_constant<int, 3>{});
+      }
       for (int r = 0; r < RT; ++r) {
         const uint8_t* blk = base + r * w.tile_bytes + off;
         for (int v = 0; v < V; ++v) {

@@ -120,12 +120,57 @@ void kquant_from_tile(const QuantParams& p, const uint8_t* tb, int lane, uint8_t
   }
 }
 
+// A w5a16 g32 tile's block (q5_32_tile_block_bytes) from the lane's Q5_0 / Q5_1 block, and back.
+void q5_32_to_tile(const QuantParams& p, const uint8_t* ref, int lane, uint8_t* tb) {
+  const bool asym = !p.symmetric;
+  uint8_t u[32];
+  for (int e = 0; e < 32; ++e) u[e] = static_cast<uint8_t>(q5_block32_value(ref, asym, e));
+  std::memcpy(tb + lane * 2, ref, 2);
+  if (asym) std::memcpy(tb + 32 + lane * 2, ref + 2, 2);
+  const int64_t highs = q5_32_highs(p.symmetric);
+  uint32_t h = 0;
+  for (int m = 0; m < 4; ++m)
+    for (int b = 0; b < 8; ++b) h |= (u[4 * b + m] >> 4u) << (8 * m + b);
+  store<uint32_t>(tb + highs + lane * 4, h);
+  for (int c = 0; c < 4; ++c) {
+    uint32_t v = 0;
+    for (int m = 0; m < 4; ++m) v |= ((u[8 * c + m] & 15u) | (u[8 * c + 4 + m] & 15u) << 4) << (8 * m);
+    store<uint32_t>(tb + highs + 64 + c * 64 + lane * 4, v);
+  }
+}
+
+void q5_32_from_tile(const QuantParams& p, const uint8_t* tb, int lane, uint8_t* ref) {
+  const bool asym = !p.symmetric;
+  std::memset(ref, 0, static_cast<size_t>(asym ? kQ5_1BlockBytes : kQ5_0BlockBytes));
+  std::memcpy(ref, tb + lane * 2, 2);
+  if (asym) std::memcpy(ref + 2, tb + 32 + lane * 2, 2);
+  const int64_t highs = q5_32_highs(p.symmetric);
+  const uint32_t h = load<uint32_t>(tb + highs + lane * 4);
+  for (int e = 0; e < 32; ++e) {
+    const uint32_t v = load<uint32_t>(tb + highs + 64 + (e / 8) * 64 + lane * 4);
+    const int m = e % 8;
+    const unsigned lo = (v >> (m < 4 ? 8 * m : 8 * (m - 4) + 4)) & 15u;
+    q5_block32_set_value(ref, asym, e, lo | ((h >> (8 * (e % 4) + e / 4)) & 1u) << 4);
+  }
+}
+
 int64_t kquant_tile_block(const QuantParams& p) {
+  if (is_q5_block32(p)) return q5_32_tile_block_bytes(p.symmetric);
   if (p.scheme == Scheme::kW6A16) return kQ6KTileBlockBytes;
   if (p.scheme == Scheme::kW5A16) return kQ5KTileBlockBytes;
   return p.symmetric ? kIq4XsTileBlockBytes : kQ4KTileBlockBytes;
 }
-int64_t kquant_ref_block(const QuantParams& p) { return static_cast<int64_t>(*quantized_row_size(p, 256)); }
+int64_t kquant_ref_block(const QuantParams& p) { return static_cast<int64_t>(*quantized_row_size(p, is_q5_block32(p) ? 32 : 256)); }
+int64_t kquant_block_cols(const QuantParams& p) { return is_q5_block32(p) ? 32 : 256; }
+// A GGML block of the lane into a tile, and back.
+void block_to_tile(const QuantParams& p, const uint8_t* ref, int lane, uint8_t* tb) {
+  if (is_q5_block32(p)) q5_32_to_tile(p, ref, lane, tb);
+  else kquant_to_tile(p, ref, lane, tb);
+}
+void block_from_tile(const QuantParams& p, const uint8_t* tb, int lane, uint8_t* ref) {
+  if (is_q5_block32(p)) q5_32_from_tile(p, tb, lane, ref);
+  else kquant_from_tile(p, tb, lane, ref);
+}
 
 }  // namespace
 
@@ -136,9 +181,10 @@ std::string_view matmul_layout(Scheme s) {
 std::optional<uint64_t> tile_bytes(const QuantParams& p, std::string_view layout, int64_t cols) {
   if (cols <= 0 || layout != matmul_layout(p.scheme) || !validate_params(p)) return std::nullopt;
   const auto k = static_cast<uint64_t>(cols);
-  if (is_ggml_superblock(p)) {
-    if (cols % 256 != 0) return std::nullopt;
-    return static_cast<uint64_t>(kquant_tile_block(p)) * (k / 256);
+  if (is_ggml_block(p)) {
+    const int64_t bc = kquant_block_cols(p);
+    if (cols % bc != 0) return std::nullopt;
+    return static_cast<uint64_t>(kquant_tile_block(p)) * (k / static_cast<uint64_t>(bc));
   }
   switch (p.scheme) {
     case Scheme::kF32: return 64 * k;
@@ -186,9 +232,9 @@ Status pack_matrix(const QuantParams& p, std::string_view layout, std::span<cons
       const int64_t r = t * kTileRows + lane;
       if (r >= rows) break;  // padding rows stay zero
       const uint8_t* row = ref.data() + static_cast<size_t>(r) * *row_bytes;
-      if (is_ggml_superblock(p)) {
-        for (int64_t sb = 0; sb < cols / 256; ++sb)
-          kquant_to_tile(p, row + sb * kquant_ref_block(p), lane, tile + sb * kquant_tile_block(p));
+      if (is_ggml_block(p)) {
+        for (int64_t sb = 0; sb < cols / kquant_block_cols(p); ++sb)
+          block_to_tile(p, row + sb * kquant_ref_block(p), lane, tile + sb * kquant_tile_block(p));
         continue;
       }
       switch (p.scheme) {
@@ -259,9 +305,9 @@ Status unpack_matrix(const QuantParams& p, std::string_view layout, std::span<co
     const uint8_t* tile = packed.data() + static_cast<size_t>(r / kTileRows) * tb;
     const int lane = static_cast<int>(r % kTileRows);
     uint8_t* row = ref.data() + static_cast<size_t>(r) * *row_bytes;
-    if (is_ggml_superblock(p)) {
-      for (int64_t sb = 0; sb < cols / 256; ++sb)
-        kquant_from_tile(p, tile + sb * kquant_tile_block(p), lane, row + sb * kquant_ref_block(p));
+    if (is_ggml_block(p)) {
+      for (int64_t sb = 0; sb < cols / kquant_block_cols(p); ++sb)
+        block_from_tile(p, tile + sb * kquant_tile_block(p), lane, row + sb * kquant_ref_block(p));
       continue;
     }
     switch (p.scheme) {
@@ -320,12 +366,13 @@ void unpack_row(const QuantParams& p, std::string_view layout, const uint8_t* pa
   const uint64_t tb = *tile_bytes(p, layout, cols);
   const uint8_t* tile = packed + static_cast<size_t>(r / kTileRows) * tb;
   const int lane = static_cast<int>(r % kTileRows);
-  if (is_ggml_superblock(p)) {  // the lane's GGML blocks, dequantized by the reference (bit for bit)
+  if (is_ggml_block(p)) {  // the lane's GGML blocks, dequantized by the reference (bit for bit)
     uint8_t blk[kQ6KBlockBytes];  // the largest of them
-    for (int64_t sb = 0; sb < cols / 256; ++sb) {
-      kquant_from_tile(p, tile + sb * kquant_tile_block(p), lane, blk);
+    const int64_t bc = kquant_block_cols(p);
+    for (int64_t sb = 0; sb < cols / bc; ++sb) {
+      block_from_tile(p, tile + sb * kquant_tile_block(p), lane, blk);
       (void)dequantize(ggml_block_type(p), std::span<const uint8_t>(blk, static_cast<size_t>(kquant_ref_block(p))),
-                       std::span<float>(out + sb * 256, 256));
+                       std::span<float>(out + sb * bc, static_cast<size_t>(bc)));
     }
     return;
   }

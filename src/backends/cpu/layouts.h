@@ -40,6 +40,11 @@
 //                 k0 = 32 j.. and row, a u32 whose byte m holds the fifth bits of elements
 //                 k0 + m + 4 b at bit b (b = 0..7: chunk c's low nibbles at bit 2c, its high
 //                 ones at 2c + 1, so that a shift and one mask put them at bit 4 of each value).
+//          w5a16 g32 (GGML's Q5_0 symmetric, Q5_1 asymmetric; K a multiple of 32), per block
+//                 of 32, 352 bytes (16 x 22) or 384 (16 x 24): [16] f16 d, Q5_1 only [16] f16 m,
+//                 one word of 64 bytes holding the fifth bits as w5a16's above (byte m of row
+//                 r's u32: the fifth bit of element 4 b + m at bit b), then the 4 chunks of 64
+//                 bytes of the low 4 bits as the 4-bit chunks above.
 //   "r16k4" w8a16, w8a8
 //                 [16] f32 scales, [16] i32 row sums (sum of the row's q), then ceil(K/4)
 //                 chunks of 64 bytes: 16 u32, the u32 of row r holding q[r][4c .. 4c + 3] (past
@@ -74,6 +79,9 @@ inline constexpr int64_t kQ4KTileBlockBytes = 16 * 144, kQ4KPlanes = 64, kQ4KChu
 inline constexpr int64_t kQ5KTileBlockBytes = 16 * 176, kQ5KHighs = kQ4KTileBlockBytes;  // then as Q4_K's
 inline constexpr int64_t kQ6KTileBlockBytes = 16 * 210, kQ6KScales = 32, kQ6KChunks = 288, kQ6KHighs = 2336;
 inline constexpr int64_t kIq4XsTileBlockBytes = 16 * 136, kIq4XsPlanes = 32, kIq4XsChunks = 128;
+// One block of 32 inputs of a w5a16 g32 tile (Q5_0, Q5_1): its bytes, and where its fifth bits start.
+inline constexpr int64_t q5_32_tile_block_bytes(bool symmetric) { return symmetric ? 16 * 22 : 16 * 24; }
+inline constexpr int64_t q5_32_highs(bool symmetric) { return symmetric ? 32 : 64; }
 
 // The layout the matmul kernels read for a scheme.
 std::string_view matmul_layout(Scheme s);

@@ -6,6 +6,7 @@
 #include "backends/cpu/a8_kernels.h"
 #include "backends/cpu/dense_kernels.h"
 #include "backends/cpu/kquant_kernels.h"
+#include "backends/cpu/q5_kernels.h"
 #include "backends/cpu/w4a16_kernels.h"
 #include "backends/cpu/w8a16_kernels.h"
 
@@ -104,9 +105,25 @@ void matmul_w4_superblocks(const PackedMatrix& w, const Activations& a, const Ep
   over_tile_runs<S::kA16RT, S::kA16NT>(w, tb, te, a.n, block);
 }
 
+// GGML's Q5_0 (kAsym false) and Q5_1 blocks of 32, as matmul_w4_superblocks.
+template <class S, bool kAsym>
+void matmul_q5_32(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
+  auto block = [&](auto rt, auto nt, int64_t t, int t0) { q5_32_block<S, rt.value, nt.value, kAsym>(w, a, e, t, t0); };
+  if (a.n == 1) {
+    over_decode_tiles<S::kA16DecodeRT>(w, tb, te, [&](auto rt, int64_t t) { block(rt, std::integral_constant<int, 1>{}, t, 0); });
+    return;
+  }
+  over_tile_runs<S::kA16RT, S::kA16NT>(w, tb, te, a.n, block);
+}
+
 template <class S>
 void matmul_w5a16(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te, uint8_t* work) {
   (void)work;  // the min term takes the a16 rows' own block sums: no scratch
+  if (is_q5_block32(w.params)) {  // Q5_0 (symmetric) or Q5_1
+    if (w.params.symmetric) matmul_q5_32<S, false>(w, a, e, tb, te);
+    else matmul_q5_32<S, true>(w, a, e, tb, te);
+    return;
+  }
   matmul_w4_superblocks<S, false, true>(w, a, e, tb, te);
 }
 

@@ -92,6 +92,11 @@ struct Avx2 {
     const __m256i p = _mm256_maddubs_epi16(w, _mm256_set1_epi32(x4));  // nibbles <= 15: no saturation
     return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
   }
+  // dot_u4 with the pair sums kept as int16 (one multiply instead of two): acc16's 16 lanes of
+  // int16 gain u8(w) s8(x4) pair sums; exact while a lane sums at most 16 products of a nibble
+  // (<= 15) and an int8 (16 x 15 x 128 = 30720). widen_u4_16 adds a lane's pairs into acc.
+  static I dot_u4_16(I acc16, I w, int32_t x4) { return _mm256_add_epi16(acc16, _mm256_maddubs_epi16(w, _mm256_set1_epi32(x4))); }
+  static I widen_u4_16(I acc, I acc16) { return _mm256_add_epi32(acc, _mm256_madd_epi16(acc16, _mm256_set1_epi16(1))); }
   template <int j>
   static I sext_byte(I a) { return _mm256_srai_epi32(_mm256_slli_epi32(a, 24 - 8 * j), 24); }
   static constexpr int kW8DigitBias = 0;  // dot_s8 multiplies |w| by sign(x, w): no bias
