@@ -25,6 +25,8 @@ struct ServeOptions {
   int max_tokens = 4096;           // the most max_tokens a request may ask for
   size_t max_body_bytes = 4u << 20;
   int kv_f16 = 0;
+  int no_cache = 0;                // kiln_model_params.no_cache
+  std::string cache_dir;           // kiln_model_params.cache_dir ("" : the default)
 };
 
 // Loads the models, listens, serves until SIGINT/SIGTERM. Prints "listening on http://HOST:PORT"
