@@ -53,9 +53,16 @@ Result<SourceRecord> source_record(const CompileRequest& c) {
   KILN_ASSIGN_OR_RETURN(SourceIdentity id, source_identity(c.model));
   r.size = id.size;
   r.hash = id.hash;
+  // The scheme as one spelling (q4_0 and w4a16 --group 32 are one request, and one file's bytes).
   r.scheme = c.scheme;
   r.group = c.group;
   r.symmetric = c.symmetric;
+  if (auto p = parse_scheme_flag(c.scheme, c.group, c.symmetric); !c.scheme.empty() && p) {
+    const QuantParams q = canonical(*p);
+    r.scheme = std::string(scheme_name(q.scheme)) + (q.w8_group ? " g" + std::to_string(q.w8_group) : "");
+    r.group = q.group_size ? q.group_size : CompileRequest().group;
+    r.symmetric = q.symmetric;
+  }
   r.strict = c.strict;
   r.quantize_classifier = c.quantize_classifier;
   r.fuse = c.fuse;

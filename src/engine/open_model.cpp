@@ -86,7 +86,6 @@ Result<std::optional<KilnImage>> open_cached(const OpenOptions& o, const CacheRe
     if (!k) return k.status();
     out.cache_path = r.path;
     out.cache_hit = r.hit;
-    out.file_bytes = k->file->file_size();
     return std::optional<KilnImage>(std::move(*k));
   }
 }
