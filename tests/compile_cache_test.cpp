@@ -220,7 +220,8 @@ TEST(CompileCache, CliSaysOneLineOnceAndTheTextIsTheInMemoryOnes) {
 
 TEST(CompileCache, EnvironmentNamesTheFolder) {
   const std::string dir = fresh_dir("env");
-  auto r = test::run_kiln("run " + test::shell_quote(stories_gguf()) + " -p Once -n 2 --temp 0");
+  const std::string src = copy_of_gguf(fresh_dir("env-src"));  // a source no other test opened
+  auto r = test::run_kiln("run " + test::shell_quote(src) + " -p Once -n 2 --temp 0");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // The tests' own KILN_CACHE_DIR (test_util.cpp): never the user's cache.
   const char* env = std::getenv("KILN_CACHE_DIR");

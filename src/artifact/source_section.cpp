@@ -23,7 +23,7 @@ std::string encode_source_section(const SourceRecord& r) {
               {"tokenizer", r.tokenizer},
               {"overrides", r.overrides},
               {"calibrated", r.calibrated}}
-      .dump();
+      .dump(-1, ' ', false, Json::error_handler_t::replace);  // a path that is not UTF-8 must not throw
 }
 
 Result<SourceRecord> decode_source_section(std::span<const uint8_t> bytes, const std::string& where) {

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <utility>
 
 #include "artifact/kiln_file.h"
 #include "backends/cpu/cpu_backend.h"
@@ -189,10 +190,14 @@ Result<CacheResult> cached_compile(const CacheOptions& o, const CacheRequest& rq
     return r;
   }
   remove_stale_temp_files(entry);
-  if (o.notify)
-    o.notify(rq.reason.empty() ? "compiling " + rq.source + " once into " + entry + " (later starts map it)"
-                               : rq.reason + "; rebuilding it from its source " + rq.source + " into " + entry);
-  KILN_RETURN_IF_ERROR(rq.build(entry));
+  bool announced = false;
+  const auto announce = [&] {
+    if (std::exchange(announced, true)) return;
+    if (o.notify)
+      o.notify(rq.reason.empty() ? "compiling " + rq.source + " once into " + entry + " (later starts map it)"
+                                 : rq.reason + "; rebuilding it from its source " + rq.source + " into " + entry);
+  };
+  KILN_RETURN_IF_ERROR(rq.build(entry, announce));
   (void)prune_cache(dir, o.max_bytes ? o.max_bytes : default_cache_max_bytes(), entry);
   return r;
 }

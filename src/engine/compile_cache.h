@@ -55,7 +55,10 @@ struct CacheRequest {
   // The line said before compiling: "" says "compiling SOURCE once into ENTRY"; else
   // "<reason>; rebuilding it from its source SOURCE into ENTRY".
   std::string reason;
-  std::function<Status(const std::string& entry)> build;  // writes the .kiln at `entry`
+  // Writes the .kiln at `entry`; calls `announce` (which says the line; once, later calls do
+  // nothing) when the source has read well — at the quantizer's first progress, or when the
+  // compile is done — so that a source that is no model fails with its error alone.
+  std::function<Status(const std::string& entry, const std::function<void()>& announce)> build;
 };
 
 struct CacheResult {

@@ -1,5 +1,6 @@
 #include "engine/open_model.h"
 
+#include <algorithm>
 #include <set>
 
 #include <cstring>
@@ -97,17 +98,38 @@ Result<ProgramImage> open_source(const std::string& path, const OpenOptions& o, 
     out.kind = format_kind(*format);
     CacheRequest rq;
     rq.source = path;
-    rq.options_key = "open\nquant " + (o.quant ? overrides_key(*o.quant) : std::string("as stored")) +
-                     "\nmax_tokens " + std::to_string(o.max_tokens) + "\n";
-    if (!o.tokenizer_path.empty()) {
-      KILN_ASSIGN_OR_RETURN(SourceIdentity t, source_identity(o.tokenizer_path));
-      rq.options_key += "tokenizer " + std::filesystem::absolute(o.tokenizer_path).string() + " " +
-                        std::to_string(t.size) + " " + std::to_string(t.mtime_ns) + " " + std::to_string(t.hash) + "\n";
+    rq.options_key = "open " + std::filesystem::absolute(path).lexically_normal().string() + "\nquant " +
+                     (o.quant ? overrides_key(*o.quant) : std::string("as stored")) + "\nmax_tokens " +
+                     std::to_string(o.max_tokens) + "\n";
+    // The tokenizer is part of what is compiled: --tokenizer's file, or a llama2.c checkpoint's
+    // tokenizer.bin / tok*.bin beside it.
+    std::vector<std::string> tokenizers;
+    if (!o.tokenizer_path.empty()) tokenizers.push_back(o.tokenizer_path);
+    else if (*format == ModelFormat::kLlama2c) {
+      std::error_code ec;
+      const auto dir = std::filesystem::absolute(path).parent_path();
+      for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+        if (const std::string n = e.path().filename().string(); n.starts_with("tok") && n.ends_with(".bin"))
+          tokenizers.push_back(e.path().string());
+      std::sort(tokenizers.begin(), tokenizers.end());
     }
-    rq.build = [&](const std::string& entry) -> Status {
+    for (const std::string& t : tokenizers) {
+      KILN_ASSIGN_OR_RETURN(SourceIdentity id, source_identity(t));
+      rq.options_key += "tokenizer " + std::filesystem::absolute(t).string() + " " + std::to_string(id.size) + " " +
+                        std::to_string(id.mtime_ns) + " " + std::to_string(id.hash) + "\n";
+    }
+    rq.build = [&](const std::string& entry, const std::function<void()>& announce) -> Status {
       KILN_ASSIGN_OR_RETURN(Import imp, import_model(path));
+      CompileOptions co = source_options(imp, o, path, out.notes);
+      co.progress = [&](double f) {
+        announce();
+        if (o.cache.quantize_progress) o.cache.quantize_progress(f);
+      };
       CompileReport report;
-      KILN_ASSIGN_OR_RETURN(ProgramImage img, compile_model(imp, source_options(imp, o, path, out.notes), &report));
+      KILN_ASSIGN_OR_RETURN(ProgramImage img, compile_model(imp, co, &report));
+      // A tokenizer that does not read is named by its file, and never cached.
+      KILN_RETURN_IF_ERROR(tokenizer_from_blob(img.tokenizer, tokenizer_where(img.tokenizer, path)).status());
+      announce();
       KILN_ASSIGN_OR_RETURN(KilnTarget target, resolve_target("auto"));
       return write_kiln(img, target, report, entry, o.cache.write_progress);
     };
@@ -160,7 +182,8 @@ Result<ProgramImage> heal_kiln(const std::string& path, const OpenOptions& o, co
     cr.source = record->path;
     cr.options_key = "rebuild\n" + encode_source_section(*record);
     cr.reason = reason;
-    cr.build = [&](const std::string& entry) -> Status {
+    cr.build = [&](const std::string& entry, const std::function<void()>& announce) -> Status {
+      announce();  // the source's identity is checked already
       rq.output = entry;
       rq.quantize_progress = o.cache.quantize_progress;
       rq.write_progress = o.cache.write_progress;
