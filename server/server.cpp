@@ -231,7 +231,10 @@ bool Server::load() {
   for (const ModelSpec& spec : opt_.models) {
     auto m = std::make_unique<ServedModel>();
     m->name = spec.name;
-    if (kiln_model_load(rt_, spec.path.c_str(), nullptr, &m->model) != KILN_OK) {
+    kiln_model_params mp = kiln_model_default_params();
+    mp.no_cache = opt_.no_cache;
+    mp.cache_dir = opt_.cache_dir.empty() ? nullptr : opt_.cache_dir.c_str();
+    if (kiln_model_load(rt_, spec.path.c_str(), &mp, &m->model) != KILN_OK) {
       std::fprintf(stderr, "kiln: error: --model %s=%s: %s\n", spec.name.c_str(), spec.path.c_str(), kiln_last_error());
       return false;
     }

@@ -27,6 +27,8 @@ struct ServeOptions {
   int kv_f16 = 0;
   std::string draft;               // a draft model's path for speculative decoding; empty: none
   int draft_max = 0;               // tokens drafted per step at most (0: the runtime's default)
+  int no_cache = 0;                // kiln_model_params.no_cache
+  std::string cache_dir;           // kiln_model_params.cache_dir ("" : the default)
 };
 
 // Loads the models, listens, serves until SIGINT/SIGTERM. Prints "listening on http://HOST:PORT"

@@ -297,7 +297,9 @@ void expect_tokenizer_named(const std::string& model, const std::string& tokeniz
 // The same for `kiln run`, which opens the model through the front door (src/engine/open_model.cpp).
 void expect_cli_tokenizer_named(const std::string& model, const std::string& tokenizer_path,
                                 const std::string& tokenizer_file, const std::string& problem) {
-  std::string args = "run " + test::shell_quote(model) + " -n 1";
+  // --no-cache: through the cache the first start says first that it compiles (the error then
+  // names the same file, and nothing is cached).
+  std::string args = "run " + test::shell_quote(model) + " -n 1 --no-cache";
   if (!tokenizer_path.empty()) args += " --tokenizer " + test::shell_quote(tokenizer_path);
   auto r = test::run_kiln(args);
   expect_cli_error(r, tokenizer_file + ": ", problem);

@@ -375,16 +375,23 @@ TEST(CliUsage, SchemeAliasesCompileTheSameFile) {
   EXPECT_NE(f32.out, in_memory.out) << "4-bit and f32 weights sampled the same 100 tokens; -q had no effect?";
 }
 
-// run on a GGUF or HF source says on stderr that it compiles in memory, at which scheme, and
-// suggests kiln compile (issue 23 row 16).
+// run on a GGUF or HF source with --no-cache says on stderr that it compiles in memory, at which
+// scheme, and suggests kiln compile (issue 23 row 16); without it, the first start says it
+// compiles into the cache (issue 36), a later one says nothing.
 TEST(CliUsage, RunOnASourceSaysHowItRuns) {
   const std::string gguf = test::shell_quote(test::data_path("stories260K-gguf/stories260K.gguf"));
-  auto r = test::run_kiln("run " + gguf + " -n 2 --temp 0");
+  auto c = test::run_kiln("run " + gguf + " -n 2 --temp 0");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NE(c.err.find("kiln: compiling "), std::string::npos) << c.err;
+  EXPECT_NE(c.err.find(" once into "), std::string::npos) << c.err;
+  auto c2 = test::run_kiln("run " + gguf + " -n 2 --temp 0");
+  EXPECT_EQ(c2.err.find("compiling"), std::string::npos) << c2.err;
+  auto r = test::run_kiln("run " + gguf + " -n 2 --temp 0 --no-cache");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find(" is a gguf source, compiled in memory (f32, its own precision) on every start; `kiln compile "),
             std::string::npos)
       << r.err;
-  auto q = test::run_kiln("run " + gguf + " -q w8a16 -n 2 --temp 0");
+  auto q = test::run_kiln("run " + gguf + " -q w8a16 -n 2 --temp 0 --no-cache");
   EXPECT_NE(q.err.find("compiled in memory (w8a16) on every start"), std::string::npos) << q.err;
   auto k = test::run_kiln("run " + test::shell_quote(kiln_file()) + " -n 2 --temp 0");
   EXPECT_EQ(k.err.find("compiled in memory"), std::string::npos) << k.err;

@@ -573,10 +573,13 @@ TEST(Compile, RunKeepsAQuantizedGgufsPrecision) {
   ASSERT_EQ(c.exit_code, 0) << c.err;
   EXPECT_NE(c.err.find("w4a16"), std::string::npos) << c.err;
   const std::string gen = " -n 40 --temp 0 -p 'Once upon a time'";
-  auto from_gguf = test::run_kiln("run " + test::shell_quote(q4) + gen);
+  auto from_gguf = test::run_kiln("run " + test::shell_quote(q4) + gen + " --no-cache");  // compiled in memory
+  auto from_cache = test::run_kiln("run " + test::shell_quote(q4) + gen);                // through the compile cache
   auto from_kiln = test::run_kiln("run " + test::shell_quote(kiln) + gen);
   ASSERT_EQ(from_gguf.exit_code, 0) << from_gguf.err;
+  ASSERT_EQ(from_cache.exit_code, 0) << from_cache.err;
   EXPECT_EQ(from_gguf.out, from_kiln.out);
+  EXPECT_EQ(from_cache.out, from_kiln.out);
   EXPECT_NE(from_gguf.err.find("compiled in memory (w4a16, its own precision)"), std::string::npos) << from_gguf.err;
 }
 

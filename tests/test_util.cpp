@@ -79,6 +79,12 @@ std::string temp_dir() {
   return dir;
 }
 
+namespace {
+// Every test process has its own compile cache in its temporary folder, never the user's
+// (~/.cache/kiln): the engine's, the C API's and the kiln binary's it runs (which inherits it).
+[[maybe_unused]] const bool kTestCacheDir = [] { return setenv("KILN_CACHE_DIR", (temp_dir() + "/compile-cache").c_str(), 1) == 0; }();
+}  // namespace
+
 std::string shell_quote(const std::string& s) {
   std::string q = "'";
   for (char c : s) {

@@ -41,6 +41,7 @@ int bench_sessions(const BenchSessionsArgs& a) {
   auto rt = Runtime::create(ro);
   ModelLoadOptions lo;
   lo.open.tokenizer_path = a.tokenizer;
+  lo.open.cache = a.cache;
   if (!a.scheme.empty()) {  // else a source in its own precision
     auto q = source_scheme(a.scheme, a.group);
     if (!q) return fail(q.status());

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/compile_cache.h"
+
 namespace kiln::cli {
 
 struct BenchSessionsArgs {
@@ -15,6 +17,7 @@ struct BenchSessionsArgs {
   int threads = 0;
   int group = 32;
   bool json = false;
+  CacheOptions cache;  // a source model's compile cache
 };
 
 int bench_sessions(const BenchSessionsArgs& a);

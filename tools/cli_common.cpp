@@ -18,6 +18,36 @@ void add_kv_type_flag(CLI::App* cmd, std::string& kv_type) {
       ->check(CLI::IsMember({"f32", "f16"}));
 }
 
+std::function<void(double)> progress_bar(const char* what) {
+  if (!isatty(STDERR_FILENO)) return {};
+  return [what, last = -1](double f) mutable {
+    const int pct = static_cast<int>(f * 100.0);
+    if (pct == last) return;
+    last = pct;
+    const int w = 40, fill = pct * w / 100;
+    std::fprintf(stderr, "\r%-12s [%.*s%*s] %3d%%", what, fill, "########################################", w - fill, "",
+                 pct);
+    if (pct >= 100) std::fputc('\n', stderr);
+  };
+}
+
+void add_cache_flags(CLI::App* cmd, CacheFlags& f) {
+  cmd->add_option("--cache-dir", f.dir,
+                  "compile cache folder for source models (default: KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, "
+                  "else ~/.cache/kiln)");
+  cmd->add_flag("--no-cache", f.off, "compile a source model in memory on every start instead of once into the cache");
+}
+
+CacheOptions cache_options(const CacheFlags& f) {
+  CacheOptions o;
+  o.enabled = !f.off;
+  o.dir = f.dir;
+  o.notify = [](const std::string& line) { std::fprintf(stderr, "kiln: %s\n", line.c_str()); };
+  o.quantize_progress = progress_bar("quantizing");
+  o.write_progress = progress_bar("writing");
+  return o;
+}
+
 void print_notes(const std::vector<std::string>& notes) {
   for (const std::string& n : notes) std::fprintf(stderr, "kiln: note: %s\n", n.c_str());
 }

@@ -2,12 +2,14 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "engine/compile_cache.h"
 
 namespace kiln::cli {
 
@@ -22,6 +24,20 @@ constexpr int kExitBadInput = 2;
 inline constexpr const char* kGroupHelp =
     "group size of -q's scheme: 32, 64 or 128 for the 4-bit schemes and w8a16 (grouped when given), "
     "256 for GGML's super-blocks (w4a16 g256: IQ4_XS, or Q4_K with compile's --asym)";
+
+// A progress bar on stderr when it is a terminal; nothing (null) otherwise.
+std::function<void(double)> progress_bar(const char* what);
+
+// --cache-dir DIR and --no-cache (run, chat, bench, ppl, serve): where a source model's compile
+// goes, or that it is compiled in memory on every start.
+struct CacheFlags {
+  std::string dir;
+  bool off = false;
+};
+void add_cache_flags(CLI::App* cmd, CacheFlags& f);
+// The engine's cache options for the flags: its one line on stderr ("kiln: compiling ..."), the
+// progress bars on a terminal.
+CacheOptions cache_options(const CacheFlags& f);
 
 // Prints each as "kiln: note: <note>" on stderr.
 void print_notes(const std::vector<std::string>& notes);
@@ -101,6 +117,7 @@ void add_ppl_command(CLI::App& app, int& exit_code);
 void add_template_command(CLI::App& app, int& exit_code);
 void add_tokenize_command(CLI::App& app, int& exit_code);
 void add_detokenize_command(CLI::App& app, int& exit_code);
+void add_cache_command(CLI::App& app, int& exit_code);
 void add_bench_tokenizer_command(CLI::App& app, int& exit_code);
 void add_synth_command(CLI::App& app, int& exit_code);
 void add_bench_command(CLI::App& app, int& exit_code);

@@ -28,6 +28,7 @@ using OJ = nlohmann::ordered_json;
 
 struct BenchCmd {
   std::string model, scheme, tokenizer;  // scheme "": a source in its own precision, as kiln run
+  CacheFlags compile_cache;              // --cache-dir, --no-cache
   std::vector<int> n_prompt = {128, 512};
   int n_gen = 64;
   int depth = 0;  // tokens in the KV cache when each prefill and decode test starts
@@ -56,6 +57,7 @@ struct BenchCmd {
 Result<OpenOptions> open_options(const BenchCmd& c) {
   OpenOptions oo;
   oo.tokenizer_path = c.tokenizer;
+  oo.cache = cache_options(c.compile_cache);
   if (!c.scheme.empty()) {
     KILN_ASSIGN_OR_RETURN(oo.quant, source_scheme(c.scheme, c.group));
   }
@@ -333,6 +335,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   auto c = std::make_shared<BenchCmd>();
   CLI::App* cmd = app.add_subcommand("bench", "Prefill/decode speed against the compute and memory-bandwidth rooflines; cold start");
   cmd->add_option("model,-m,--model", c->model, ".kiln file or source model (default: the shipped stories260K)");
+  add_cache_flags(cmd, c->compile_cache);
   CLI::Option* n_prompt = cmd->add_option("-p,--n-prompt", c->n_prompt, "prompt sizes for the prefill tests, comma-separated (0: none)")
       ->delimiter(',')
       ->check(at_least(0));
@@ -397,6 +400,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
       a.threads = c->threads;
       a.group = c->group;
       a.json = c->json;
+      a.cache = cache_options(c->compile_cache);
       exit_code = bench_sessions(a);
       return;
     }

@@ -38,20 +38,6 @@ std::string mib(int64_t b) {
   return s;
 }
 
-// A progress bar when stderr is a terminal; nothing otherwise.
-std::function<void(double)> progress_bar(const char* what) {
-  if (!isatty(STDERR_FILENO)) return {};
-  return [what, last = -1](double f) mutable {
-    const int pct = static_cast<int>(f * 100.0);
-    if (pct == last) return;
-    last = pct;
-    const int w = 40, fill = pct * w / 100;
-    std::fprintf(stderr, "\r%-12s [%.*s%*s] %3d%%", what, fill, "########################################", w - fill, "",
-                 pct);
-    if (pct >= 100) std::fputc('\n', stderr);
-  };
-}
-
 int compile(const CompileCmd& c) {
   // Ctrl-C, SIGTERM or SIGHUP during the write leave no out.kiln.tmp.* behind.
   remove_temp_files_on_signals();

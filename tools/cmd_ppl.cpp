@@ -15,6 +15,7 @@ namespace {
 
 struct PplCmd {
   std::string model, file, tokenizer, scheme;  // scheme "": a source's own precision
+  CacheFlags cache;                            // --cache-dir, --no-cache
   int n_ctx = 0;
   int threads = 0, group = 32;
   std::string perf;
@@ -56,6 +57,7 @@ int ppl(const PplCmd& c) {
   if (c.n_ctx == 1) return usage_error("--ctx 1 is too short: perplexity needs a window of at least 2 tokens");
   OpenOptions oo;
   oo.tokenizer_path = c.tokenizer;
+  oo.cache = cache_options(c.cache);
   if (!c.scheme.empty()) {
     auto q = source_scheme(c.scheme, c.group);
     if (!q) return usage_error(q.status().message());
@@ -93,6 +95,7 @@ void add_ppl_command(CLI::App& app, int& exit_code) {
   auto c = std::make_shared<PplCmd>();
   CLI::App* cmd = app.add_subcommand("ppl", "Perplexity of a model on a text file");
   cmd->add_option("model,-m,--model", c->model, ".kiln file or source model")->required();
+  add_cache_flags(cmd, c->cache);
   cmd->add_option("-f,--file", c->file, "text to score");
   cmd->add_option("-c,--ctx,--ctx-size", c->n_ctx, "window length (default: min(model maximum, 512))")
       ->check(at_least(0));

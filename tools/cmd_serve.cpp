@@ -13,9 +13,12 @@ struct ServeCmd {
   std::vector<std::string> models;
   std::string perf, kv_type = "f32";
   server::ServeOptions o;
+  CacheFlags cache;  // --cache-dir, --no-cache
 };
 
 int serve(ServeCmd& c) {
+  c.o.no_cache = c.cache.off ? 1 : 0;
+  c.o.cache_dir = c.cache.dir;
   if (c.models.empty()) c.models.push_back("stories260K=" + default_model_path());
   for (const std::string& m : c.models) {
     const size_t eq = m.find('=');
@@ -54,6 +57,7 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server: /v1/chat/completions, /v1/completions, a chat page");
   cmd->add_option("-m,--model", c->models,
                   "NAME=PATH of a .kiln or source model (repeat for several; default: the shipped stories260K)");
+  add_cache_flags(cmd, c->cache);
   cmd->add_option("--host", c->o.host, "address to listen on (default: loopback only)");
   cmd->add_option("--port", c->o.port, "port (0: a free one, printed on stderr)")->check(between(0, 65535));
   cmd->add_option("--parallel", c->o.parallel, "sessions (concurrent requests) per model")->check(between(1, 256));

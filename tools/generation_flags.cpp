@@ -18,6 +18,7 @@ void add_generation_flags(CLI::App* cmd, GenerationFlags& f) {
   // -m/--model as llama.cpp spells it, or the positional MODEL.
   cmd->add_option("model,-m,--model", f.model,
                   ".kiln file, llama2.c .bin, .gguf file or Hugging Face folder (default: the shipped stories260K)");
+  add_cache_flags(cmd, f.cache);
   cmd->add_option("-n,--n-predict", f.n_predict, "number of new tokens")->check(at_least(0));
   cmd->add_option("--temp", f.sampler.temperature, "temperature; 0 is greedy")->check(at_least(0.0f));
   cmd->add_option("--top-k", f.sampler.top_k, "keep the k most likely tokens; 0 is off")->check(at_least(0));
@@ -106,6 +107,7 @@ Status speculation_for(Runtime& rt, const GenerationFlags& f, TurnOptions& turn)
   if (f.draft.empty()) return Status::ok();
   ModelLoadOptions lo;
   lo.open.verify = f.verify;
+  lo.open.cache = cache_options(f.cache);
   if (!f.scheme.empty() && !is_kiln_file(f.draft)) {
     KILN_ASSIGN_OR_RETURN(lo.open.quant, source_scheme(f.scheme, f.group));
   }
@@ -159,6 +161,7 @@ Result<std::shared_ptr<RuntimeModel>> open_for_generation(Runtime& rt, Generatio
   ModelLoadOptions lo;
   lo.open.tokenizer_path = f.tokenizer;
   lo.open.verify = f.verify;
+  lo.open.cache = cache_options(f.cache);
   if (!f.scheme.empty()) {
     KILN_ASSIGN_OR_RETURN(lo.open.quant, source_scheme(f.scheme, f.group));
   }
@@ -166,9 +169,10 @@ Result<std::shared_ptr<RuntimeModel>> open_for_generation(Runtime& rt, Generatio
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<RuntimeModel> m, rt.load_model(f.model, lo));
   const OpenedModel& o = m->opened();
   print_notes(o.notes);
-  // A GGUF or HF source is compiled on every start; say so, and what a compiled file saves
-  // (a 51 MB Q4_0 GGUF ran at 479 MB RSS from memory at f32, its w4a16 .kiln at 98 MB).
-  if (o.kind == "gguf" || o.kind == "hf")
+  // A GGUF or HF source compiled in memory (--no-cache) is compiled on every start; say so, and
+  // what a compiled file saves (a 51 MB Q4_0 GGUF ran at 479 MB RSS from memory at f32, its w4a16
+  // .kiln at 98 MB).
+  if ((o.kind == "gguf" || o.kind == "hf") && o.cache_path.empty())
     std::fprintf(stderr,
                  "kiln: %s is a %s source, compiled in memory (%s%s) on every start; `kiln compile %s -o "
                  "model.kiln` once makes a file that starts as a map and a check\n",

@@ -9,6 +9,7 @@
 
 #include "engine/constrained_output.h"
 #include "engine/runtime.h"
+#include "tools/cli_common.h"
 
 namespace CLI {
 class App;
@@ -42,6 +43,7 @@ struct GenerationFlags {
   std::string draft;
   int lookup = 0;
   int draft_max = SpeculativeOptions{}.draft_max;
+  CacheFlags cache;  // --cache-dir, --no-cache
 };
 
 void add_generation_flags(CLI::App* cmd, GenerationFlags& f);

@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
   kiln::cli::add_template_command(app, exit_code);
   kiln::cli::add_tokenize_command(app, exit_code);
   kiln::cli::add_detokenize_command(app, exit_code);
+  kiln::cli::add_cache_command(app, exit_code);
   kiln::cli::add_bench_tokenizer_command(app, exit_code);
   kiln::cli::add_synth_command(app, exit_code);
   kiln::cli::add_bench_command(app, exit_code);

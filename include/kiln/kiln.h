@@ -148,10 +148,18 @@ typedef struct kiln_model_params {
   void* progress_user_data;
   int32_t prefault;           /* non-zero (default): map every weight page while loading, so that the
                                  first token does not wait for page faults; 0: a load is a map and a check */
+  int32_t no_cache;           /* 0 (default): a source model is compiled once into the compile cache and
+                                 later loads map that file (so is a .kiln rebuilt from its recorded source,
+                                 one this machine cannot run as it is); non-zero: compiled in memory on
+                                 every load */
+  const char* cache_dir;      /* the compile cache's folder; NULL: KILN_CACHE_DIR, else
+                                 $XDG_CACHE_HOME/kiln, else ~/.cache/kiln (bounded by KILN_CACHE_MAX_SIZE,
+                                 default 8G, least recently used entries removed first) */
 } kiln_model_params;
 
 KILN_API kiln_model_params kiln_model_default_params(void);
-/* Maps a .kiln (a map and a check) or compiles a source model in memory. */
+/* Maps a .kiln (a map and a check), or a source model's entry in the compile cache (compiled into it
+ * on the first load), or compiles a source model in memory (no_cache). */
 KILN_API kiln_status kiln_model_load(kiln_runtime* runtime, const char* path, const kiln_model_params* params,
                                      kiln_model** out);
 /* Maps the .kiln that lies in bytes [offset, offset + length) of the open file `fd` (an Android

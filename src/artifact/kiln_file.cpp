@@ -156,6 +156,7 @@ std::string kiln_section_name(uint32_t kind) {
     case KilnSection::kTensorTable: return "tensor table";
     case KilnSection::kWeights: return "weights";
     case KilnSection::kConformance: return "conformance";
+    case KilnSection::kSource: return "source";
   }
   return "kind " + std::to_string(kind);
 }
@@ -490,7 +491,7 @@ Result<std::shared_ptr<const KilnFile>> open_kiln_bytes(std::shared_ptr<const Ma
     return r.error_at(0, "not a .kiln file (bad magic)");
   KILN_RETURN_IF_ERROR(r.seek(kOffVersion));
   KILN_ASSIGN_OR_RETURN(uint32_t version, r.read<uint32_t>("format version"));
-  if (version != kKilnFormatVersion)
+  if (version != kKilnFormatVersion && !(options.accept_older_versions && version < kKilnFormatVersion))
     return unsupported(path + ": format version " + std::to_string(version) + ", this kiln reads " +
                        std::to_string(kKilnFormatVersion) + ": recompile it with `kiln compile`");
   if (bytes.size() < kKilnHeaderSize)

@@ -90,6 +90,7 @@ enum class KilnSection : uint32_t {
   kTensorTable = 6,  // written by KilnWriter from add_tensor calls
   kWeights = 7,      // written by KilnWriter from add_tensor calls
   kConformance = 8,  // optional: the compiled program against the float one (conformance_section.h)
+  kSource = 9,       // optional: the source model and the compile request (source_section.h)
 };
 
 // "config", "tokenizer", ..., or "kind N" for a kind this build does not name.
@@ -167,6 +168,10 @@ struct KilnOpenOptions {
   uint64_t host_cpu_features = ~0ull;   // the bits this machine has, in the compiler's numbering
   bool check_target = true;
   std::vector<std::string> host_backends;  // back ends this runtime has; empty: do not check
+  // Also accept a file of an older format version (its header and section table laid out as
+  // version 1's: every version keeps them), to read what it records, e.g. its source; a runtime
+  // never runs such a file.
+  bool accept_older_versions = false;
 };
 
 class KilnFile {

@@ -4,6 +4,7 @@
 
 #include "artifact/config_section.h"
 #include "artifact/program_section.h"
+#include "artifact/source_section.h"
 #include "artifact/tokenizer_section.h"
 #include "graph/weight_params.h"
 
@@ -15,7 +16,7 @@ std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()
 
 Status write_kiln_image(const ProgramImage& img, const KilnTarget& target, const QuantTotals& totals,
                         const std::string& writer, const std::string& path,
-                        const std::function<void(double)>& progress, const ConformanceReport* conformance) {
+                        const std::function<void(double)>& progress, const ConformanceReport* conformance, const SourceRecord* source) {
   KilnWriter w(target, writer);
   KILN_RETURN_IF_ERROR(w.add_section(KilnSection::kConfig, bytes_of(config_to_json(img.config))));
   KILN_RETURN_IF_ERROR(w.add_section(KilnSection::kTokenizer, encode_tokenizer_section(img.tokenizer)));
@@ -24,6 +25,7 @@ Status write_kiln_image(const ProgramImage& img, const KilnTarget& target, const
   KILN_RETURN_IF_ERROR(w.add_section(KilnSection::kQuantRecord, bytes_of(encode_quant_record(img, totals))));
   if (conformance != nullptr)
     KILN_RETURN_IF_ERROR(w.add_section(KilnSection::kConformance, bytes_of(encode_conformance_section(*conformance))));
+  if (source != nullptr) KILN_RETURN_IF_ERROR(w.add_section(KilnSection::kSource, bytes_of(encode_source_section(*source))));
   const Graph& g = img.program.graph;
   for (size_t i = 0; i < g.weights.size(); ++i) {
     const WeightDesc& d = g.weights[i];

@@ -131,6 +131,8 @@ Result<ModelLoadOptions> load_options(const char* path, const kiln_model_params&
   o.open.verify = p.verify != 0;
   o.prefault = p.prefault != 0;
   if (p.tokenizer_path) o.open.tokenizer_path = p.tokenizer_path;
+  o.open.cache.enabled = p.no_cache == 0;
+  if (p.cache_dir) o.open.cache.dir = p.cache_dir;
   if (p.scheme) {
     if (is_kiln_file(path))
       return invalid_argument(std::string(path) + ": a .kiln is already compiled; its scheme cannot be changed at load "

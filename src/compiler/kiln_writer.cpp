@@ -38,10 +38,13 @@ Result<KilnTarget> resolve_target(const std::string& name) {
   return t;
 }
 
+std::string kiln_writer_name() { return std::string("kiln ") + KILN_VERSION_STRING; }
+
 Status write_kiln(const ProgramImage& img, const KilnTarget& target, const CompileReport& report,
                   const std::string& path, const std::function<void(double)>& progress,
-                  const ConformanceReport* conformance) {
-  return write_kiln_image(img, target, report, std::string("kiln ") + KILN_VERSION_STRING, path, progress, conformance);
+                  const ConformanceReport* conformance, const SourceRecord* source) {
+  return write_kiln_image(img, target, report, kiln_writer_name(), path, progress, conformance,
+                          source);
 }
 
 }  // namespace kiln

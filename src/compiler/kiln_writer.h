@@ -17,10 +17,13 @@ namespace kiln {
 // .kiln opens only on a CPU that has them, and runs those kernels everywhere).
 Result<KilnTarget> resolve_target(const std::string& name);
 
+// What a .kiln names as its writer: "kiln 0.4.0".
+std::string kiln_writer_name();
+
 // The image with its compile report's totals (and the conformance report, when measured), written
 // by this version of kiln.
 Status write_kiln(const ProgramImage& image, const KilnTarget& target, const CompileReport& report,
                   const std::string& path, const std::function<void(double)>& progress = {},
-                  const ConformanceReport* conformance = nullptr);
+                  const ConformanceReport* conformance = nullptr, const SourceRecord* source = nullptr);
 
 }  // namespace kiln

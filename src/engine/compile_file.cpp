@@ -6,6 +6,7 @@
 #include "compiler/kiln_writer.h"
 #include "core/mapped_file.h"
 #include "core/temp_file.h"
+#include "engine/compile_cache.h"
 #include "engine/calibration.h"
 #include "engine/conformance.h"
 #include "engine/defaults.h"
@@ -26,10 +27,14 @@ Result<CompileOptions> compile_options(const CompileRequest& c, const Import& im
   o.max_tokens = c.max_tokens;
   o.fuse = c.fuse;
   o.guard_classifier = !c.quantize_classifier && !keep;
-  if (!c.overrides.empty()) {
-    KILN_ASSIGN_OR_RETURN(std::string text, read_text_file(c.overrides));
-    KILN_ASSIGN_OR_RETURN(o.quant, parse_overrides(text, c.overrides, base));
-    o.overrides_path = c.overrides;
+  if (!c.overrides_text.empty() || !c.overrides.empty()) {
+    const std::string name = c.overrides.empty() ? "the recorded overrides" : c.overrides;
+    std::string text = c.overrides_text;
+    if (text.empty()) {
+      KILN_ASSIGN_OR_RETURN(text, read_text_file(c.overrides));
+    }
+    KILN_ASSIGN_OR_RETURN(o.quant, parse_overrides(text, name, base));
+    o.overrides_path = name;
   }
   return o;
 }
@@ -38,6 +43,70 @@ std::string scheme_with_group(const std::string& scheme, int group) {
   if (auto p = parse_scheme_flag(scheme, group, true); p && p->scheme == Scheme::kW8A16 && p->w8_group == 0)
     return scheme + " g" + std::to_string(group);
   return scheme;
+}
+
+Result<SourceRecord> source_record(const CompileRequest& c) {
+  SourceRecord r;
+  std::error_code ec;
+  r.path = std::filesystem::absolute(c.model, ec).lexically_normal().string();
+  if (ec) r.path = c.model;
+  KILN_ASSIGN_OR_RETURN(SourceIdentity id, source_identity(c.model));
+  r.size = id.size;
+  r.hash = id.hash;
+  // The scheme as one spelling (q4_0 and w4a16 --group 32 are one request, and one file's bytes).
+  r.scheme = c.scheme;
+  r.group = c.group;
+  r.symmetric = c.symmetric;
+  if (auto p = parse_scheme_flag(c.scheme, c.group, c.symmetric); !c.scheme.empty() && p) {
+    const QuantParams q = canonical(*p);
+    r.scheme = std::string(scheme_name(q.scheme)) + (q.w8_group ? " g" + std::to_string(q.w8_group) : "");
+    r.group = q.group_size ? q.group_size : CompileRequest().group;
+    r.symmetric = q.symmetric;
+  }
+  r.strict = c.strict;
+  r.quantize_classifier = c.quantize_classifier;
+  r.fuse = c.fuse;
+  r.max_tokens = c.max_tokens;
+  if (!c.tokenizer.empty()) r.tokenizer = std::filesystem::absolute(c.tokenizer, ec).lexically_normal().string();
+  r.overrides = c.overrides_text;
+  if (r.overrides.empty() && !c.overrides.empty()) {
+    KILN_ASSIGN_OR_RETURN(r.overrides, read_text_file(c.overrides));
+  }
+  r.calibrated = !c.calib.empty() || !c.imatrix.empty();
+  return r;
+}
+
+CompileRequest request_from_record(const SourceRecord& r, const std::string& output) {
+  CompileRequest c;
+  c.model = r.path;
+  c.output = output;
+  c.scheme = r.scheme;
+  c.group = r.group;
+  c.symmetric = r.symmetric;
+  c.strict = r.strict;
+  c.quantize_classifier = r.quantize_classifier;
+  c.fuse = r.fuse;
+  if (r.max_tokens > 0) c.max_tokens = r.max_tokens;
+  c.tokenizer = r.tokenizer;
+  c.overrides_text = r.overrides;
+  c.conformance = false;
+  return c;
+}
+
+std::string compile_command(const SourceRecord& r, const std::string& output) {
+  const CompileRequest d;
+  std::string cmd = "kiln compile " + r.path + " -o " + output;
+  if (!r.scheme.empty()) cmd += " -q " + r.scheme;
+  if (r.group != d.group) cmd += " --group " + std::to_string(r.group);
+  if (!r.symmetric) cmd += " --asym";
+  if (r.strict) cmd += " --strict";
+  if (!r.overrides.empty()) cmd += " --overrides RULES.json";
+  if (!r.tokenizer.empty()) cmd += " --tokenizer " + r.tokenizer;
+  if (r.max_tokens > 0 && r.max_tokens != d.max_tokens) cmd += " --max-tokens " + std::to_string(r.max_tokens);
+  if (!r.fuse) cmd += " --no-fuse";
+  if (r.quantize_classifier) cmd += " --quantize-classifier";
+  if (r.calibrated) cmd += " --calib TEXT";
+  return cmd;
 }
 
 Result<CompileSummary> compile_to_file(const CompileRequest& c) {
@@ -88,8 +157,9 @@ Result<CompileSummary> compile_to_file(const CompileRequest& c) {
     KILN_ASSIGN_OR_RETURN(s.conformance, measure_conformance(imp, o, img, c.model, co));
     s.conformance_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
   }
+  KILN_ASSIGN_OR_RETURN(const SourceRecord record, source_record(c));
   KILN_RETURN_IF_ERROR(write_kiln(img, target, s.report, c.output, c.write_progress,
-                                  s.conformance ? &*s.conformance : nullptr));
+                                  s.conformance ? &*s.conformance : nullptr, &record));
   s.plan = img.program.plan;
   s.target = target.backend + (target.cpu_feature_names.empty() ? "" : " (" + target.cpu_feature_names + ")");
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

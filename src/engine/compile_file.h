@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "artifact/conformance_section.h"
+#include "artifact/source_section.h"
 #include "compiler/driver.h"
 #include "graph/program.h"
 
@@ -23,6 +24,7 @@ struct CompileRequest {
   bool symmetric = true;
   bool strict = false;              // a 4-bit tensor the group does not divide fails (else 8-bit, noted)
   std::string overrides;            // JSON rules file; "" : none
+  std::string overrides_text;       // the rules themselves, read instead of `overrides` when set
   std::string target = "auto";
   std::string tokenizer;            // "" : the model's own
   int max_tokens = kDefaultMaxTokens;
@@ -61,5 +63,15 @@ std::string scheme_with_group(const std::string& scheme, int group);
 // GGUF's own blocks; the overrides file; the classifier guard): `kiln inspect` on a source model
 // plans with the same, so that it says what the compile will do.
 Result<CompileOptions> compile_options(const CompileRequest& request, const Import& imp);
+
+// The source record compile_to_file writes (artifact/source_section.h): the model's absolute path
+// and identity, and the request's options (the overrides file's text, not its name).
+Result<SourceRecord> source_record(const CompileRequest& request);
+// The request a record was compiled with, writing `output` (no conformance report: a rebuild is
+// for running).
+CompileRequest request_from_record(const SourceRecord& record, const std::string& output);
+// The `kiln compile ...` command line that makes `output` from the record's source for this
+// machine: what a message offers when kiln cannot rebuild it itself.
+std::string compile_command(const SourceRecord& record, const std::string& output);
 
 }  // namespace kiln

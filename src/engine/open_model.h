@@ -1,6 +1,10 @@
 // The front door: opens whatever a user names as a model — a .kiln (mapped and checked) or a
-// source model (llama2.c, GGUF, HF folder) compiled in memory — with its tokenizer and chat
-// template. The CLI, the C API and everything above them open models here and nowhere else.
+// source model (llama2.c, GGUF, HF folder) compiled in memory or once into the compile cache —
+// with its tokenizer and chat template. A .kiln this kiln cannot run as it is (a CPU target this
+// machine lacks, an older format version) is rebuilt from the source it records when that source
+// is present and unchanged (into the cache, one line through cache.notify); otherwise the error
+// says what is missing and the command that fixes it. The CLI, the C API and everything above
+// them open models here and nowhere else.
 #pragma once
 
 #include <memory>
@@ -10,6 +14,7 @@
 
 #include "artifact/conformance_section.h"
 #include "core/mapped_file.h"
+#include "engine/compile_cache.h"
 #include "quant/overrides.h"
 #include "runtime/model.h"
 #include "template/chat_template.h"
@@ -28,6 +33,10 @@ struct OpenOptions {
   // in place; the path only names it in messages. Its offset must keep the .kiln's 16 KB
   // alignment (kiln_model_load_fd in kiln.h).
   std::shared_ptr<const FileRange> range;
+  // Source models (and a .kiln rebuilt from its source): compiled once into this cache and mapped
+  // from it (engine/compile_cache.h); off (the default here; the CLI and the C API turn it on):
+  // compiled in memory on every open.
+  CacheOptions cache;
 };
 
 struct OpenedModel {
@@ -41,6 +50,8 @@ struct OpenedModel {
   // What the user should know about how it was opened (a CLI prints each on stderr): a scheme
   // asked for on weights the source stores quantized already re-rounds them.
   std::vector<std::string> notes;
+  std::string cache_path;  // the cache entry mapped (a source model, or a .kiln rebuilt); "" : none
+  bool cache_hit = false;  // that entry was made before this open
 };
 
 bool is_kiln_file(const std::string& path);

@@ -312,4 +312,16 @@ Result<std::vector<QuantParams>> assign_schemes(const OverridesFile& file, const
   return out;
 }
 
+std::string overrides_key(const OverridesFile& f) {
+  std::string k = "default " + describe(canonical(f.defaults)) + (f.auto_fallback ? " fallback" : "");
+  for (const Rule& r : f.rules) {
+    k += "; rule";
+    if (r.match) k += " match " + std::to_string(r.match->size()) + ":" + *r.match;
+    if (r.layers) k += " layers " + std::to_string(r.layers->first) + "-" + std::to_string(r.layers->second);
+    if (r.op) k += " op " + *r.op;
+    k += " -> " + describe(canonical(r.params));
+  }
+  return k;
+}
+
 }  // namespace kiln

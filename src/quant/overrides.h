@@ -107,6 +107,10 @@ Result<OverridesFile> overrides_from_flags(std::string_view scheme, int group_si
 Result<std::vector<QuantParams>> assign_schemes(const OverridesFile& file, const std::vector<WeightRef>& weights,
                                                 const std::string& path, std::vector<std::string>* notes);
 
+// Everything `file` decides, as one deterministic line of text (equal files give equal text): what
+// the compile cache keys an entry by (engine/compile_cache.h). Not a format anything reads back.
+std::string overrides_key(const OverridesFile& file);
+
 // Pieces, exposed for tests and for `kiln inspect`.
 bool glob_match(std::string_view pattern, std::string_view text);  // '*' and '?', else literal
 bool is_op_kind(std::string_view op);                   // embedding, attn_q, ..., output
