@@ -241,6 +241,7 @@ JNIEXPORT void JNICALL Java_ai_kiln_Native_modelDefaults(JNIEnv* env, jclass, jo
   f.set_int("priority", p.priority);
   f.set_boolean("verify", p.verify != 0);
   f.set_boolean("prefault", p.prefault != 0);
+  f.set_boolean("noCache", p.no_cache != 0);
 }
 
 JNIEXPORT void JNICALL Java_ai_kiln_Native_sessionDefaults(JNIEnv* env, jclass, jobject o) {
@@ -318,7 +319,7 @@ JNIEXPORT jobject JNICALL Java_ai_kiln_Native_runtimeStats(JNIEnv* env, jclass, 
 
 JNIEXPORT jlong JNICALL Java_ai_kiln_Native_modelLoad(JNIEnv* env, jclass, jlong rt, jstring path, jobject o,
                                                       jobject sink) {
-  std::string p, scheme, tokenizer;
+  std::string p, scheme, tokenizer, cache_dir;
   kiln_model_params mp = kiln_model_default_params();
   {
     Fields f(env, o);
@@ -327,11 +328,14 @@ JNIEXPORT jlong JNICALL Java_ai_kiln_Native_modelLoad(JNIEnv* env, jclass, jlong
     mp.prefault = f.get_boolean("prefault") ? 1 : 0;
     auto s = static_cast<jstring>(f.get_object("scheme", "Ljava/lang/String;"));
     auto t = static_cast<jstring>(f.get_object("tokenizerPath", "Ljava/lang/String;"));
+    mp.no_cache = f.get_boolean("noCache") ? 1 : 0;
+    auto c = static_cast<jstring>(f.get_object("cacheDir", "Ljava/lang/String;"));
     if (!f.ok() || !read_string(env, path, p, "the model path") || !read_string(env, s, scheme, "the scheme") ||
-        !read_string(env, t, tokenizer, "the tokenizer path"))
+        !read_string(env, t, tokenizer, "the tokenizer path") || !read_string(env, c, cache_dir, "the cache folder"))
       return 0;
     mp.scheme = s != nullptr ? scheme.c_str() : nullptr;
     mp.tokenizer_path = t != nullptr ? tokenizer.c_str() : nullptr;
+    mp.cache_dir = c != nullptr ? cache_dir.c_str() : nullptr;
   }
   if (sink == nullptr) {
     kiln_model* m = nullptr;

@@ -7,6 +7,8 @@ public final class ModelOptions {
   String scheme;
   String tokenizerPath;
   boolean prefault;
+  boolean noCache;
+  String cacheDir;
 
   public ModelOptions() {
     Native.check();
@@ -25,7 +27,7 @@ public final class ModelOptions {
     return this;
   }
 
-  /** A source model (GGUF, HF folder, llama2.c) is compiled in memory in this scheme ("f32", "w4a16"); null: f32. */
+  /** A source model (GGUF, HF folder, llama2.c) is compiled in this scheme ("f32", "w4a16"); null: its own. */
   public ModelOptions scheme(String s) {
     scheme = s;
     return this;
@@ -40,6 +42,21 @@ public final class ModelOptions {
   /** Map every weight page while loading, so the first token waits for no page fault. */
   public ModelOptions prefault(boolean p) {
     prefault = p;
+    return this;
+  }
+
+  /**
+   * Compile a source model in memory at every load instead of once into the compile cache (a
+   * {@code .kiln} there, mapped on the next load).
+   */
+  public ModelOptions noCache(boolean n) {
+    noCache = n;
+    return this;
+  }
+
+  /** The compile cache's folder; null: KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln. */
+  public ModelOptions cacheDir(String dir) {
+    cacheDir = dir;
     return this;
   }
 
@@ -61,5 +78,13 @@ public final class ModelOptions {
 
   public boolean prefault() {
     return prefault;
+  }
+
+  public boolean noCache() {
+    return noCache;
+  }
+
+  public String cacheDir() {
+    return cacheDir;
   }
 }

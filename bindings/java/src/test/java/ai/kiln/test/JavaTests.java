@@ -82,6 +82,7 @@ public final class JavaTests {
       tests.put("Load.ErrorsAreKilnExceptionsWithTheCMessage", JavaTests::loadErrors);
       tests.put("Load.AsyncReportsOffTheCallersThreadAndCancels", JavaTests::loadAsync);
       tests.put("Load.FromAnAlignedZipEntryByDescriptorGivesThePlainFilesText", JavaTests::loadFromFd);
+      tests.put("Load.CacheDirHoldsOneEntryAndNoCacheWritesNone", JavaTests::compileCache);
       tests.put("Lifecycle.UseAfterCloseThrows", JavaTests::useAfterClose);
       tests.put("Session.SaveRestoreResetAndChat", JavaTests::saveRestoreResetChat);
       tests.put("Session.ListenerExceptionsAndCloseFromACallback", JavaTests::listenerFailures);
@@ -283,6 +284,8 @@ public final class JavaTests {
     equal(false, m.verify(), "verify");
     equal(true, m.prefault(), "prefault");
     equal(null, m.scheme(), "scheme");
+    equal(false, m.noCache(), "noCache");
+    equal(null, m.cacheDir(), "cacheDir");
     // Fluent setters chain and keep what they set.
     s = new SessionOptions().temperature(0f).nCtx(512).topK(1).seed(7);
     equal(0f, s.temperature(), "set temperature");
@@ -305,6 +308,32 @@ public final class JavaTests {
       equal(StopReason.LENGTH, s.lastStats().stopReason, "stop reason");
       equal("llama", model.info().arch, "info().arch");
       equal(512, model.info().vocabSize, "info().vocabSize");
+    }
+  }
+
+  /** A source model compiles once into cacheDir (loaded twice: one entry, the same text); noCache writes nothing. */
+  static void compileCache() throws Exception {
+    File cached = new File(work, "cache-on");
+    File off = new File(work, "cache-off");
+    check(off.mkdirs(), "mkdir " + off);
+    String first = null;
+    try (KilnRuntime rt = KilnRuntime.create(new RuntimeOptions().threads(1))) {
+      for (int i = 0; i < 2; ++i) {
+        try (KilnModel model = KilnModel.load(rt, shipped(), new ModelOptions().cacheDir(cached.getPath()));
+            KilnSession s = model.newSession(new SessionOptions().temperature(0f))) {
+          String text = s.generate("Once upon a time", new GenerateOptions().maxTokens(32));
+          if (first == null) first = text;
+          equal(first, text, "load " + (i + 1) + " through the cache");
+        }
+        File[] entries = cached.listFiles((d, name) -> name.endsWith(".kiln"));
+        check(entries != null && entries.length == 1, "one .kiln entry in " + cached + " after load " + (i + 1));
+      }
+      try (KilnModel model = KilnModel.load(rt, shipped(), new ModelOptions().cacheDir(off.getPath()).noCache(true));
+          KilnSession s = model.newSession(new SessionOptions().temperature(0f))) {
+        equal(first, s.generate("Once upon a time", new GenerateOptions().maxTokens(32)), "noCache's text");
+      }
+      String[] left = off.list();
+      check(left != null && left.length == 0, "noCache wrote nothing into " + off);
     }
   }
 
