@@ -343,9 +343,7 @@ TEST(Speculative, SamplingKeepsTheTargetsDistribution) {
     so.adaptive = false;
     std::vector<int> draft_tokens;
     Speculator spec(**target, dm ? draft->get() : nullptr, &draft_tokens, sp, so);
-    // Fewer draws under an emulator (the rule is the same code on every CPU; the limit follows
-    // the degrees of freedom, so the test keeps its false-alarm rate and loses only power).
-    const int n = test::under_emulator() ? 1000 : 4000;
+    const int n = 4000;
     std::map<int, int> counts;
     Speculator::Step step;
     int drafted_rounds = 0;
