@@ -85,23 +85,36 @@ TEST(Calibration, LessErrorOnAnotherTextAndRecorded) {
   const std::string dir = test::temp_dir();
   auto rtn = test::run_kiln("compile " + m + " -q w4a16" + eval + " -o " + test::shell_quote(dir + "/cal_rtn.kiln"));
   ASSERT_EQ(rtn.exit_code, 0) << rtn.err;
-  auto imx = test::run_kiln("compile " + m + " -q w4a16 --calib " + calib + eval + " -o " + test::shell_quote(dir + "/cal_imx.kiln"));
+  auto imx = test::run_kiln("compile " + m + " -q w4a16 --calib " + calib + " --method imatrix" + eval + " -o " +
+                            test::shell_quote(dir + "/cal_imx.kiln"));
   ASSERT_EQ(imx.exit_code, 0) << imx.err;
   EXPECT_NE(imx.err.find("method: imatrix, 35 weights rounded with the statistics of calib stories260K-samples.txt (512 tokens"),
             std::string::npos) << imx.err;
+  // GPTQ, --calib's default.
+  auto gq = test::run_kiln("compile " + m + " -q w4a16 --calib " + calib + eval + " -o " + test::shell_quote(dir + "/cal_gptq.kiln"));
+  ASSERT_EQ(gq.exit_code, 0) << gq.err;
+  EXPECT_NE(gq.err.find("method: gptq, 35 weights rounded with the statistics of calib stories260K-samples.txt (512 tokens"),
+            std::string::npos) << gq.err;
   auto a = open_model(dir + "/cal_rtn.kiln", OpenOptions{});
   auto b = open_model(dir + "/cal_imx.kiln", OpenOptions{});
-  ASSERT_TRUE(a && b);
+  auto c = open_model(dir + "/cal_gptq.kiln", OpenOptions{});
+  ASSERT_TRUE(a && b && c);
   const ConformanceText& ta = a->conformance->headline();
   const ConformanceText& tb = b->conformance->headline();
+  const ConformanceText& tc = c->conformance->headline();
   EXPECT_EQ(ta.name, "tinystory.txt");
   EXPECT_EQ(ta.ppl_reference, tb.ppl_reference);
-  // Measured: KL 0.0829 -> 0.0588, perplexity increase +9.62 % -> +4.88 %.
+  // Measured: KL 0.0829 (rtn) -> 0.0588 (imatrix) -> 0.0449 (gptq), perplexity increase +9.62 % ->
+  // +4.88 % -> +4.23 %.
   EXPECT_LT(tb.kl, 0.8 * ta.kl);
   EXPECT_LT(tb.ppl_quantized - tb.ppl_reference, 0.7 * (ta.ppl_quantized - ta.ppl_reference));
+  EXPECT_LT(tc.kl, 0.7 * ta.kl);
+  EXPECT_LT(tc.kl, tb.kl);
+  EXPECT_LT(tc.ppl_quantized - tc.ppl_reference, 0.6 * (ta.ppl_quantized - ta.ppl_reference));
   const auto ra = quant_record(dir + "/cal_rtn.kiln"), rb = quant_record(dir + "/cal_imx.kiln");
   EXPECT_EQ(ra["method"], "rtn");
   EXPECT_FALSE(ra.contains("calibration"));
+  EXPECT_EQ(quant_record(dir + "/cal_gptq.kiln")["method"], "gptq");
   EXPECT_EQ(rb["method"], "imatrix");
   EXPECT_EQ(rb["calibration"]["source"], "calib stories260K-samples.txt");
   EXPECT_EQ(rb["calibration"]["tokens"], 512);
@@ -113,6 +126,43 @@ TEST(Calibration, LessErrorOnAnotherTextAndRecorded) {
     ASSERT_EQ(again.exit_code, 0) << again.err;
   }
   EXPECT_TRUE(test::read_file(dir + "/cal_imx2.kiln") == test::read_file(dir + "/cal_imx3.kiln"));
+  // GPTQ on one thread and on two: the same bytes.
+  for (const char* t : {"1", "2"}) {
+    auto again = test::run_kiln("compile " + m + " -q w4a16 --no-conformance -t " + t + " --calib " + calib + " -o " +
+                                test::shell_quote(dir + "/cal_gptq_t" + t + ".kiln"));
+    ASSERT_EQ(again.exit_code, 0) << again.err;
+  }
+  EXPECT_TRUE(test::read_file(dir + "/cal_gptq_t1.kiln") == test::read_file(dir + "/cal_gptq_t2.kiln"));
+}
+
+// --method with the statistics it needs, or a one-line error and no file.
+TEST(Calibration, MethodNeedsItsStatistics) {
+  const std::string m = test::shell_quote(test::shipped_model());
+  const std::string calib = test::shell_quote(test::data_path("eval/stories260K-samples.txt"));
+  const std::string dir = test::temp_dir();
+  const std::string out = dir + "/cal_method.kiln";
+  test::write_file(dir + "/some.imatrix", "x");
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"--method gptq", "--method gptq rounds with calibration statistics: give --calib TEXT"},
+      {"--method imatrix", "--method imatrix rounds with calibration statistics: give --calib TEXT or --imatrix FILE"},
+      {"--method rtn --calib " + calib, "--method rtn rounds to nearest and reads no statistics: drop --calib"},
+      {"--act-order --calib " + calib + " --method imatrix", "--act-order orders GPTQ's columns: it needs --method gptq (and --calib TEXT)"},
+      {"--method gptq --imatrix " + test::shell_quote(dir + "/some.imatrix"),
+       "--method gptq needs the calibration inputs themselves (--calib TEXT); an importance matrix holds only their mean squares"},
+  };
+  for (const Case& c : cases) {
+    auto r = test::run_kiln("compile " + m + " -q w4a16 " + c.args + " -o " + test::shell_quote(out));
+    EXPECT_EQ(r.exit_code, 2) << c.args << ": " << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(std::ifstream(out).good()) << c.args;
+  }
+  auto typo = test::run_kiln("compile " + m + " --method awq --calib " + calib + " -o " + test::shell_quote(out));
+  EXPECT_EQ(typo.exit_code, 1) << typo.err;  // a usage error, CLI11's
+  EXPECT_FALSE(std::ifstream(out).good());
 }
 
 TEST(Calibration, BadTextIsOneLineAndNoFile) {

@@ -27,6 +27,8 @@ struct CompileCmd {
   std::string calib;
   int64_t calib_tokens = 512;
   std::string imatrix;
+  std::string method;
+  bool act_order = false;
   std::string eval;
   int threads = 0;
   int max_tokens = kDefaultMaxTokens;
@@ -67,6 +69,8 @@ int compile(const CompileCmd& c) {
   rq.calib = c.calib;
   rq.calib_tokens = c.calib_tokens;
   rq.imatrix = c.imatrix;
+  rq.method = c.method;
+  rq.act_order = c.act_order;
   rq.eval = c.eval;
   rq.threads = c.threads;
   rq.quantize_progress = progress_bar("quantizing");
@@ -144,11 +148,19 @@ void add_compile_command(CLI::App& app, int& exit_code) {
                 "skip the conformance report (the program against f32 on a built-in text, which holds the model twice)");
   cmd->add_option("--eval", c->eval, "a text file the conformance report also measures (its first 2048 tokens)");
   cmd->add_option("--calib", c->calib,
-                  "plain text run through the f32 model for each input channel's importance; the integer weights are then "
-                  "rounded to least importance-weighted error (method imatrix) instead of to nearest");
+                  "plain text run through the f32 model; the integer weights are then rounded with its statistics (--method, "
+                  "default gptq) instead of to nearest");
   cmd->add_option("--calib-tokens", c->calib_tokens, "calibration tokens used (default 512)")->check(between(64, 1 << 20));
   cmd->add_option("--imatrix", c->imatrix,
                   "llama.cpp's importance matrix (llama-imatrix output, GGUF or legacy .dat) as the statistics instead of --calib");
+  cmd->add_option("--method", c->method,
+                  "how the statistics round: gptq (each column's error compensated on the columns after it, from the "
+                  "calibration inputs' second moments; needs --calib), imatrix (each group clipped to least "
+                  "importance-weighted error), rtn (to nearest, no statistics); default: the best the statistics allow")
+      ->check(CLI::IsMember({"rtn", "imatrix", "gptq"}));
+  cmd->add_flag("--act-order", c->act_order,
+                "gptq: round the input columns in order of their calibration second moment, largest first (each "
+                "group's scale then chosen before the sweep)");
   add_threads_flag(cmd, c->threads);
   cmd->callback([c, &exit_code] { exit_code = compile(*c); });
 }

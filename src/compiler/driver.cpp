@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backends/registry.h"
+#include "core/thread_pool.h"
 #include "graph/builder.h"
 #include "graph/weight_params.h"
 #include "layout/ggml_blocks.h"
@@ -194,6 +195,10 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
   img.cpu_features = o.cpu_features;
   std::vector<std::shared_ptr<std::vector<uint8_t>>> buffers(g.weights.size());
   std::vector<int64_t> sizes(g.weights.size(), 0);
+  std::unique_ptr<ThreadPool> gptq_pool;
+  const std::vector<float>* gptq_input = nullptr;
+  std::shared_ptr<const GptqFactor> gptq_factor_of_input;
+  int64_t weights_gptq = 0;
   for (size_t i = 0; i < g.weights.size(); ++i) {
     const WeightDesc& w = g.weights[i];
     KILN_ASSIGN_OR_RETURN(const TensorSource* found, source_of(m, w));
@@ -225,9 +230,25 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
         break;
       case WeightOrigin::kRounded: {
         const std::vector<float>* imp = nullptr;
-        if (o.importance && ImportanceQuantizer::searches(p))
+        const std::vector<float>* inputs = nullptr;
+        if (o.importance && o.method == QuantMethod::kGptq && GptqQuantizer::sweeps(p))
+          if (auto it = o.importance->inputs.find(w.name); it != o.importance->inputs.end() && it->second) inputs = it->second.get();
+        if (o.importance && o.method != QuantMethod::kRtn && ImportanceQuantizer::searches(p))
           if (auto it = o.importance->per_weight.find(w.name); it != o.importance->per_weight.end()) imp = &it->second;
-        if (imp != nullptr) {
+        if (inputs != nullptr && cols > 0 && inputs->size() % static_cast<size_t>(cols) == 0) {
+          // The weights reading one input (q, k, v; gate, up) come one after another: one factor.
+          if (gptq_input != inputs) {
+            if (!gptq_pool) gptq_pool = std::make_unique<ThreadPool>(std::max(1, o.threads));
+            gptq_factor_of_input.reset();
+            auto f = gptq_factor(*inputs, static_cast<int64_t>(inputs->size()) / cols, cols, gptq_pool.get(), o.act_order);
+            if (!f) return f.status().with_context("weight '" + w.name + "'");
+            gptq_factor_of_input = std::move(*f);
+            gptq_input = inputs;
+          }
+          KILN_ASSIGN_OR_RETURN(buf, requantize_by_rows(src, w.name, p, rows, cols, GptqQuantizer(gptq_factor_of_input, gptq_pool.get())));
+          ++r.weights_calibrated;
+          ++weights_gptq;
+        } else if (imp != nullptr) {
           KILN_ASSIGN_OR_RETURN(buf, requantize_by_rows(src, w.name, p, rows, cols, ImportanceQuantizer(*imp)));
           ++r.weights_calibrated;
         } else {
@@ -248,7 +269,7 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
     if (o.progress) o.progress(static_cast<double>(i + 1) / static_cast<double>(g.weights.size()));
   }
   if (o.importance && r.weights_calibrated > 0) {
-    r.method = "imatrix";
+    r.method = weights_gptq == r.weights_calibrated ? "gptq" : weights_gptq > 0 ? "gptq+imatrix" : "imatrix";
     r.calibration_source = o.importance->source;
     r.calibration_hash = o.importance->hash;
     r.calibration_tokens = o.importance->tokens;

@@ -12,6 +12,7 @@
 #include "compiler/passes.h"
 #include "formats/import.h"
 #include "graph/program.h"
+#include "quant/gptq_quantizer.h"
 #include "quant/importance_quantizer.h"
 #include "quant/weight_origin.h"
 
@@ -33,6 +34,11 @@ struct CompileOptions {
   // Calibration statistics (engine/calibration.h, or an imatrix file): the integer weights they
   // cover are rounded by quant/importance_quantizer.h instead of round-to-nearest. Null: none.
   std::shared_ptr<const ImportanceStats> importance;
+  // How they round: kGptq (quant/gptq_quantizer.h) where they keep the inputs and the scheme has
+  // one grid per group or row, the importance-weighted clipping elsewhere; kImatrix: that alone.
+  QuantMethod method = QuantMethod::kGptq;
+  bool act_order = false;  // GPTQ takes the columns largest H_jj first (quant/gptq_quantizer.h)
+  int threads = 1;  // for GPTQ's products
 };
 
 // The totals the .kiln quantization record stores (notes, bytes per scheme, parameters), and

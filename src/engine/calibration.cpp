@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include "artifact/kiln_file.h"
 #include "core/utf8.h"
@@ -25,7 +26,7 @@ Status check_calibration_text(std::string_view text, const std::string& file) {
 
 Result<ImportanceStats> collect_importance(const Import& imp, const CompileOptions& options, std::string_view text,
                                            const std::string& file, int64_t max_tokens, int threads,
-                                           const std::string& source_path) {
+                                           const std::string& source_path, bool keep_inputs) {
   KILN_RETURN_IF_ERROR(check_calibration_text(text, file));
   CompileOptions f32 = options;
   f32.quant = f32_overrides();
@@ -47,6 +48,9 @@ Result<ImportanceStats> collect_importance(const Import& imp, const CompileOptio
   // Per weight: the sum of squares of each input column, and the rows summed.
   std::vector<std::vector<double>> sums(g.weights.size());
   std::vector<int64_t> rows_seen(g.weights.size(), 0);
+  // With keep_inputs: per input value, its rows as they come, and the weights that read it.
+  std::map<int, std::shared_ptr<std::vector<float>>> inputs;
+  std::map<size_t, int> input_of;
   StepTracer tracer{ProfileLevel::kOff};
   tracer.after_instruction = [&](int node, const StepContext& ctx, int rows) {
     const Node& n = g.nodes[static_cast<size_t>(node)];
@@ -60,6 +64,15 @@ Result<ImportanceStats> collect_importance(const Import& imp, const CompileOptio
     for (int r = 0; r < rows; ++r)
       for (size_t j = 0; j < width; ++j) s[j] += static_cast<double>(x[r * width + j]) * x[r * width + j];
     rows_seen[w] += rows;
+    if (keep_inputs) {
+      const int value = n.inputs[0];
+      input_of[w] = value;
+      // The weights reading one input run one after another on the same rows: keep them once.
+      auto& kept = inputs[value];
+      if (!kept) kept = std::make_shared<std::vector<float>>();
+      const size_t want = static_cast<size_t>(rows_seen[w]) * width;
+      if (kept->size() < want) kept->insert(kept->end(), x, x + static_cast<size_t>(rows) * width);
+    }
   };
   const int n_ctx = std::min(model->config().max_seq_len, 512);
   KILN_ASSIGN_OR_RETURN(auto session, Session::create(model, n_ctx, threads, DType::kF32));
@@ -84,6 +97,7 @@ Result<ImportanceStats> collect_importance(const Import& imp, const CompileOptio
     if (rows_seen[w] == 0 || embedded[w]) continue;
     std::vector<float>& v = stats.per_weight[g.weights[w].name];
     for (double s : sums[w]) v.push_back(static_cast<float>(s / static_cast<double>(rows_seen[w])));
+    if (auto in = input_of.find(w); in != input_of.end()) stats.inputs[g.weights[w].name] = inputs[in->second];
   }
   stats.tokens = static_cast<int64_t>(tokens.size());
   char hex[17];

@@ -125,6 +125,21 @@ Result<CompileSummary> compile_to_file(const CompileRequest& c) {
   }
   if (!c.calib.empty() && !c.imatrix.empty())
     return invalid_argument("--calib and --imatrix both give the statistics: give one");
+  const bool stats = !c.calib.empty() || !c.imatrix.empty();
+  QuantMethod method = c.calib.empty() ? (c.imatrix.empty() ? QuantMethod::kRtn : QuantMethod::kImatrix) : QuantMethod::kGptq;
+  if (c.method == "rtn") {
+    if (stats) return invalid_argument("--method rtn rounds to nearest and reads no statistics: drop " + std::string(c.calib.empty() ? "--imatrix" : "--calib"));
+    method = QuantMethod::kRtn;
+  } else if (c.method == "imatrix" || c.method == "gptq") {
+    if (!stats) return invalid_argument("--method " + c.method + " rounds with calibration statistics: give --calib TEXT" +
+                                        (c.method == "imatrix" ? " or --imatrix FILE" : ""));
+    if (c.method == "gptq" && c.calib.empty())
+      return invalid_argument("--method gptq needs the calibration inputs themselves (--calib TEXT); an importance matrix holds only their mean squares");
+    method = c.method == "gptq" ? QuantMethod::kGptq : QuantMethod::kImatrix;
+  } else if (!c.method.empty()) {
+    return invalid_argument("--method '" + c.method + "' is not a rounding method (rtn, imatrix, gptq)");
+  }
+  if (c.act_order && method != QuantMethod::kGptq) return invalid_argument("--act-order orders GPTQ's columns: it needs --method gptq (and --calib TEXT)");
   std::string calib_text;
   if (!c.calib.empty()) {
     KILN_ASSIGN_OR_RETURN(calib_text, read_text_file(c.calib));
@@ -137,7 +152,8 @@ Result<CompileSummary> compile_to_file(const CompileRequest& c) {
   if (!c.calib.empty()) {
     const auto c0 = std::chrono::steady_clock::now();
     KILN_ASSIGN_OR_RETURN(ImportanceStats stats,
-                          collect_importance(imp, o, calib_text, c.calib, c.calib_tokens, threads, c.model));
+                          collect_importance(imp, o, calib_text, c.calib, c.calib_tokens, threads, c.model,
+                                             /*keep_inputs=*/method == QuantMethod::kGptq));
     stats.source = "calib " + std::filesystem::path(c.calib).filename().string();
     o.importance = std::make_shared<const ImportanceStats>(std::move(stats));
     s.calibration_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
@@ -147,6 +163,9 @@ Result<CompileSummary> compile_to_file(const CompileRequest& c) {
     o.importance = std::make_shared<const ImportanceStats>(std::move(stats));
   }
   o.progress = c.quantize_progress;
+  o.method = method;
+  o.act_order = c.act_order;
+  o.threads = threads;
   KILN_ASSIGN_OR_RETURN(ProgramImage img, compile_model(imp, o, &s.report));
   if (o.importance && s.report.weights_calibrated == 0)
     s.report.notes.push_back((c.calib.empty() ? "--imatrix" : "--calib") + std::string(": no weight was rounded with the statistics (none is rounded here from f32 to an integer "

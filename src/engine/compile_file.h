@@ -38,6 +38,10 @@ struct CompileRequest {
   std::string calib;
   int64_t calib_tokens = 512;
   std::string imatrix;  // llama.cpp's importance matrix (formats/imatrix.h) as the statistics instead
+  // How the statistics round: "gptq" (needs --calib), "imatrix", "rtn" (no statistics); "" : the
+  // best they allow (gptq with --calib, imatrix with --imatrix).
+  std::string method;
+  bool act_order = false;  // gptq: the columns largest second moment first
   std::string eval;
   int threads = 0;  // for the conformance runs; 0: the balanced choice (the fastest cores, at most 4)
   std::function<void(double)> quantize_progress;  // 0..1

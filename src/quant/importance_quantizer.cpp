@@ -5,15 +5,7 @@
 
 namespace kiln {
 
-namespace {
-
-// How much of a group's range is kept: 1 (round-to-nearest's choice) first, so that a tie keeps it.
-constexpr float kClips[] = {1.0f, 0.97f, 0.94f, 0.91f, 0.88f, 0.85f, 0.82f, 0.78f, 0.74f, 0.70f, 0.65f, 0.60f};
-
-// `g` values clipped to `c` of their range: to [-c max|w|, c max|w|], or for an asymmetric 4-bit
-// group each end moved towards zero by c. Round-to-nearest then takes the clipped range for its
-// scale: the values inside it round as with a smaller scale, those outside to the end.
-void clip(const float* w, int g, bool symmetric, float c, float* out) {
+void clip_group(const float* w, int g, bool symmetric, float c, float* out) {
   float lo = w[0], hi = w[0], absmax = 0;
   for (int j = 0; j < g; ++j) {
     lo = std::min(lo, w[j]);
@@ -28,8 +20,6 @@ void clip(const float* w, int g, bool symmetric, float c, float* out) {
   hi = hi > 0 ? hi * c : hi;
   for (int j = 0; j < g; ++j) out[j] = std::clamp(w[j], lo, hi);
 }
-
-}  // namespace
 
 ImportanceQuantizer::ImportanceQuantizer(std::span<const float> importance) : importance_(importance.begin(), importance.end()) {
   // Each column's weight is its importance plus the mean one: the few channels whose activations
@@ -67,8 +57,8 @@ Status ImportanceQuantizer::quantize(const QuantParams& p, const float* w, int64
       const float* imp = importance_.data() + c0;
       float* best_out = clipped.data() + r * cols + c0;
       double best = INFINITY;
-      for (float c : kClips) {
-        clip(src, static_cast<int>(group), symmetric, c, candidate.data());
+      for (float c : kClipFractions) {
+        clip_group(src, static_cast<int>(group), symmetric, c, candidate.data());
         // Round-to-nearest names a weight it cannot store (not finite, too large): the caller's
         // plain round-to-nearest of the whole matrix reports it.
         if (!round_to_nearest().quantize(p, candidate.data(), 1, group, q) || !dequantize_row(p, q, group, back.data()))

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -17,13 +18,29 @@
 
 namespace kiln {
 
+// The data-aware rounding methods, after round-to-nearest ("rtn"): the importance-weighted
+// clipping below ("imatrix") and GPTQ ("gptq", quant/gptq_quantizer.h).
+enum class QuantMethod { kRtn, kImatrix, kGptq };
+
 // The statistics a compile rounds with, per weight (its graph name): one importance per input column.
 struct ImportanceStats {
   std::map<std::string, std::vector<float>> per_weight;
   std::string source;  // what they came from, for the quantization record: "calib FILE", "imatrix FILE"
   std::string hash;    // of the calibration tokens (or the imatrix file's bytes), 16 hex digits
   int64_t tokens = 0;  // calibration tokens behind them
+  // The calibration inputs themselves, per weight ([tokens][its input width] f32, shared by the
+  // weights that read one input), where a method needs more than their mean squares (GPTQ's
+  // second moments): only --calib has them, an imatrix file does not.
+  std::map<std::string, std::shared_ptr<const std::vector<float>>> inputs;
 };
+
+// How much of a group's range a search may keep: 1 (round-to-nearest's choice) first, so that a tie keeps it.
+inline constexpr float kClipFractions[] = {1.0f, 0.97f, 0.94f, 0.91f, 0.88f, 0.85f, 0.82f, 0.78f, 0.74f, 0.70f, 0.65f, 0.60f};
+
+// `g` values clipped to `c` of their range: to [-c max|w|, c max|w|], or for an asymmetric
+// group each end moved towards zero by c. Round-to-nearest then takes the clipped range for its
+// scale: the values inside it round as with a smaller scale, those outside to the end.
+void clip_group(const float* w, int g, bool symmetric, float c, float* out);
 
 class ImportanceQuantizer final : public WeightQuantizer {
  public:

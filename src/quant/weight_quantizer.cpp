@@ -63,32 +63,56 @@ Status check_finite(const float* w, int64_t n, int64_t r, int64_t c0) {
   return Status::ok();
 }
 
-Status quantize_row_w8(const float* w, int64_t cols, uint8_t* out, int64_t r) {
-  KILN_RETURN_IF_ERROR(check_finite(w, cols, r, 0));
-  float absmax = 0.0f;
-  for (int64_t c = 0; c < cols; ++c) absmax = std::max(absmax, std::fabs(w[c]));
-  const float scale = absmax / 127.0f;
-  store_f32(out, scale);
-  auto* q = reinterpret_cast<int8_t*>(out + 4);
-  for (int64_t c = 0; c < cols; ++c) {
-    const float v = scale == 0.0f ? 0.0f : std::round(w[c] / scale);
-    q[c] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
+// The grid of one group of n weights (or a W8 row): symmetric, codes in [-(levels / 2), levels / 2]
+// times a scale of absmax / (levels / 2), rounded up to FP16 where `f16_scale`; asymmetric,
+// codes in [0, levels] from a minimum rounded down to FP16 and a scale of the range / levels
+// rounded up to FP16 (layout/weight_layout.h).
+Result<RoundingGrid> choose_grid(const float* w, int64_t n, bool symmetric, int levels, bool f16_scale, int64_t r,
+                                 int64_t c0, const char* unit) {
+  KILN_RETURN_IF_ERROR(check_finite(w, n, r, c0));
+  const auto where = [&] { return where_row(r) + ", " + unit + " at column " + std::to_string(c0); };
+  RoundingGrid g;
+  if (symmetric) {
+    const float half = static_cast<float>(levels / 2);
+    float absmax = 0.0f;
+    for (int64_t j = 0; j < n; ++j) absmax = std::max(absmax, std::fabs(w[j]));
+    if (!f16_scale) {
+      g.scale = absmax / half;
+    } else {
+      if (absmax / half > kF16Max) return invalid_argument(where() + ": weights too large for an FP16 scale");
+      g.scale = f16_to_f32(f16_round_up(absmax / half));
+    }
+    g.lo = -(levels / 2);
+    g.hi = levels / 2;
+    return g;
   }
+  float lo = w[0], hi = w[0];
+  for (int64_t j = 1; j < n; ++j) {
+    lo = std::min(lo, w[j]);
+    hi = std::max(hi, w[j]);
+  }
+  if (lo < -kF16Max || hi > kF16Max) return invalid_argument(where() + ": weights outside the FP16 range");
+  g.min = f16_to_f32(f16_round_down(lo));
+  const float range = (hi - g.min) / static_cast<float>(levels);
+  if (range > kF16Max) return invalid_argument(where() + ": weight range too large for an FP16 scale");
+  g.scale = f16_to_f32(f16_round_up(range));
+  g.hi = levels;
+  return g;
+}
+
+Status quantize_row_w8(const float* w, int64_t cols, uint8_t* out, int64_t r) {
+  KILN_ASSIGN_OR_RETURN(const RoundingGrid g, choose_grid(w, cols, true, 254, false, r, 0, "row"));
+  store_f32(out, g.scale);
+  auto* q = reinterpret_cast<int8_t*>(out + 4);
+  for (int64_t c = 0; c < cols; ++c) q[c] = static_cast<int8_t>(g.code(w[c]));
   return Status::ok();
 }
 
 Status quantize_group_w8(const float* w, int g, uint8_t* out, int64_t r, int64_t c0) {
-  KILN_RETURN_IF_ERROR(check_finite(w, g, r, c0));
-  float absmax = 0.0f;
-  for (int j = 0; j < g; ++j) absmax = std::max(absmax, std::fabs(w[j]));
-  if (absmax / 127.0f > kF16Max)
-    return invalid_argument(where_row(r) + ", group at column " + std::to_string(c0) + ": weights too large for an FP16 scale");
-  const uint16_t hs = f16_round_up(absmax / 127.0f);
-  store_u16(out, hs);
-  const float scale = f16_to_f32(hs);
+  KILN_ASSIGN_OR_RETURN(const RoundingGrid grid, choose_grid(w, g, true, 254, true, r, c0, "group"));
+  store_u16(out, f32_to_f16(grid.scale));
   auto* q = reinterpret_cast<int8_t*>(out + 2);
-  for (int j = 0; j < g; ++j)
-    q[j] = static_cast<int8_t>(scale == 0.0f ? 0.0f : std::clamp(std::round(w[j] / scale), -127.0f, 127.0f));
+  for (int j = 0; j < g; ++j) q[j] = static_cast<int8_t>(grid.code(w[j]));
   return Status::ok();
 }
 
@@ -98,40 +122,10 @@ Status quantize_group_w8(const float* w, int g, uint8_t* out, int64_t r, int64_t
 // [-(levels / 2), levels / 2]; asymmetric: u in [0, levels]).
 template <class Put>
 Status round_group(const float* w, int g, bool symmetric, int levels, uint8_t* out, int64_t r, int64_t c0, Put&& put) {
-  KILN_RETURN_IF_ERROR(check_finite(w, g, r, c0));
-  const std::string where = where_row(r) + ", group at column " + std::to_string(c0);
-  if (symmetric) {
-    const float half = static_cast<float>(levels / 2);
-    float absmax = 0.0f;
-    for (int j = 0; j < g; ++j) absmax = std::max(absmax, std::fabs(w[j]));
-    if (absmax / half > kF16Max) return invalid_argument(where + ": weights too large for an FP16 scale");
-    const uint16_t hs = f16_round_up(absmax / half);
-    store_u16(out, hs);
-    const float scale = f16_to_f32(hs);
-    for (int j = 0; j < g; ++j) {
-      const float q = scale == 0.0f ? 0.0f : std::clamp(std::round(w[j] / scale), -half, half);
-      put(j, static_cast<int>(q) + levels / 2 + 1);
-    }
-    return Status::ok();
-  }
-  float lo = w[0], hi = w[0];
-  for (int j = 1; j < g; ++j) {
-    lo = std::min(lo, w[j]);
-    hi = std::max(hi, w[j]);
-  }
-  if (lo < -kF16Max || hi > kF16Max) return invalid_argument(where + ": weights outside the FP16 range");
-  const uint16_t hmin = f16_round_down(lo);
-  const float mn = f16_to_f32(hmin);
-  const float range = (hi - mn) / static_cast<float>(levels);
-  if (range > kF16Max) return invalid_argument(where + ": weight range too large for an FP16 scale");
-  const uint16_t hs = f16_round_up(range);
-  store_u16(out, hs);
-  store_u16(out + 2, hmin);
-  const float scale = f16_to_f32(hs);
-  for (int j = 0; j < g; ++j) {
-    const float u = scale == 0.0f ? 0.0f : std::clamp(std::round((w[j] - mn) / scale), 0.0f, static_cast<float>(levels));
-    put(j, static_cast<int>(u));
-  }
+  KILN_ASSIGN_OR_RETURN(const RoundingGrid grid, choose_grid(w, g, symmetric, levels, true, r, c0, "group"));
+  store_u16(out, f32_to_f16(grid.scale));
+  if (!symmetric) store_u16(out + 2, f32_to_f16(grid.min));
+  for (int j = 0; j < g; ++j) put(j, static_cast<int>(grid.code(w[j])) + (symmetric ? levels / 2 + 1 : 0));
   return Status::ok();
 }
 
@@ -308,6 +302,23 @@ WeightQuantizer::~WeightQuantizer() = default;
 const WeightQuantizer& round_to_nearest() {
   static const RoundToNearest kRtn;
   return kRtn;
+}
+
+float RoundingGrid::code(float v) const {
+  return scale == 0.0f ? 0.0f
+                       : std::clamp(std::round((v - min) / scale), static_cast<float>(lo), static_cast<float>(hi));
+}
+
+bool has_rounding_grid(const QuantParams& p) {
+  if (is_float_scheme(p.scheme) || is_ggml_superblock(p)) return false;
+  return is_4bit(p.scheme) || is_q5_block32(p) || p.scheme == Scheme::kW8A16 || p.scheme == Scheme::kW8A8;
+}
+
+Result<RoundingGrid> rounding_grid(const QuantParams& p, const float* w, int64_t n) {
+  if (!has_rounding_grid(p)) return invalid_argument("rounding_grid: " + describe(p) + " has no single grid per group");
+  if (is_q5_block32(p)) return choose_grid(w, n, p.symmetric, 31, true, 0, 0, "group");
+  if (is_4bit(p.scheme)) return choose_grid(w, n, p.symmetric, 15, true, 0, 0, "group");
+  return choose_grid(w, n, true, 254, p.w8_group != 0, 0, 0, p.w8_group != 0 ? "group" : "row");
 }
 
 uint16_t f16_round_up(float v) {

@@ -26,6 +26,24 @@ class WeightQuantizer {
 
 const WeightQuantizer& round_to_nearest();  // name() == "rtn"
 
+// The grid round-to-nearest puts one scale group of weights on (a whole row for W8 per row), as
+// layout/weight_layout.h says: value = min + scale * code, code an integer in [lo, hi] (min 0
+// for symmetric grids). Data-aware methods choose codes on it themselves (GPTQ); a matrix of
+// values on the grids whose groups each reach their grid's ends is written by round-to-nearest
+// with exactly those grids and codes.
+struct RoundingGrid {
+  float scale = 0, min = 0;
+  int lo = 0, hi = 0;
+  float code(float v) const;  // the nearest code (half away from zero), clamped; 0 if the scale is 0
+  float value(float code) const { return min + scale * code; }
+};
+// Schemes with one grid per scale group or row: the 4-bit groups of 32-128, W8 (per row or
+// grouped), Q5_0/Q5_1.
+bool has_rounding_grid(const QuantParams& p);
+// The grid of n weights (one group, or a W8 row) of p; an error for other schemes, non-finite
+// weights or a range FP16 cannot scale.
+Result<RoundingGrid> rounding_grid(const QuantParams& p, const float* w, int64_t n);
+
 // FP16 helpers for the directed roundings of round-to-nearest (exposed for tests and other
 // quantizers).
 uint16_t f16_round_up(float v);    // the smallest FP16 >= v (v finite, |v| <= 65504)
