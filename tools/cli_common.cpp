@@ -9,6 +9,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/temp_file.h"
+
 namespace kiln::cli {
 
 namespace fs = std::filesystem;
@@ -50,6 +52,11 @@ CacheOptions cache_options(const CacheFlags& f) {
 
 void print_notes(const std::vector<std::string>& notes) {
   for (const std::string& n : notes) std::fprintf(stderr, "kiln: note: %s\n", n.c_str());
+}
+
+Status write_text(const std::string& path, const std::string& text) {
+  return write_file_atomically(path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()))
+      .with_context(path);
 }
 
 int fail(const Status& s) {

@@ -43,6 +43,8 @@ CacheOptions cache_options(const CacheFlags& f);
 void print_notes(const std::vector<std::string>& notes);
 // Prints "kiln: error: <message>" on stderr and returns kExitBadInput.
 int fail(const Status& s);
+// `text` written to `path` atomically (a temporary file renamed); the error names the path.
+Status write_text(const std::string& path, const std::string& text);
 // Prints "kiln: error: <message>" on stderr and returns kExitUsage.
 int usage_error(const std::string& message);
 
@@ -123,6 +125,7 @@ void add_synth_command(CLI::App& app, int& exit_code);
 void add_bench_command(CLI::App& app, int& exit_code);
 void add_profile_command(CLI::App& app, int& exit_code);
 void add_compare_command(CLI::App& app, int& exit_code);
+void add_tune_command(CLI::App& app, int& exit_code);
 void add_serve_command(CLI::App& app, int& exit_code);
 
 // --group: the sizes some scheme takes (which one a scheme takes is the compiler's to say).

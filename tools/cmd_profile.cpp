@@ -37,11 +37,6 @@ struct ProfileCmd {
   int overhead = 0;  // --overhead N: decode steps, alternated with the tracer off and on
 };
 
-Status write_text(const std::string& path, const std::string& text) {
-  return write_file_atomically(path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()))
-      .with_context(path);
-}
-
 int profile(ProfileCmd c) {
   if (c.model.empty()) c.model = default_model_path();
   // Every command's thread default, the C API's: --perf (balanced when not given) picks.

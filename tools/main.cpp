@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
   kiln::cli::add_bench_command(app, exit_code);
   kiln::cli::add_profile_command(app, exit_code);
   kiln::cli::add_compare_command(app, exit_code);
+  kiln::cli::add_tune_command(app, exit_code);
 #ifdef KILN_HAVE_SERVER
   kiln::cli::add_serve_command(app, exit_code);
 #endif

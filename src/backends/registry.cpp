@@ -27,4 +27,10 @@ Status unpack_weight(const WeightDesc& w, std::span<const uint8_t> stored, std::
                      std::to_string(stored.size()) + " bytes");
 }
 
+Status pack_weight(const WeightDesc& w, std::span<const uint8_t> ref, std::vector<uint8_t>& stored) {
+  for (const Backend* b : kBackends)
+    if (b->layout_bytes(w)) return b->pack(w, ref, stored);
+  return unsupported("weight '" + w.name + "': no back end of this build stores layout '" + w.layout + "'");
+}
+
 }  // namespace kiln

@@ -24,25 +24,49 @@ Status check_calibration_text(std::string_view text, const std::string& file) {
   return Status::ok();
 }
 
-Result<ImportanceStats> collect_importance(const Import& imp, const CompileOptions& options, std::string_view text,
-                                           const std::string& file, int64_t max_tokens, int threads,
-                                           const std::string& source_path, bool keep_inputs) {
-  KILN_RETURN_IF_ERROR(check_calibration_text(text, file));
+Result<ProgramImage> reference_image(const Import& imp, const CompileOptions& options) {
   CompileOptions f32 = options;
   f32.quant = f32_overrides();
   f32.guard_classifier = false;
   f32.fuse = false;  // every projection its own matmul, reading its own input
   f32.progress = {};
   f32.importance = nullptr;
-  KILN_ASSIGN_OR_RETURN(ProgramImage img, compile_model(imp, f32, nullptr));
+  return compile_model(imp, f32, nullptr);
+}
+
+Result<std::vector<int>> calibration_tokens(const ProgramImage& img, std::string_view text, const std::string& file,
+                                            int64_t max_tokens, const std::string& source_path) {
+  KILN_RETURN_IF_ERROR(check_calibration_text(text, file));
   KILN_ASSIGN_OR_RETURN(auto tok, tokenizer_from_blob(img.tokenizer, tokenizer_where(img.tokenizer, source_path)));
   KILN_ASSIGN_OR_RETURN(std::vector<int> all, tok->encode(text, add_bos_by_default(*tok)));
   if (static_cast<int64_t>(all.size()) < kMinCalibTokens)
     return invalid_argument(file + ": only " + std::to_string(all.size()) + " tokens; calibration needs at least " +
                             std::to_string(kMinCalibTokens));
   if (static_cast<int64_t>(all.size()) > max_tokens) all.resize(static_cast<size_t>(max_tokens));
-  const std::span<const int> tokens(all);
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, Model::create(std::move(img)));
+  return all;
+}
+
+Status run_windows(Session& session, std::span<const int> tokens,
+                   const std::function<void(size_t first, size_t rows, std::span<const float> logits)>& each) {
+  const size_t n_ctx = static_cast<size_t>(session.n_ctx());
+  const size_t chunk = static_cast<size_t>(session.max_logit_rows());
+  for (size_t start = 0; start < tokens.size(); start += n_ctx) {
+    const size_t end = std::min(tokens.size(), start + n_ctx);
+    session.reset();
+    // Every token's logits, so that the classifier sees every row too (it runs on the last alone else).
+    for (size_t i = start; i < end; i += chunk) {
+      const size_t n = std::min(end - i, chunk);
+      KILN_ASSIGN_OR_RETURN(std::span<const float> logits, session.decode_all(tokens.subspan(i, n)));
+      if (each) each(i, n, logits);
+    }
+  }
+  return Status::ok();
+}
+
+int calibration_window(const Model& model) { return std::min(model.config().max_seq_len, 512); }
+
+Result<ImportanceStats> importance_of_run(std::shared_ptr<const Model> model, std::span<const int> tokens, int threads,
+                                          bool keep_inputs, std::vector<float>* logits) {
   const Program& p = model->program();
   const Graph& g = p.graph;
   // Per weight: the sum of squares of each input column, and the rows summed.
@@ -74,17 +98,12 @@ Result<ImportanceStats> collect_importance(const Import& imp, const CompileOptio
       if (kept->size() < want) kept->insert(kept->end(), x, x + static_cast<size_t>(rows) * width);
     }
   };
-  const int n_ctx = std::min(model->config().max_seq_len, 512);
-  KILN_ASSIGN_OR_RETURN(auto session, Session::create(model, n_ctx, threads, DType::kF32));
+  KILN_ASSIGN_OR_RETURN(auto session, Session::create(model, calibration_window(*model), threads, DType::kF32));
   session->set_tracer(&tracer);
-  const size_t chunk = static_cast<size_t>(session->max_logit_rows());
-  for (size_t start = 0; start < tokens.size(); start += static_cast<size_t>(n_ctx)) {
-    const size_t end = std::min(tokens.size(), start + static_cast<size_t>(n_ctx));
-    session->reset();
-    // Every token's logits, so that the classifier sees every row too (it runs on the last alone else).
-    for (size_t i = start; i < end; i += chunk)
-      KILN_RETURN_IF_ERROR(session->decode_all(tokens.subspan(i, std::min(end - i, chunk))).status());
-  }
+  if (logits) logits->clear();
+  KILN_RETURN_IF_ERROR(run_windows(*session, tokens, [&](size_t, size_t, std::span<const float> l) {
+    if (logits) logits->insert(logits->end(), l.begin(), l.end());
+  }));
   // A table the embedding also reads (a classifier tied to it) keeps every row's values as they
   // are looked up: the classifier's input statistics say nothing of that use, so it is not
   // rounded by them.
@@ -105,6 +124,16 @@ Result<ImportanceStats> collect_importance(const Import& imp, const CompileOptio
       {reinterpret_cast<const uint8_t*>(tokens.data()), tokens.size() * sizeof(int)})));
   stats.hash = hex;
   return stats;
+}
+
+Result<ImportanceStats> collect_importance(const Import& imp, const CompileOptions& options, std::string_view text,
+                                           const std::string& file, int64_t max_tokens, int threads,
+                                           const std::string& source_path, bool keep_inputs) {
+  KILN_RETURN_IF_ERROR(check_calibration_text(text, file));
+  KILN_ASSIGN_OR_RETURN(ProgramImage img, reference_image(imp, options));
+  KILN_ASSIGN_OR_RETURN(std::vector<int> tokens, calibration_tokens(img, text, file, max_tokens, source_path));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, Model::create(std::move(img)));
+  return importance_of_run(std::move(model), tokens, threads, keep_inputs, nullptr);
 }
 
 Result<ImportanceStats> importance_from_imatrix(const std::string& path, const ImportedModel& model) {

@@ -6,12 +6,19 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "compiler/driver.h"
 
 namespace kiln {
+
+class Model;
+class Session;
 
 inline constexpr int64_t kDefaultCalibTokens = 512;
 inline constexpr int64_t kMinCalibTokens = 64;
@@ -28,6 +35,21 @@ Status check_calibration_text(std::string_view text, const std::string& file);
 Result<ImportanceStats> collect_importance(const Import& imp, const CompileOptions& options, std::string_view text,
                                            const std::string& file, int64_t max_tokens, int threads,
                                            const std::string& source_path, bool keep_inputs = false);
+
+// The pieces of collect_importance, for other passes over the f32 model (engine/sensitivity_sweep.h):
+// the f32 program, unfused; the text's tokens as above; one run of them through a model (f32,
+// unfused) giving the statistics, and with `logits` every row's logits, [tokens][vocab].
+Result<ProgramImage> reference_image(const Import& imp, const CompileOptions& options);
+Result<std::vector<int>> calibration_tokens(const ProgramImage& img, std::string_view text, const std::string& file,
+                                            int64_t max_tokens, const std::string& source_path);
+Result<ImportanceStats> importance_of_run(std::shared_ptr<const Model> model, std::span<const int> tokens, int threads,
+                                          bool keep_inputs, std::vector<float>* logits);
+// The window a calibration run takes the tokens in (the cache reset between windows).
+int calibration_window(const Model& model);
+// `tokens` through `session` in windows of its n_ctx, every row's logits handed to `each` (the
+// index of the window's first row in `tokens`, the rows, their logits [rows][vocab]).
+Status run_windows(Session& session, std::span<const int> tokens,
+                   const std::function<void(size_t first, size_t rows, std::span<const float> logits)>& each);
 
 // An importance matrix of llama.cpp (formats/imatrix.h) as the statistics, checked against the
 // model: every entry a weight of it with as many input columns, else a one-line error saying the

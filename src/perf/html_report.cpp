@@ -3,37 +3,17 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <cstdarg>
-#include <cstdio>
 #include <map>
 #include <set>
+
+#include "perf/html_text.h"
 
 namespace kiln {
 
 namespace {
 
-std::string fmt(const char* f, ...) {
-  char b[1024];
-  va_list a;
-  va_start(a, f);
-  std::vsnprintf(b, sizeof b, f, a);
-  va_end(a);
-  return b;
-}
-
-std::string esc(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
+using html::esc;
+using html::fmt;
 
 const char* kind_color(const std::string& kind) {
   static const std::map<std::string, const char*> colors = {
@@ -261,14 +241,7 @@ std::string phase_section(const char* name, const PhaseSummary& s, const Ceiling
 }  // namespace
 
 std::string profile_to_html(const Profile& p) {
-  std::string o =
-      // The policy forbids every fetch: the page is whole, and a browser says so if it were not.
-      "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">"
-      "<title>kiln profile</title><style>"
-      "body{font:14px sans-serif;margin:20px;color:#222}table{border-collapse:collapse;margin:6px 0 14px}"
-      "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}td:first-child,th:first-child{text-align:left}"
-      "svg text{font:11px sans-serif}svg text.dot{font-size:9px;fill:#444}.charts{display:flex;flex-wrap:wrap;gap:24px}</style></head><body>";
+  std::string o = html::page_head("kiln profile", "svg text.dot{font-size:9px;fill:#444}.charts{display:flex;flex-wrap:wrap;gap:24px}");
   o += fmt("<h1>kiln profile</h1><p>%s &mdash; level %s, %d threads; time to first token %.3f ms</p>", esc(p.model).c_str(),
            std::string(profile_level_name(p.level)).c_str(), p.n_threads, p.time_to_first_token_s * 1e3);
   if (!p.kernels.empty()) o += "<p>kernels: " + esc(p.kernels) + "</p>";

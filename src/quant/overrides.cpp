@@ -73,7 +73,7 @@ Result<QuantParams> scheme_field(const Json& obj, const std::string& key, const 
   if (auto s = parse_scheme(name)) return QuantParams{*s};
   if (auto p = parse_grouped_w8(name); p && validate_params(*p)) return *p;
   return corrupt(where + ": '" + key + "': unknown scheme " + json_quoted(name) + " (known: " +
-                 std::string(scheme_names_list()) + ", w8a16 g32/g64/g128)");
+                 std::string(scheme_names_list()) + ", w8a16 g32/g64/g128; in rules also q4_0, q4_1, q4_k, iq4_xs, q5_0, q5_1, q5_k, q6_k, q8_0)");
 }
 
 Result<int> group_field(const Json& obj, const std::string& where, int fallback) {
@@ -97,7 +97,19 @@ Result<Rule> parse_rule(const Json& jr, const std::string& where, const Override
   KILN_RETURN_IF_ERROR(check_keys(jr, kRuleKeys, std::size(kRuleKeys), where, join(kRuleKeys)));
   Rule r;
   if (!jr.contains("scheme") || jr["scheme"].is_null()) return corrupt(where + ": has no 'scheme'");
-  KILN_ASSIGN_OR_RETURN(const QuantParams named, scheme_field(jr, "scheme", where));
+  // A name a llama.cpp user brings (q5_0, q4_k, q8_0, fp16, ...) is one layout, its group and
+  // symmetry included (quant/scheme_flag.h).
+  std::optional<QuantParams> alias;
+  if (jr["scheme"].is_string()) {
+    const std::string name = jr["scheme"].get<std::string>();
+    if (!parse_scheme(name) && !parse_grouped_w8(name))
+      if (auto a = parse_scheme_flag(name, 32, true)) alias = canonical(*a);
+  }
+  QuantParams named;
+  if (alias) named = *alias;
+  else {
+    KILN_ASSIGN_OR_RETURN(named, scheme_field(jr, "scheme", where));
+  }
   r.params.scheme = named.scheme;
   r.params.w8_group = named.w8_group;
 
@@ -131,6 +143,15 @@ Result<Rule> parse_rule(const Json& jr, const std::string& where, const Override
   if (!r.match && !r.layers && !r.op)
     return corrupt(where + ": has no 'match', 'layers' or 'op'; to set the scheme of every tensor use 'default'");
 
+  if (alias) {
+    for (const char* key : {"group_size", "symmetric"})
+      if (jr.contains(key) && !jr[key].is_null())
+        return corrupt(where + ": '" + key + "' does not apply: scheme " + json_quoted(jr["scheme"].get<std::string>()) +
+                       " is " + describe(*alias) + ", its group and symmetry fixed");
+    r.params = *alias;
+    r.text = rule_text(r);
+    return r;
+  }
   const bool four = is_4bit(r.params.scheme);
   // w8a16 takes a group only when the rule names one: without it, one scale per row.
   const bool w8_grouped = r.params.scheme == Scheme::kW8A16 && jr.contains("group_size") && !jr["group_size"].is_null();

@@ -34,6 +34,9 @@
 //             ffn_down, output; or a group: attention (attn_q, attn_k, attn_v, attn_output),
 //             ffn (ffn_gate, ffn_up, ffn_down).
 // and may set "group_size" and "symmetric" (4-bit schemes only; otherwise the file's values).
+// A rule's scheme may also be a llama.cpp block name (q4_0, q4_1, q4_k, iq4_xs, q5_0, q5_1, q5_k,
+// q6_k, q8_0; quant/scheme_flag.h), which fixes its group and symmetry: no "group_size" or
+// "symmetric" with it.
 // A w8a16 rule with a "group_size" (or the scheme "w8a16 g32", also for "default") stores 8-bit
 // weights with an f16 scale per group of 32, 64 or 128 (GGML Q8_0's layout for 32); without
 // one, w8a16 keeps one scale per row.
