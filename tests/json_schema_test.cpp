@@ -77,6 +77,47 @@ TEST(JsonSchema, ArraysWithItemCounts) {
   EXPECT_TRUE(any.accepts("[1, \"a\", [null]]"));
 }
 
+TEST(JsonSchema, TuplesByPrefixItems) {
+  // A point and an optional label, nothing after.
+  Schema s(R"({"type":"array","prefixItems":[{"type":"number"},{"type":"number"},{"type":"string"}],"items":false,"minItems":2})");
+  EXPECT_TRUE(s.accepts("[1, 2]"));
+  EXPECT_TRUE(s.accepts(R"([1.5, -2, "home"])"));
+  EXPECT_FALSE(s.accepts("[1]"));
+  EXPECT_FALSE(s.accepts(R"([1, "2"])"));
+  EXPECT_FALSE(s.accepts(R"([1, 2, "a", 3])"));
+  // The rest typed by items, with bounds counting the prefix.
+  Schema rest(R"({"prefixItems":[{"type":"string"}],"items":{"type":"integer"},"maxItems":3})");
+  EXPECT_TRUE(rest.accepts("[]"));
+  EXPECT_TRUE(rest.accepts(R"(["a"])"));
+  EXPECT_TRUE(rest.accepts(R"(["a", 1, 2])"));
+  EXPECT_FALSE(rest.accepts(R"(["a", 1, 2, 3])"));
+  EXPECT_FALSE(rest.accepts("[1]"));
+  EXPECT_FALSE(rest.accepts(R"(["a", "b"])"));
+  // Without items: anything after the prefix.
+  Schema open(R"({"prefixItems":[{"const":"cmd"}]})");
+  EXPECT_TRUE(open.accepts(R"(["cmd", {"x": 1}, null])"));
+  EXPECT_FALSE(open.accepts(R"(["other"])"));
+  // uniqueItems false asks nothing.
+  Schema unique(R"({"type":"array","items":{"type":"integer"},"uniqueItems":false})");
+  EXPECT_TRUE(unique.accepts("[1, 1]"));
+}
+
+TEST(JsonSchema, AllOfMergesObjectSchemas) {
+  // A base object by reference, extended: llama.cpp's converter merges allOf the same way.
+  Schema s(R"({"$defs":{"base":{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"]}},
+               "allOf":[{"$ref":"#/$defs/base"},{"properties":{"tag":{"enum":["a","b"]}},"required":["tag"]}],
+               "additionalProperties":false})");
+  EXPECT_TRUE(s.accepts(R"({"id": 1, "tag": "a"})"));
+  EXPECT_FALSE(s.accepts(R"({"id": 1})"));
+  EXPECT_FALSE(s.accepts(R"({"tag": "a"})"));
+  EXPECT_FALSE(s.accepts(R"({"id": 1, "tag": "c"})"));
+  EXPECT_FALSE(s.accepts(R"({"id": 1, "tag": "a", "x": 0})"));
+  // One subschema alone is itself, whatever its type.
+  Schema one(R"({"allOf":[{"type":"string","maxLength":2}]})");
+  EXPECT_TRUE(one.accepts(R"("ab")"));
+  EXPECT_FALSE(one.accepts(R"("abc")"));
+}
+
 TEST(JsonSchema, EnumConstAndTypeLists) {
   Schema e(R"({"enum":["red","green",3,null]})");
   EXPECT_TRUE(e.accepts("\"red\""));
@@ -185,8 +226,15 @@ TEST(JsonSchema, AnyJsonValueForJsonObjectMode) {
 
 TEST(JsonSchema, UnsupportedKeywordsAndBadSchemasAreErrors) {
   EXPECT_EQ(error_of(R"({"type":"object","properties":{"a":{"type":"array","uniqueItems":true}}})"),
-            "json schema: at /properties/a: 'uniqueItems' is not supported");
-  EXPECT_EQ(error_of(R"({"allOf":[{"type":"string"}]})"), "json schema: at the top: 'allOf' is not supported");
+            "json schema: at /properties/a: 'uniqueItems': true is not supported (a grammar cannot remember the items before)");
+  EXPECT_EQ(error_of(R"({"allOf":[{"type":"string"},{"maxLength":3}]})"),
+            "json schema: at /allOf/0: 'allOf' is supported over object schemas only ('type' \"string\")");
+  EXPECT_EQ(error_of(R"({"allOf":[{"properties":{"a":{}}},{"properties":{"a":{"type":"string"}}}]})"),
+            "json schema: at /allOf/1: property 'a' is in two parts of 'allOf' (merging them is not supported)");
+  EXPECT_EQ(error_of(R"({"type":"array","items":[{"type":"string"}]})"),
+            "json schema: at the top: 'items' as an array (draft 7's tuple) is not supported: write it as 'prefixItems'");
+  EXPECT_EQ(error_of(R"({"prefixItems":[{"type":"string"}],"items":false,"minItems":2})"),
+            "json schema: at the top: 'minItems' 2 is more than the 1 prefixItems 'items': false allows");
   EXPECT_EQ(error_of(R"({"type":"object","patternProperties":{"^x":{}}})"),
             "json schema: at the top: 'patternProperties' is not supported");
   EXPECT_EQ(error_of(R"({"type":"string","format":"email"})"),

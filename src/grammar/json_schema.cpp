@@ -1,6 +1,7 @@
 #include "grammar/json_schema.h"
 
 #include <algorithm>
+#include <climits>
 #include <cctype>
 #include <cstdio>
 #include <map>
@@ -58,7 +59,7 @@ const std::set<std::string>& supported() {
   static const std::set<std::string> k = {
       "type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems", "enum", "const",
       "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-      "anyOf", "oneOf", "$ref"};
+      "anyOf", "oneOf", "$ref", "allOf", "prefixItems", "uniqueItems"};
   return k;
 }
 
@@ -233,6 +234,12 @@ class SchemaConverter {
     for (auto it = s.begin(); it != s.end(); ++it) {
       if (annotations().count(it.key())) continue;
       if (!supported().count(it.key())) return error(path, "'" + it.key() + "' is not supported");
+      if (it.key() == "uniqueItems") {
+        if (!it.value().is_boolean()) return error(path, "'uniqueItems' must be a boolean");
+        // false asks nothing; true would need the grammar to remember every item it has seen.
+        if (it.value().get<bool>()) return error(path, "'uniqueItems': true is not supported (a grammar cannot remember the items before)");
+        continue;
+      }
       ++n_validating;
     }
     // `allowed_beside` may sit next to `key` (a const's or enum's type says nothing more).
@@ -246,6 +253,7 @@ class SchemaConverter {
       KILN_RETURN_IF_ERROR(alone("$ref"));
       return visit_ref(s["$ref"], path, depth);
     }
+    if (s.contains("allOf")) return visit_all_of(s, name, path, depth);
     for (const char* key : {"anyOf", "oneOf"}) {
       if (!s.contains(key)) continue;
       KILN_RETURN_IF_ERROR(alone(key));
@@ -285,7 +293,7 @@ class SchemaConverter {
       }
     } else if (s.contains("properties") || s.contains("required") || s.contains("additionalProperties")) {
       types = {"object"};
-    } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
+    } else if (s.contains("items") || s.contains("prefixItems") || s.contains("minItems") || s.contains("maxItems")) {
       types = {"array"};
     } else if (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern") || s.contains("format")) {
       types = {"string"};
@@ -302,15 +310,11 @@ class SchemaConverter {
     return types.size() == 1 ? body : add_rule(name, body);
   }
 
-  Result<std::string> visit_ref(const Json& ref, const std::string& path, int depth) {
-    if (!ref.is_string()) return error(path, "'$ref' must be a string");
-    const std::string r = ref.get<std::string>();
-    if (auto it = refs_.find(r); it != refs_.end()) return it->second;
+  // A local reference: a JSON pointer from the root, "/"-separated, ~1 for '/', ~0 for '~'.
+  Result<const Json*> resolve(const std::string& r, const std::string& path) {
     if (r.rfind("#", 0) != 0) return error(path, "'$ref' " + r + ": only local references (#/...) are supported");
-    if (++n_refs_ > limits_.max_properties * 16) return error(path, "too many $ref targets — the limit");
-    // A JSON pointer from the root: "/"-separated, ~1 for '/', ~0 for '~'.
     const Json* at = &root_;
-    std::string pointer = r.substr(1);
+    const std::string pointer = r.substr(1);
     size_t i = 0;
     while (i < pointer.size()) {
       if (pointer[i] != '/') return error(path, "'$ref' " + r + " is not a JSON pointer (#/...)");
@@ -322,6 +326,68 @@ class SchemaConverter {
       at = &(*at)[token];
       i = end;
     }
+    return at;
+  }
+
+  // allOf, as llama.cpp's converter takes it: object schemas (the keywords beside allOf included)
+  // merged into one, their properties and required lists joined, closed if any is closed; a lone
+  // subschema is itself. Anything else would need the intersection of two grammars.
+  Result<std::string> visit_all_of(const Json& s, const std::string& name, const std::string& path, int depth) {
+    const Json& list = s["allOf"];
+    if (!list.is_array() || list.empty()) return error(path, "'allOf' must be a non-empty array");
+    Json beside = s;
+    beside.erase("allOf");
+    bool beside_validates = false;
+    for (auto it = beside.begin(); it != beside.end(); ++it) beside_validates |= !annotations().count(it.key());
+    if (list.size() == 1 && !beside_validates) return visit(list[0], name, path + "/allOf/0", depth + 1);
+    Json merged = {{"type", "object"}, {"properties", Json::object()}};
+    Json required = Json::array();
+    auto merge = [&](const Json& part, const std::string& where, int hops) -> Status {
+      const Json* sub = &part;
+      // Through local references (a few: a reference to a reference is rare).
+      for (; sub->is_object() && sub->contains("$ref") && hops < 8; ++hops) {
+        if (!(*sub)["$ref"].is_string()) return error(where, "'$ref' must be a string");
+        KILN_ASSIGN_OR_RETURN(sub, resolve((*sub)["$ref"].get<std::string>(), where));
+      }
+      if (!sub->is_object()) return error(where, "an 'allOf' subschema must be an object schema");
+      for (auto it = sub->begin(); it != sub->end(); ++it) {
+        const std::string& k = it.key();
+        if (annotations().count(k)) continue;
+        if (k == "type") {
+          if (!(it.value().is_string() && it.value().get<std::string>() == "object"))
+            return error(where, "'allOf' is supported over object schemas only ('type' " + it.value().dump() + ")");
+        } else if (k == "properties") {
+          if (!it.value().is_object()) return error(where, "'properties' must be an object");
+          for (auto p = it.value().begin(); p != it.value().end(); ++p) {
+            if (merged["properties"].contains(p.key()))
+              return error(where, "property '" + p.key() + "' is in two parts of 'allOf' (merging them is not supported)");
+            merged["properties"][p.key()] = p.value();
+          }
+        } else if (k == "required") {
+          if (!it.value().is_array()) return error(where, "'required' must be an array of strings");
+          for (const Json& r : it.value()) required.push_back(r);
+        } else if (k == "additionalProperties") {
+          if (!it.value().is_boolean()) return error(where, "'additionalProperties' as a schema inside 'allOf' is not supported");
+          if (!it.value().get<bool>()) merged["additionalProperties"] = false;
+        } else {
+          return error(where, "'allOf' is supported over object schemas only ('" + k + "' is not an object keyword)");
+        }
+      }
+      return Status::ok();
+    };
+    if (beside_validates) KILN_RETURN_IF_ERROR(merge(beside, path, 0));
+    for (size_t i = 0; i < list.size(); ++i) KILN_RETURN_IF_ERROR(merge(list[i], path + "/allOf/" + std::to_string(i), 0));
+    if (!required.empty()) merged["required"] = std::move(required);
+    return visit_object(merged, name, path, depth + 1);
+  }
+
+  Result<std::string> visit_ref(const Json& ref, const std::string& path, int depth) {
+    if (!ref.is_string()) return error(path, "'$ref' must be a string");
+    const std::string r = ref.get<std::string>();
+    if (auto it = refs_.find(r); it != refs_.end()) return it->second;
+    if (r.rfind("#", 0) != 0) return error(path, "'$ref' " + r + ": only local references (#/...) are supported");
+    if (++n_refs_ > limits_.max_properties * 16) return error(path, "too many $ref targets — the limit");
+    KILN_ASSIGN_OR_RETURN(const Json* at, resolve(r, path));
     // Named before it is visited, so that a recursive schema refers back to it.
     std::string hint = r.substr(r.find_last_of('/') + 1);
     const std::string rule = add_rule(hint.empty() ? "ref" : hint, "");
@@ -412,14 +478,19 @@ class SchemaConverter {
 
   Result<std::string> visit_array(const Json& s, const std::string& name, const std::string& path, int depth) {
     std::string item = use("value");
+    bool more_items = true;  // `items: false` after a prefix: no item past it
     if (s.contains("items")) {
-      if (s["items"].is_array()) return error(path, "'items' as an array (a tuple) is not supported");
-      KILN_ASSIGN_OR_RETURN(item, visit(s["items"], name + "-item", path + "/items", depth + 1));
+      if (s["items"].is_array()) return error(path, "'items' as an array (draft 7's tuple) is not supported: write it as 'prefixItems'");
+      if (s["items"].is_boolean() && !s["items"].get<bool>() && s.contains("prefixItems")) more_items = false;
+      else {
+        KILN_ASSIGN_OR_RETURN(item, visit(s["items"], name + "-item", path + "/items", depth + 1));
+      }
     }
     KILN_ASSIGN_OR_RETURN(std::optional<int> lo, count_field(s, "minItems", path));
     KILN_ASSIGN_OR_RETURN(std::optional<int> hi, count_field(s, "maxItems", path));
     const int min = lo.value_or(0);
     if (hi && *hi < min) return error(path, "'maxItems' is below 'minItems'");
+    if (s.contains("prefixItems")) return visit_tuple(s, name, path, depth, item, more_items, min, hi);
     std::string body = "\"[\" " + use("space");
     if (!hi || *hi > 0) {
       const std::string more = "(\",\" space " + item + ")";
@@ -428,6 +499,37 @@ class SchemaConverter {
       body += min == 0 ? " (" + list + ")?" : " " + list;
     }
     return add_rule(name, body + " \"]\" space");
+  }
+
+  // prefixItems: item i takes schema i, those past the prefix `item` (none when !more_items), with
+  // at least `min` and at most `hi` items: element i is optional from min on, and only with those
+  // before it.
+  Result<std::string> visit_tuple(const Json& s, const std::string& name, const std::string& path, int depth,
+                                  const std::string& item, bool more_items, int min, std::optional<int> hi) {
+    const Json& prefix = s["prefixItems"];
+    if (!prefix.is_array() || prefix.empty()) return error(path, "'prefixItems' must be a non-empty array");
+    if (static_cast<int>(prefix.size()) > limits_.max_count)
+      return error(path, "'prefixItems' has more than " + std::to_string(limits_.max_count) + " schemas — the limit");
+    const int n = static_cast<int>(prefix.size());
+    if (!more_items && min > n) return error(path, "'minItems' " + std::to_string(min) + " is more than the " + std::to_string(n) + " prefixItems 'items': false allows");
+    const int cap = hi ? *hi : INT_MAX;
+    std::vector<std::string> elems;
+    for (int i = 0; i < n && i < cap; ++i) {
+      KILN_ASSIGN_OR_RETURN(std::string e, visit(prefix[static_cast<size_t>(i)], name + "-" + std::to_string(i),
+                                                 path + "/prefixItems/" + std::to_string(i), depth + 1));
+      elems.push_back(e);
+    }
+    // Past the prefix: the rest, as many as the bounds leave.
+    std::string tail;
+    if (more_items && cap > n) {
+      const std::optional<int> rest_hi = hi ? std::optional<int>(*hi - n) : std::nullopt;
+      tail = "(\",\" space " + item + ")" + repeat_suffix(std::max(min - n, 0), rest_hi);
+    }
+    for (int i = static_cast<int>(elems.size()); i-- > 0;) {
+      const std::string e = (i ? "\",\" space " : "") + elems[static_cast<size_t>(i)] + (tail.empty() ? "" : " " + tail);
+      tail = i < min ? e : "(" + e + ")?";
+    }
+    return add_rule(name, "\"[\" " + use("space") + " " + tail + " \"]\" space");
   }
 
   Result<std::string> visit_string(const Json& s, const std::string& name, const std::string& path) {
