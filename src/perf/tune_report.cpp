@@ -70,7 +70,6 @@ std::string front_chart(const TuneReport& r) {
       break;
     }
   }
-  o += fmt("<text x=\"%d\" y=\"28\">line: the tuned choice at each size, predicted; filled dots: measured; hollow: predicted</text>", L + 10);
   return o + "</svg>";
 }
 
@@ -79,7 +78,8 @@ std::string front_chart(const TuneReport& r) {
 std::string tune_report_html(const TuneReport& r) {
   std::string o = html::page_head("kiln tune");
   o += "<h1>kiln tune</h1><p>" + esc(r.model) + " &mdash; budget: " + esc(r.budget) + "; measured on " + esc(r.eval) + "</p>";
-  o += "<h3>size against KL</h3>" + front_chart(r);
+  o += "<h3>size against KL</h3>" + front_chart(r) +
+       "<p>line: the tuned choice at each size, predicted by the sweep; filled dots: compiled and measured; hollow: predicted</p>";
   o += "<h2>points</h2><table><tr><th>compile</th><th>weight bytes</th><th>KL</th><th></th></tr>";
   for (const TunePoint& p : r.points)
     o += fmt("<tr><td>%s</td><td>%.0f</td><td>%.6f</td><td>%s</td></tr>", esc(p.label).c_str(), p.bytes, p.kl,
