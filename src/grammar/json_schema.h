@@ -3,8 +3,9 @@
 // additionalProperties, items / minItems / maxItems, enum, const, minLength / maxLength, pattern (a
 // regular-expression subset: literals, . \d \w \s, classes, groups, |, * + ? {m,n}, ^ $ at the
 // ends), format date / time / date-time / uuid, integer bounds (minimum, maximum, exclusive ones),
-// number bounds when whole and not negative, anyOf / oneOf, local $ref into $defs / definitions.
-// Annotations (title, description, default, examples, ...) are ignored; any other keyword is an
+// number bounds when whole and not negative, anyOf / oneOf, local $ref into $defs / definitions,
+// prefixItems (tuples; items after them, or items: false), allOf over object schemas (merged),
+// uniqueItems: false. Annotations (title, description, default, examples, ...) are ignored; any other keyword is an
 // error naming it and where it is, never silently dropped.
 //
 // The output is canonical compact-ish JSON: properties in the schema's order (required and the
