@@ -297,6 +297,27 @@ TEST(KilnContext, SameInputsSameBytes) {
   EXPECT_EQ(test::read_file(a), test::read_file(b));
 }
 
+// Rounding and packing shared among threads (rows cut among them, weights packed side by side):
+// the same bytes as one thread, for every kind of layout.
+TEST(KilnContext, ThreadsGiveTheSameImage) {
+  auto imp = import_model(test::shipped_model());
+  ASSERT_TRUE(imp);
+  for (const char* scheme : {"w4a16", "q5_0", "w8a16 g32", "w8a8", "f16"}) {
+    std::vector<std::vector<uint8_t>> bytes;
+    for (int threads : {1, 2, 3}) {
+      CompileOptions o = options(scheme);
+      o.threads = threads;
+      auto img = compile_model(*imp, o, nullptr);
+      ASSERT_TRUE(img) << img.status().message();
+      std::vector<uint8_t> all;
+      for (const auto& w : img->weights) all.insert(all.end(), w.begin(), w.end());
+      bytes.push_back(std::move(all));
+    }
+    EXPECT_EQ(bytes[0], bytes[1]) << scheme;
+    EXPECT_EQ(bytes[0], bytes[2]) << scheme;
+  }
+}
+
 TEST(KilnContext, RunFromKilnEqualsInMemoryCompile) {
   const std::string path = compile_to_file("w8a16", "w8.kiln");
   auto k = open_kiln_image(path, true);

@@ -32,10 +32,12 @@ Result<std::vector<float>> source_f32(const TensorSource& t) {
 
 // A weight dequantized and quantized again a block of rows at a time (every layout is row after
 // row), so that no whole FP32 copy of a large matrix (a 32,000 x 2,048 classifier: 250 MiB) is
-// ever held: at most about 16 MiB of FP32 at once.
+// ever held: at most about 16 MiB of FP32 at once per thread. With a pool of several threads the
+// blocks are cut smaller and shared among them (each row is rounded on its own, so the bytes are
+// the same); a quantizer that threads itself (GPTQ) gets no pool here.
 Result<std::shared_ptr<std::vector<uint8_t>>> requantize_by_rows(const TensorSource& src, const std::string& name,
                                                                  const QuantParams& p, int64_t rows, int64_t cols,
-                                                                 const WeightQuantizer& quantizer) {
+                                                                 const WeightQuantizer& quantizer, ThreadPool* pool = nullptr) {
   auto need = quantized_size(p, rows, cols);
   auto one_row = quantized_size(p, 1, cols);
   auto src_row = dtype_bytes(src.dtype, static_cast<uint64_t>(cols));
@@ -45,16 +47,29 @@ Result<std::shared_ptr<std::vector<uint8_t>>> requantize_by_rows(const TensorSou
                    " bytes, not " + std::to_string(rows) + " rows of " + std::to_string(cols) + " " +
                    std::string(dtype_info(src.dtype).name) + " values");
   auto buf = std::make_shared<std::vector<uint8_t>>(*need);
-  const int64_t block = std::max<int64_t>(1, (int64_t{16} << 20) / static_cast<int64_t>(sizeof(float) * cols));
-  std::vector<float> f(static_cast<size_t>(std::min(block, rows) * cols));
-  for (int64_t r0 = 0; r0 < rows; r0 += block) {
-    const int64_t n = std::min(block, rows - r0);
-    const std::span<float> part(f.data(), static_cast<size_t>(n * cols));
-    KILN_RETURN_IF_ERROR(dequantize(src.dtype, src.bytes.subspan(static_cast<size_t>(r0) * *src_row, static_cast<size_t>(n) * *src_row), part)
-                             .with_context(src.file + ": tensor '" + src.name + "'"));
-    const std::span<uint8_t> out(buf->data() + static_cast<size_t>(r0) * *one_row, static_cast<size_t>(n) * *one_row);
-    KILN_RETURN_IF_ERROR(quantizer.quantize(p, part.data(), n, cols, out).with_context("weight '" + name + "'"));
-  }
+  const int threads = pool ? pool->size() : 1;
+  int64_t block = std::max<int64_t>(1, (int64_t{16} << 20) / static_cast<int64_t>(sizeof(float) * cols));
+  if (threads > 1) block = std::max<int64_t>(1, std::min(block, (rows + 4 * threads - 1) / (4 * threads)));
+  const int64_t n_blocks = rows > 0 ? (rows + block - 1) / block : 0;
+  std::vector<std::vector<float>> f(static_cast<size_t>(threads));
+  std::vector<Status> failed(static_cast<size_t>(threads));
+  auto run = [&](int64_t b0, int64_t b1, int t) {
+    std::vector<float>& part_f = f[static_cast<size_t>(t)];
+    for (int64_t b = b0; b < b1 && failed[static_cast<size_t>(t)]; ++b) {
+      const int64_t r0 = b * block, n = std::min(block, rows - r0);
+      part_f.resize(static_cast<size_t>(n * cols));
+      const std::span<float> part(part_f.data(), static_cast<size_t>(n * cols));
+      Status st = dequantize(src.dtype, src.bytes.subspan(static_cast<size_t>(r0) * *src_row, static_cast<size_t>(n) * *src_row), part)
+                      .with_context(src.file + ": tensor '" + src.name + "'");
+      const std::span<uint8_t> out(buf->data() + static_cast<size_t>(r0) * *one_row, static_cast<size_t>(n) * *one_row);
+      if (st) st = quantizer.quantize(p, part.data(), n, cols, out).with_context("weight '" + name + "'");
+      failed[static_cast<size_t>(t)] = st;
+    }
+  };
+  if (threads > 1) pool->parallel_chunks(n_blocks, 1, run);
+  else run(0, n_blocks, 0);
+  for (const Status& st : failed)
+    if (!st) return st;
   return buf;
 }
 
@@ -137,29 +152,49 @@ Result<LayoutChoice> choose_layouts(Graph& g, std::span<const Backend* const> ba
 }
 
 // Every weight repacked by a back end that reads it, in the layout choose_layouts gave it; a
-// copy starts from its original's reference bytes.
+// copy starts from its original's reference bytes. With a pool, a window of as many weights as it
+// has threads is packed at once (one weight per thread), the bookkeeping done in order after it, so
+// that at most that many reference copies are held beside the packed ones.
 Status pack_weights(const Graph& g, const LayoutChoice& c, size_t n_originals, ProgramImage& img,
                     std::vector<std::shared_ptr<std::vector<uint8_t>>>& buffers, CompileReport& r,
-                    std::span<const std::shared_ptr<const MappedFile>> sources) {
+                    std::span<const std::shared_ptr<const MappedFile>> sources, ThreadPool* pool) {
   for (size_t wi = n_originals; wi < g.weights.size(); ++wi) {
     img.weights.push_back(img.weights[c.original[wi]]);
     buffers.push_back(buffers[c.original[wi]]);
   }
-  for (size_t wi = 0; wi < g.weights.size(); ++wi) {
-    const WeightDesc& w = g.weights[wi];
-    if (w.layout == kRowMajorLayout || c.packer[wi] == nullptr) continue;
-    auto out = std::make_shared<std::vector<uint8_t>>();
-    KILN_RETURN_IF_ERROR(c.packer[wi]->pack(w, img.weights[wi], *out));
-    const auto before = static_cast<int64_t>(img.weights[wi].size()), after = static_cast<int64_t>(out->size());
-    r.compiled_bytes += after - (wi < n_originals ? before : 0);
-    r.scheme_bytes[std::string(scheme_name(w.scheme))] += after - (wi < n_originals ? before : 0);
-    const std::span<const uint8_t> ref = img.weights[wi];
-    img.weights[wi] = *out;
-    buffers[wi] = std::move(out);  // the reference bytes go unless a copy still needs them
-    // Packed from the source's map (blocks kept as they are): its pages can go, one tensor at a
-    // time, so that the compile never holds the model twice.
-    if (std::none_of(img.weights.begin(), img.weights.end(), [&](std::span<const uint8_t> w) { return w.data() == ref.data(); }))
-      for (const auto& f : sources) f->release_pages(ref);
+  std::vector<size_t> todo;
+  for (size_t wi = 0; wi < g.weights.size(); ++wi)
+    if (g.weights[wi].layout != kRowMajorLayout && c.packer[wi] != nullptr) todo.push_back(wi);
+  const size_t window = pool ? static_cast<size_t>(pool->size()) : 1;
+  std::vector<std::shared_ptr<std::vector<uint8_t>>> outs(window);
+  std::vector<Status> failed(window);
+  for (size_t k0 = 0; k0 < todo.size(); k0 += window) {
+    const size_t n = std::min(window, todo.size() - k0);
+    auto pack_one = [&](int64_t a, int64_t b, int) {
+      for (int64_t j = a; j < b; ++j) {
+        const size_t wi = todo[k0 + static_cast<size_t>(j)];
+        outs[static_cast<size_t>(j)] = std::make_shared<std::vector<uint8_t>>();
+        failed[static_cast<size_t>(j)] = c.packer[wi]->pack(g.weights[wi], img.weights[wi], *outs[static_cast<size_t>(j)]);
+      }
+    };
+    if (pool && n > 1) pool->parallel_for(static_cast<int64_t>(n), pack_one);
+    else pack_one(0, static_cast<int64_t>(n), 0);
+    for (size_t j = 0; j < n; ++j) {
+      KILN_RETURN_IF_ERROR(failed[j]);
+      const size_t wi = todo[k0 + j];
+      const WeightDesc& w = g.weights[wi];
+      std::shared_ptr<std::vector<uint8_t>> out = std::move(outs[j]);
+      const auto before = static_cast<int64_t>(img.weights[wi].size()), after = static_cast<int64_t>(out->size());
+      r.compiled_bytes += after - (wi < n_originals ? before : 0);
+      r.scheme_bytes[std::string(scheme_name(w.scheme))] += after - (wi < n_originals ? before : 0);
+      const std::span<const uint8_t> ref = img.weights[wi];
+      img.weights[wi] = *out;
+      buffers[wi] = std::move(out);  // the reference bytes go unless a copy still needs them
+      // Packed from the source's map (blocks kept as they are): its pages can go, one tensor at a
+      // time, so that the compile never holds the model twice.
+      if (std::none_of(img.weights.begin(), img.weights.end(), [&](std::span<const uint8_t> x) { return x.data() == ref.data(); }))
+        for (const auto& f : sources) f->release_pages(ref);
+    }
   }
   return Status::ok();
 }
@@ -195,7 +230,9 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
   img.cpu_features = o.cpu_features;
   std::vector<std::shared_ptr<std::vector<uint8_t>>> buffers(g.weights.size());
   std::vector<int64_t> sizes(g.weights.size(), 0);
-  std::unique_ptr<ThreadPool> gptq_pool;
+  // One pool for the compile: rounding and packing share it, GPTQ's products too (never at once).
+  std::unique_ptr<ThreadPool> pool;
+  if (o.threads > 1) pool = std::make_unique<ThreadPool>(o.threads);
   const std::vector<float>* gptq_input = nullptr;
   std::shared_ptr<const GptqFactor> gptq_factor_of_input;
   int64_t weights_gptq = 0;
@@ -238,21 +275,21 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
         if (inputs != nullptr && cols > 0 && inputs->size() % static_cast<size_t>(cols) == 0) {
           // The weights reading one input (q, k, v; gate, up) come one after another: one factor.
           if (gptq_input != inputs) {
-            if (!gptq_pool) gptq_pool = std::make_unique<ThreadPool>(std::max(1, o.threads));
+            if (!pool) pool = std::make_unique<ThreadPool>(std::max(1, o.threads));
             gptq_factor_of_input.reset();
-            auto f = gptq_factor(*inputs, static_cast<int64_t>(inputs->size()) / cols, cols, gptq_pool.get(), o.act_order);
+            auto f = gptq_factor(*inputs, static_cast<int64_t>(inputs->size()) / cols, cols, pool.get(), o.act_order);
             if (!f) return f.status().with_context("weight '" + w.name + "'");
             gptq_factor_of_input = std::move(*f);
             gptq_input = inputs;
           }
-          KILN_ASSIGN_OR_RETURN(buf, requantize_by_rows(src, w.name, p, rows, cols, GptqQuantizer(gptq_factor_of_input, gptq_pool.get())));
+          KILN_ASSIGN_OR_RETURN(buf, requantize_by_rows(src, w.name, p, rows, cols, GptqQuantizer(gptq_factor_of_input, pool.get())));
           ++r.weights_calibrated;
           ++weights_gptq;
         } else if (imp != nullptr) {
-          KILN_ASSIGN_OR_RETURN(buf, requantize_by_rows(src, w.name, p, rows, cols, ImportanceQuantizer(*imp)));
+          KILN_ASSIGN_OR_RETURN(buf, requantize_by_rows(src, w.name, p, rows, cols, ImportanceQuantizer(*imp), pool.get()));
           ++r.weights_calibrated;
         } else {
-          KILN_ASSIGN_OR_RETURN(buf, requantize_by_rows(src, w.name, p, rows, cols, round_to_nearest()));
+          KILN_ASSIGN_OR_RETURN(buf, requantize_by_rows(src, w.name, p, rows, cols, round_to_nearest(), pool.get()));
         }
         break;
       }
@@ -279,7 +316,7 @@ Result<ProgramImage> compile_model(const Import& imp, const CompileOptions& o, C
   KILN_ASSIGN_OR_RETURN(r.partition, partition(g, backends, sizes));
   const size_t n_originals = g.weights.size();
   KILN_ASSIGN_OR_RETURN(LayoutChoice layouts, choose_layouts(g, backends, r.notes));
-  KILN_RETURN_IF_ERROR(pack_weights(g, layouts, n_originals, img, buffers, r, m.files));
+  KILN_RETURN_IF_ERROR(pack_weights(g, layouts, n_originals, img, buffers, r, m.files, pool.get()));
   for (auto& b : buffers)
     if (b) img.owners.push_back(std::move(b));
   // The source stays mapped only where a weight is used in place from it (f32 as stored): a

@@ -39,6 +39,8 @@ Result<CompileOptions> compile_options(const CompileRequest& c, const Import& im
   return o;
 }
 
+int compile_threads(int asked) { return plan_threads(PerfMode::kBalanced, asked).n_threads; }
+
 std::string scheme_with_group(const std::string& scheme, int group) {
   if (auto p = parse_scheme_flag(scheme, group, true); p && p->scheme == Scheme::kW8A16 && p->w8_group == 0)
     return scheme + " g" + std::to_string(group);
@@ -148,7 +150,7 @@ Result<CompileSummary> compile_to_file(const CompileRequest& c) {
   KILN_ASSIGN_OR_RETURN(Import imp, import_model(c.model));
   KILN_ASSIGN_OR_RETURN(CompileOptions o, compile_options(c, imp));
   KILN_ASSIGN_OR_RETURN(KilnTarget target, resolve_target(c.target));
-  const int threads = plan_threads(PerfMode::kBalanced, c.threads).n_threads;
+  const int threads = compile_threads(c.threads);
   if (!c.calib.empty()) {
     const auto c0 = std::chrono::steady_clock::now();
     KILN_ASSIGN_OR_RETURN(ImportanceStats stats,

@@ -60,6 +60,9 @@ struct CompileSummary {
 };
 
 Result<CompileSummary> compile_to_file(const CompileRequest& request);
+// The threads a compile rounds and packs with when the caller names none: the balanced choice
+// (the fastest cores, at most 4), as the runtime's default.
+int compile_threads(int asked = 0);
 // -q's name with a --group the user gave: w8a16 asks for 8-bit groups then ("w8a16 g64"; alone it
 // keeps one scale per row); any other name is returned as it is.
 std::string scheme_with_group(const std::string& scheme, int group);

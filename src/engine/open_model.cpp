@@ -57,6 +57,7 @@ CompileOptions source_options(const Import& imp, const OpenOptions& o, const std
   co.tokenizer_path = o.tokenizer_path;
   co.max_tokens = o.max_tokens;
   co.progress = o.cache.quantize_progress;
+  co.threads = compile_threads();
   if (o.quant && has_quantized_weights(imp.model)) {
     std::set<std::string> stored;
     for (const auto& [name, t] : imp.model.tensors)
@@ -196,6 +197,7 @@ Result<ProgramImage> heal_kiln(const std::string& path, const OpenOptions& o, co
   KILN_ASSIGN_OR_RETURN(Import imp, import_model(record->path));
   KILN_ASSIGN_OR_RETURN(CompileOptions co, compile_options(rq, imp));
   co.progress = o.cache.quantize_progress;
+  co.threads = compile_threads();
   return compile_model(imp, co, nullptr);
 }
 

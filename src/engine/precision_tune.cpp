@@ -15,7 +15,6 @@
 #include "engine/model_compare.h"
 #include "quant/overrides.h"
 #include "runtime/model.h"
-#include "runtime/perf_mode.h"
 #include "tokenizer/tokenizer_source.h"
 
 namespace kiln {
@@ -150,7 +149,7 @@ Result<TuneResult> tune_precision(const TuneRequest& rq) {
   CompileRequest base_rq;
   base_rq.model = rq.model;
   KILN_ASSIGN_OR_RETURN(CompileOptions o, compile_options(base_rq, imp));
-  const int threads = plan_threads(PerfMode::kBalanced, rq.threads).n_threads;
+  const int threads = compile_threads(rq.threads);
   o.threads = threads;
   // The budget against the smallest choice, before any run.
   KILN_ASSIGN_OR_RETURN(const CandidateBytes sizes, plan_candidates(imp, o, so.candidates));
