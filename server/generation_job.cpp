@@ -72,6 +72,7 @@ void GenerationJob::start(kiln_session* session, const GenerationRequest& req, i
     // Constrained output: a required tool call's grammar, else the response_format's.
     static const char* const kAnyObject = "{\"type\": \"object\", \"additionalProperties\": true}";
     if (!extras.tool_grammar.empty()) gp.grammar = extras.tool_grammar.c_str();
+    if (!extras.tool_trigger.empty()) gp.grammar_trigger = extras.tool_trigger.c_str();
     else if (req.format == ReplyFormat::kGrammar) gp.grammar = req.format_text.c_str();
     else if (req.format == ReplyFormat::kJsonSchema) gp.json_schema = req.format_text.c_str();
     else if (req.format == ReplyFormat::kJsonObject) gp.json_schema = kAnyObject;

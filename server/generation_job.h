@@ -18,6 +18,7 @@ namespace kiln::server {
 // place of the request's response_format) and the draft model of kiln serve --draft.
 struct JobExtras {
   std::string tool_grammar;
+  std::string tool_trigger;  // tool_choice auto: the grammar holds from this text on (a lazy grammar)
   kiln_model* draft = nullptr;
 };
 

@@ -356,7 +356,13 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
   JobExtras extras;
   extras.draft = m->draft;
   if (r.draft_max == 0) r.draft_max = opt_.draft_max;
-  if (use_tools && (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kFunction)) {
+  const bool forced = use_tools && (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kFunction);
+  // tool_choice auto: the reply is free, but a call it starts (hermes' "<tool_call>") is held to the
+  // grammar from there, so that its arguments are valid (llama-server's lazy grammar). Not with a
+  // response_format, nor with speculation (the runtime takes no grammar with it yet).
+  const bool lazy = use_tools && r.tool_choice == ToolChoice::kAuto && m->tool_format == "hermes" &&
+                    r.format == ReplyFormat::kText && extras.draft == nullptr && r.lookup == 0;
+  if (forced || lazy) {
     if (m->tool_format.empty()) {
       metrics_.record_rejected(m->name, 400);
       return send_error(res, api_error(400,
@@ -365,6 +371,7 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
                                            "Mistral [TOOL_CALLS]), so a tool call cannot be required",
                                        "invalid_request_error", "tool_choice"));
     }
+    if (lazy) extras.tool_trigger = "<tool_call>";
     const char* only = r.tool_choice == ToolChoice::kFunction ? r.tool_choice_name.c_str() : nullptr;
     // A named function is one call to it; "required" is one call or more unless parallel_tool_calls is false.
     const int32_t parallel = r.parallel_tool_calls && only == nullptr ? 1 : 0;

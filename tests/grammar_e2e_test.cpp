@@ -18,6 +18,12 @@ namespace {
 
 std::string grammar_path(const std::string& name) { return test::data_path("grammars/" + name + ".gbnf"); }
 
+std::shared_ptr<const Grammar> load_grammar_text(const std::string& gbnf) {
+  auto g = grammar_from_gbnf(gbnf);
+  EXPECT_TRUE(g.is_ok()) << g.status().message();
+  return g.is_ok() ? *g : nullptr;
+}
+
 std::shared_ptr<const Grammar> load_grammar(const std::string& name) {
   auto g = grammar_from_gbnf(test::read_file(grammar_path(name)));
   EXPECT_TRUE(g.is_ok()) << g.status().message();
@@ -83,7 +89,7 @@ TEST(GrammarRun, BadGrammarsAndFlagsAreClearErrors) {
   test::write_file(schema, R"({"type":"array","uniqueItems":true})");
   r = test::run_kiln("run --json-schema " + test::shell_quote(schema) + " -n 4");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("json schema: at the top: 'uniqueItems' is not supported"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("json schema: at the top: 'uniqueItems': true is not supported"), std::string::npos) << r.err;
   r = test::run_kiln("run --json --grammar " + test::shell_quote(grammar_path("json")) + " -n 4");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("give one of --grammar, --json-schema and --json"), std::string::npos) << r.err;
@@ -172,6 +178,59 @@ struct Text {
 int append(void* user, const char* text, size_t len, const int32_t*, size_t) {
   static_cast<Text*>(user)->s.append(text, len);
   return 0;
+}
+
+// A lazy grammar (llama.cpp's, what tool_choice auto uses): free text until the trigger, the
+// grammar from the trigger's first byte, the end where the grammar ends.
+TEST(GrammarCApi, LazyGrammarHoldsFromItsTrigger) {
+  kiln_runtime_params rp = kiln_runtime_default_params();
+  rp.n_threads = 1;
+  kiln_runtime* rt = nullptr;
+  ASSERT_EQ(kiln_runtime_create(&rp, &rt), KILN_OK) << kiln_last_error();
+  kiln_model* model = nullptr;
+  ASSERT_EQ(kiln_model_load(rt, test::shipped_model().c_str(), nullptr, &model), KILN_OK) << kiln_last_error();
+  kiln_session_params sp = kiln_session_default_params();
+  sp.sampling.temperature = 0;
+  kiln_session* s = nullptr;
+  ASSERT_EQ(kiln_session_create(model, &sp, &s), KILN_OK) << kiln_last_error();
+  kiln_generate_params g = kiln_generate_default_params();
+  g.max_tokens = 60;
+  kiln_generate_result r;
+  r.size = sizeof r;
+  Text free;
+  ASSERT_EQ(kiln_session_generate(s, "Once upon a time", &g, append, &free, &r), KILN_OK) << kiln_last_error();
+  const size_t she = free.s.find(" She");
+  ASSERT_NE(she, std::string::npos) << free.s;  // ", there was a little girl named Lily. She loved to ..."
+  // The model's own sentence is what the grammar allows: the same text, ended at its period.
+  g.grammar = "root ::= \" She\" [^.]* \".\"";
+  g.grammar_trigger = " She";
+  Text lazy;
+  ASSERT_EQ(kiln_session_generate(s, "Once upon a time", &g, append, &lazy, &r), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(lazy.s, free.s.substr(0, free.s.find('.', she) + 1));
+  EXPECT_EQ(r.stop_reason, KILN_STOP_EOS);
+  // A grammar that goes elsewhere: free up to the trigger, then held to it.
+  g.grammar = "root ::= \" She was\" [^.\\n]* \".\"";
+  Text held;
+  ASSERT_EQ(kiln_session_generate(s, "Once upon a time", &g, append, &held, &r), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(held.s.substr(0, she + 8), free.s.substr(0, she) + " She was") << held.s;
+  expect_allowed(load_grammar_text("root ::= \" She was\" [^.\\n]* \".\""), held.s.substr(she), r.stop_reason == KILN_STOP_EOS,
+                 "after the trigger");
+  // A trigger that never comes: the free text.
+  g.grammar_trigger = "zebra";
+  Text never;
+  ASSERT_EQ(kiln_session_generate(s, "Once upon a time", &g, append, &never, &r), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(never.s, free.s);
+  // A trigger needs a grammar, and some text.
+  g.grammar = nullptr;
+  EXPECT_EQ(kiln_session_generate(s, "Once", &g, append, &never, &r), KILN_E_INVALID_ARGUMENT);
+  EXPECT_STREQ(kiln_last_error(), "kiln_session_generate: grammar_trigger needs a grammar (or json_schema) it triggers");
+  g.grammar = "root ::= \"a\"";
+  g.grammar_trigger = "";
+  EXPECT_EQ(kiln_session_generate(s, "Once", &g, append, &never, &r), KILN_E_INVALID_ARGUMENT);
+  EXPECT_STREQ(kiln_last_error(), "kiln_session_generate: grammar_trigger is empty");
+  kiln_session_free(s);
+  kiln_model_free(model);
+  kiln_runtime_free(rt);
 }
 
 TEST(GrammarCApi, GrammarAndJsonSchemaParamsAndTheirErrors) {

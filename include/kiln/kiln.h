@@ -323,6 +323,11 @@ typedef struct kiln_generate_params {
   kiln_model* draft_model;
   int32_t lookup_ngram;
   int32_t draft_max;
+  /* With `grammar`: a lazy grammar (llama.cpp's). The reply is free until this text appears in it;
+   * from its first byte on, the reply follows the grammar, which must start with it (a tool call in
+   * a free reply: "<tool_call>" with kiln_tool_call_grammar's grammar). NULL (default): the grammar
+   * holds from the reply's start. */
+  const char* grammar_trigger;
 } kiln_generate_params;
 
 KILN_API kiln_generate_params kiln_generate_default_params(void);

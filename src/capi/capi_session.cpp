@@ -97,6 +97,14 @@ bool turn_args(kiln_session* session, const kiln_generate_params* params, kiln_g
     }
     turn.grammar = std::move(*g);
   }
+  if (p.grammar_trigger != nullptr) {
+    if (turn.grammar == nullptr || p.grammar_trigger[0] == '\0') {
+      fail(KILN_E_INVALID_ARGUMENT, std::string(what) + (turn.grammar == nullptr ? ": grammar_trigger needs a grammar (or json_schema) it triggers"
+                                                                                  : ": grammar_trigger is empty"));
+      return false;
+    }
+    turn.grammar_trigger = p.grammar_trigger;
+  }
   return true;
 }
 

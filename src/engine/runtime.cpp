@@ -330,6 +330,7 @@ Result<GenerationStats> RuntimeSession::run(std::span<const int> prompt, const T
   if (turn.grammar) {
     go.grammar = turn.grammar;
     go.grammar_vocabulary = model_->grammar_vocabulary();
+    go.grammar_trigger = turn.grammar_trigger;
   }
   SpeculativeTurn spec;
   KILN_RETURN_IF_ERROR(spec.begin(*this, turn));

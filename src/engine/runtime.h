@@ -82,6 +82,7 @@ struct TurnOptions {
   // Constrained output (engine/constrained_output.h); null: none. Shared, immutable: each call
   // keeps its own matching state.
   std::shared_ptr<const Grammar> grammar;
+  std::string grammar_trigger;  // non-empty: the grammar holds from this text on (GenerateOptions)
   // Speculative decoding (runtime/speculative.h), off by default: a draft model of the same
   // vocabulary (the session keeps a session of it), else prompt lookup when speculative.lookup > 0.
   std::shared_ptr<RuntimeModel> draft;

@@ -65,6 +65,12 @@ bool TokenMask::accept(int id) {
   return true;
 }
 
+bool TokenMask::accept_text(std::string_view bytes) {
+  if (!matcher_.accept_bytes(bytes)) return false;
+  current_ = nullptr;
+  return true;
+}
+
 std::string TokenMask::state_key() const {
   // Stack ids are interned, so equal states have equal keys (within one arena epoch).
   const uint64_t epoch = matcher_.epoch();

@@ -30,6 +30,9 @@ class TokenMask {
   const std::vector<uint64_t>& allowed();
   // Advances past token `id`; false (the state unchanged) when the grammar refuses it.
   bool accept(int id);
+  // Advances past `bytes` (text the reply already holds: a lazy grammar's trigger and what came
+  // with it); false (the state unchanged) when the grammar refuses them.
+  bool accept_text(std::string_view bytes);
   bool is_complete() const { return matcher_.is_complete(); }
   bool is_stop(int id) const;
   const GrammarMatcher& matcher() const { return matcher_; }

@@ -36,6 +36,8 @@ struct GenerationStats {
   StopReason stop = StopReason::kLength;
   std::vector<int> generated;  // the sampled tokens, the stop token not included
   GrammarSamplingStats grammar;  // under GenerateOptions::grammar
+  bool grammar_triggered = false;  // a lazy grammar's trigger appeared and the grammar held from there
+  bool grammar_refused = false;    // it appeared with text the grammar refuses: the reply stayed free
   // Speculative decoding: tokens drafted and accepted; and the target's steps after the prompt
   // (one per token without speculation, one per verification with it).
   int drafted_tokens = 0;
@@ -68,6 +70,11 @@ struct GenerateOptions {
   // the vocabulary grammar_vocabulary() gives for the tokenizer; a stop token only where it may end.
   std::shared_ptr<const Grammar> grammar;
   std::shared_ptr<const TokenTrie> grammar_vocabulary;
+  // Non-empty: the grammar is lazy (llama.cpp's lazy grammars): the reply is free until this text
+  // appears in it, and from its first byte on must follow the grammar, whose text therefore starts
+  // with it (a tool call inside a free reply: "<tool_call>"). Where the text that came with the
+  // trigger is already outside the grammar, the reply stays free (GenerationStats::grammar_refused).
+  std::string grammar_trigger;
   // Speculative decoding (runtime/speculative.h) over the session given: the loop's tokens come
   // from its verified steps; null: one token per step.
   Speculator* speculator = nullptr;

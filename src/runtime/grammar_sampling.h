@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -39,6 +40,9 @@ class GrammarSampler {
   Result<int> sample(Sampler& sampler, std::span<const float> logits, std::span<const int> history, size_t n_prompt);
   // Advances the grammar past the sampled token (a stop token ends it).
   Status accept(int id);
+  // Advances it past text already in the reply (a lazy grammar's trigger onward); false when the
+  // grammar refuses that text.
+  bool accept_text(std::string_view bytes) { return mask_.accept_text(bytes); }
   const GrammarSamplingStats& stats() const { return stats_; }
 
  private:
