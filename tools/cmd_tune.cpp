@@ -119,8 +119,10 @@ void add_tune_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--calib-tokens", c->rq.calib_tokens, "calibration tokens used (default 256)")->check(between<int64_t>(64, 1 << 16));
   cmd->add_option("--size", c->rq.size,
                   "the budget: weight bytes (380M, 1.2G) or a scheme whose uniform compile's size it is (\"w4a16 g32\", q4_0)");
-  cmd->add_option("--bits-per-weight", c->rq.bits_per_weight, "the budget: bits a weight over the tensors chosen for");
-  cmd->add_option("--max-kl", c->rq.max_kl, "the budget: the smallest choice whose predicted KL (nats) is at most this");
+  cmd->add_option("--bits-per-weight", c->rq.bits_per_weight, "the budget: bits a weight over the tensors chosen for")
+      ->check(between<double>(1, 32));
+  cmd->add_option("--max-kl", c->rq.max_kl, "the budget: the smallest choice whose predicted KL (nats) is at most this")
+      ->check(between<double>(1e-9, 100));
   cmd->add_option("-o,--output", c->out, "the overrides file to write (JSON, for kiln compile --overrides)")->required();
   cmd->add_option("--eval", c->rq.eval, "text the result is measured on (default: the calibration text)");
   cmd->add_option("--report", c->report,
