@@ -49,7 +49,7 @@ struct Turn {
   bool chat = false;
   std::string prompt;
   std::vector<std::string> roles, contents, stop;
-  std::string grammar, json_schema;
+  std::string grammar, json_schema, grammar_trigger;
   kiln_generate_params params = kiln_generate_default_params();
   std::vector<const char*> stop_ptrs;
   std::vector<kiln_message> messages;
@@ -94,7 +94,8 @@ struct Turn {
       return ok;
     };
     if (!optional_bytes("grammar", grammar, params.grammar, "the grammar") ||
-        !optional_bytes("jsonSchema", json_schema, params.json_schema, "the JSON schema"))
+        !optional_bytes("jsonSchema", json_schema, params.json_schema, "the JSON schema") ||
+        !optional_bytes("grammarTrigger", grammar_trigger, params.grammar_trigger, "the grammar trigger"))
       return false;
     for (const std::string& s : stop) stop_ptrs.push_back(s.c_str());
     params.stop = stop_ptrs.empty() ? nullptr : stop_ptrs.data();

@@ -12,6 +12,7 @@ public final class GenerateOptions {
   boolean parseSpecial;
   String grammar;       // kiln_generate_params.grammar: GBNF; null: none
   String jsonSchema;    // kiln_generate_params.json_schema; null: none
+  String grammarTrigger; // kiln_generate_params.grammar_trigger; null: the grammar holds from the start
   KilnModel draftModel; // kiln_generate_params.draft_model; null: none
   int lookupNgram;      // kiln_generate_params.lookup_ngram; 0: off
   int draftMax;         // kiln_generate_params.draft_max; 0: the runtime's default
@@ -65,6 +66,17 @@ public final class GenerateOptions {
   }
 
   /**
+   * A lazy grammar: the reply is free until this text appears in it, and from its first character
+   * on follows the grammar (or schema), which starts with it (a tool call inside a free reply);
+   * null (the default): the grammar holds from the reply's start. Without a grammar it is a
+   * KilnException INVALID_ARGUMENT at the call.
+   */
+  public GenerateOptions grammarTrigger(String trigger) {
+    grammarTrigger = trigger;
+    return this;
+  }
+
+  /**
    * Speculative decoding with a draft model: a smaller model of the same vocabulary, on the same
    * runtime; null: none. Greedy text is the text without; sampling keeps the model's distribution.
    */
@@ -91,6 +103,10 @@ public final class GenerateOptions {
 
   public String jsonSchema() {
     return jsonSchema;
+  }
+
+  public String grammarTrigger() {
+    return grammarTrigger;
   }
 
   public KilnModel draftModel() {

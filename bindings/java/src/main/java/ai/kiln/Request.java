@@ -19,6 +19,7 @@ final class Request {
   final boolean parseSpecial;
   final byte[] grammar;     // null: none
   final byte[] jsonSchema;  // null: none
+  final byte[] grammarTrigger;  // null: none
   final KilnModel draftModel;
   long draftHandle;         // draftModel's handle while the native call that reads it runs; 0: none
   final int lookupNgram;
@@ -34,6 +35,7 @@ final class Request {
     parseSpecial = o.parseSpecial;
     grammar = o.grammar != null ? Native.utf8(o.grammar) : null;
     jsonSchema = o.jsonSchema != null ? Native.utf8(o.jsonSchema) : null;
+    grammarTrigger = o.grammarTrigger != null ? Native.utf8(o.grammarTrigger) : null;
     draftModel = o.draftModel;
     lookupNgram = o.lookupNgram;
     draftMax = o.draftMax;

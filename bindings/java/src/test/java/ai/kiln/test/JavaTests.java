@@ -1124,6 +1124,16 @@ public final class JavaTests {
           check(json.matches("\\{\"pet\":\"(cat|dog)\",\"n\":[1-9]\\}"), "json schema reply <" + c.text() + ">");
         }
       }
+      // A lazy grammar: the greedy text up to the trigger, the grammar from there (here the model's own sentence, ended at its period).
+      try (KilnSession s = model.newSession(new SessionOptions().temperature(0f))) {
+        String free = s.generate("Once upon a time", new GenerateOptions().maxTokens(60));
+        int she = free.indexOf(" She");
+        check(she > 0, "the free text has the trigger: <" + free + ">");
+        String lazy = s.generate("Once upon a time", new GenerateOptions().maxTokens(60)
+            .grammar("root ::= \" She\" [^.]* \".\"").grammarTrigger(" She"));
+        equal(free.substring(0, free.indexOf('.', she) + 1), lazy, "a lazy grammar's reply");
+        equal(StopReason.EOS, s.lastStats().stopReason, "the lazy grammar's end");
+      }
       try (KilnSession s = model.newSession(null)) {
         KilnException e = expectThrows(() -> s.generate("x", new GenerateOptions().grammar("root ::= \"a\" |\nfoo ::= (")),
             KilnStatus.INVALID_ARGUMENT, "a grammar that does not parse");
@@ -1133,6 +1143,8 @@ public final class JavaTests {
         check(e.detail().contains("'not'"), "the schema error names the keyword: " + e.detail());
         expectThrows(() -> s.generate("x", new GenerateOptions().grammar("root ::= \"a\"").jsonSchema("{}")),
             KilnStatus.INVALID_ARGUMENT, "grammar and jsonSchema both");
+        expectThrows(() -> s.generate("x", new GenerateOptions().grammarTrigger("a")),
+            KilnStatus.INVALID_ARGUMENT, "a grammar trigger without a grammar");
         // The session goes on unconstrained.
         check(!s.generate("Once", new GenerateOptions().maxTokens(5)).isEmpty(), "a plain call after the errors");
       }
