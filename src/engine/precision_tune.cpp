@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -165,14 +166,22 @@ Result<TuneResult> tune_precision(const TuneRequest& rq) {
     r.budget = size_scheme ? "the size of uniform " + size_scheme->label : "--size " + rq.size;
   } else if (rq.bits_per_weight != 0) {
     budget.bytes = sizes.fixed_bytes + static_cast<uint64_t>(rq.bits_per_weight * static_cast<double>(sizes.parameters) / 8.0);
-    r.budget = std::to_string(rq.bits_per_weight) + " bits a weight";
+    char b[48];
+    std::snprintf(b, sizeof b, "%g bits a weight", rq.bits_per_weight);
+    r.budget = b;
   } else {
     budget.max_loss = rq.max_kl;
-    r.budget = "KL at most " + std::to_string(rq.max_kl);
+    char b[48];
+    std::snprintf(b, sizeof b, "KL at most %g", rq.max_kl);
+    r.budget = b;
   }
-  if (budget.bytes && *budget.bytes < sizes.smallest)
+  if (budget.bytes && *budget.bytes < sizes.smallest) {
+    char least[64];
+    std::snprintf(least, sizeof least, "%.3f", 8.0 * static_cast<double>(sizes.smallest - sizes.fixed_bytes) /
+                                                   static_cast<double>(std::max<uint64_t>(sizes.parameters, 1)));
     return invalid_argument(r.budget + " (" + std::to_string(*budget.bytes) + " weight bytes) is below the smallest the candidates allow (" +
-                            std::to_string(sizes.smallest) + " bytes: every weight at its smallest candidate)");
+                            std::to_string(sizes.smallest) + " bytes, " + least + " bits a weight: every weight at its smallest candidate)");
+  }
   KILN_ASSIGN_OR_RETURN(ProgramImage reference, reference_image(imp, o));
   KILN_ASSIGN_OR_RETURN(std::vector<int> tokens, calibration_tokens(reference, calib_text, rq.calib, rq.calib_tokens, rq.model));
 
