@@ -93,6 +93,23 @@ TEST(GrammarRun, BadGrammarsAndFlagsAreClearErrors) {
   r = test::run_kiln("run --json --grammar " + test::shell_quote(grammar_path("json")) + " -n 4");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("give one of --grammar, --json-schema and --json"), std::string::npos) << r.err;
+  r = test::run_kiln("run --grammar-trigger x -n 4");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "kiln: error: --grammar-trigger needs the grammar it triggers (--grammar, --json-schema or --json)\n");
+}
+
+// `kiln run --grammar-trigger`: the greedy text up to the trigger, the grammar from there.
+TEST(GrammarRun, GrammarTriggerMakesItLazy) {
+  const std::string args = " -p 'Once upon a time' -n 60 --temp 0";
+  auto free = test::run_kiln("run" + args);
+  ASSERT_EQ(free.exit_code, 0) << free.err;
+  const size_t she = free.out.find(" She");
+  ASSERT_NE(she, std::string::npos) << free.out;
+  const std::string g = test::temp_dir() + "/sentence.gbnf";
+  test::write_file(g, "root ::= \" She\" [^.]* \".\"\n");
+  auto lazy = test::run_kiln("run --grammar " + test::shell_quote(g) + " --grammar-trigger ' She'" + args);
+  ASSERT_EQ(lazy.exit_code, 0) << lazy.err;
+  EXPECT_EQ(lazy.out.substr(0, lazy.out.find_last_not_of('\n') + 1), free.out.substr(0, free.out.find('.', she) + 1));
 }
 
 TEST(GrammarSessions, ConcurrentSessionsWithDifferentGrammarsGiveTheirSoloOutputs) {

@@ -174,6 +174,7 @@ int run_chat(ChatCmd c) {
   TurnOptions turn;
   turn.max_tokens = g.n_predict;
   turn.grammar = *grammar;  // each reply on its own: the grammar starts over every turn
+  turn.grammar_trigger = g.grammar_trigger;
   if (Status s = speculation_for(**rt, g, turn); !s.is_ok()) return fail(s);
 
   // --jsonl is for programs: no prompt, no help, one JSON object per input line on stdout.

@@ -109,6 +109,7 @@ int run(RunOptions o) {
   TurnOptions turn;
   turn.max_tokens = g.n_predict;
   turn.grammar = *grammar;
+  turn.grammar_trigger = g.grammar_trigger;
   turn.on_prefill = [&progress](int done, int total) { return progress.update(done, total); };
   if (Status s = speculation_for(**rt, g, turn); !s.is_ok()) return fail(s);
 

@@ -67,10 +67,15 @@ void add_generation_flags(CLI::App* cmd, GenerationFlags& f) {
   cmd->add_option("--json-schema", f.json_schema_file, "JSON Schema file: the output is JSON valid against it")
       ->check(CLI::ExistingFile);
   cmd->add_flag("--json", f.json, "the output is a JSON object");
+  cmd->add_option("--grammar-trigger", f.grammar_trigger,
+                  "a lazy grammar: the output is free until this text appears, then follows --grammar, --json-schema "
+                  "or --json from its first byte (the grammar starts with it)");
   add_speculation_flags(cmd, f.draft, f.lookup, f.draft_max);
 }
 
 Result<std::shared_ptr<const Grammar>> grammar_for(const GenerationFlags& f) {
+  if (!f.grammar_trigger.empty() && f.grammar_file.empty() && f.json_schema_file.empty() && !f.json)
+    return invalid_argument("--grammar-trigger needs the grammar it triggers (--grammar, --json-schema or --json)");
   if (!f.grammar_file.empty()) {
     KILN_ASSIGN_OR_RETURN(std::string text, read_text_file(f.grammar_file));
     auto g = grammar_from_gbnf(text);

@@ -37,6 +37,7 @@ struct GenerationFlags {
   bool group_given = false;
   // Constrained output: at most one of the three.
   std::string grammar_file;      // --grammar FILE: GBNF
+  std::string grammar_trigger;   // --grammar-trigger TEXT: the grammar holds from this text on (lazy)
   std::string json_schema_file;  // --json-schema FILE
   bool json = false;             // --json: any JSON object
   // Speculative decoding: --draft MODEL, --lookup [N], --draft-max N.
