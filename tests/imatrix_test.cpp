@@ -44,12 +44,13 @@ std::string gguf_bytes(const Stats& s, float count) {
   std::string b = "GGUF";
   put<uint32_t>(b, 3);
   put<uint64_t>(b, 2 * s.size());
-  put<uint64_t>(b, 1);
-  const std::string key = "imatrix.chunk_count";
-  put<uint64_t>(b, key.size());
-  b += key;
-  put<uint32_t>(b, 4);  // u32
-  put<uint32_t>(b, 3);
+  put<uint64_t>(b, 2);
+  for (const auto& [key, value] : {std::pair<std::string, uint32_t>{"imatrix.chunk_count", 3}, {"imatrix.chunk_size", 512}}) {
+    put<uint64_t>(b, key.size());
+    b += key;
+    put<uint32_t>(b, 4);  // u32
+    put<uint32_t>(b, value);
+  }
   std::string data;
   auto tensor = [&](const std::string& name, const std::vector<float>& v) {
     put<uint64_t>(b, name.size());
@@ -108,10 +109,14 @@ TEST(Imatrix, BothFormatsGiveCalibsWeights) {
     EXPECT_EQ(read->importance, stats->per_weight) << f;
     EXPECT_EQ(read->chunks, 3);
   }
+  EXPECT_EQ(read_imatrix_file(dir + "/m.imatrix.gguf")->chunk_size, 512);
+  EXPECT_EQ(read_imatrix_file(dir + "/m.imatrix")->chunk_size, 0);  // the legacy form does not say
   EXPECT_EQ(read_imatrix_file(dir + "/m.imatrix")->dataset, "calib.py");
   const std::string err = compile("--imatrix " + test::shell_quote(dir + "/m.imatrix"), "/im_dat.kiln");
-  EXPECT_NE(err.find("method: imatrix, 35 weights rounded with the statistics of imatrix m.imatrix (dat)"), std::string::npos) << err;
-  compile("--imatrix " + test::shell_quote(dir + "/m.imatrix.gguf"), "/im_gguf.kiln");
+  EXPECT_NE(err.find("method: imatrix, 35 weights rounded with the statistics of imatrix m.imatrix (dat) (tokens not recorded"),
+            std::string::npos) << err;
+  const std::string err_gguf = compile("--imatrix " + test::shell_quote(dir + "/m.imatrix.gguf"), "/im_gguf.kiln");
+  EXPECT_NE(err_gguf.find("statistics of imatrix m.imatrix.gguf (gguf) (1536 tokens"), std::string::npos) << err_gguf;
   const auto want = weights_of(dir + "/im_calib.kiln");
   EXPECT_EQ(weights_of(dir + "/im_dat.kiln"), want);
   EXPECT_EQ(weights_of(dir + "/im_gguf.kiln"), want);

@@ -106,10 +106,12 @@ int compile(const CompileCmd& c) {
     std::fprintf(stderr, "  back end %-6s %d of %d ops (%.0f%%)\n", b.c_str(), n, total_nodes, 100.0 * n / total_nodes);
   std::fprintf(stderr, "  fused: %d qkv, %d gate+up+swiglu, %d rope+kv-store, %d residual adds, %d norms\n", r.fusion.qkv,
                r.fusion.gate_up, r.fusion.rope_kv, r.fusion.residual, r.fusion.norm);
-  if (r.method != "rtn")
-    std::fprintf(stderr, "  method: %s, %lld weights rounded with the statistics of %s (%lld tokens, hash %s, %.2f s)\n",
+  if (r.method != "rtn") {
+    const std::string tokens = r.calibration_tokens > 0 ? std::to_string(r.calibration_tokens) + " tokens" : "tokens not recorded";
+    std::fprintf(stderr, "  method: %s, %lld weights rounded with the statistics of %s (%s, hash %s, %.2f s)\n",
                  r.method.c_str(), static_cast<long long>(r.weights_calibrated), r.calibration_source.c_str(),
-                 static_cast<long long>(r.calibration_tokens), r.calibration_hash.c_str(), summary->calibration_seconds);
+                 tokens.c_str(), r.calibration_hash.c_str(), summary->calibration_seconds);
+  }
   if (summary->conformance) {
     // The headline: the --eval text when given, else the built-in one (kiln inspect prints all).
     const ConformanceText& t = summary->conformance->headline();

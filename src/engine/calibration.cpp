@@ -153,6 +153,9 @@ Result<ImportanceStats> importance_from_imatrix(const std::string& path, const I
     stats.per_weight.emplace(name, std::move(v));
   }
   stats.source = "imatrix " + std::filesystem::path(path).filename().string() + " (" + im.format + ")";
+  // The tokens behind it, where the file says (chunks times their size); 0: not recorded.
+  if (im.chunks > 0 && im.chunk_size > 0 && im.chunks < (int64_t{1} << 31) && im.chunk_size < (int64_t{1} << 31))
+    stats.tokens = im.chunks * im.chunk_size;
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(kiln_checksum(file->bytes())));
   stats.hash = hex;

@@ -68,6 +68,7 @@ Result<ImatrixFile> read_gguf_imatrix(const MappedFile& f) {
   if (const GgufValue* d = g.find("imatrix.datasets"); d && d->as_array() && !d->as_array()->strings.empty())
     out.dataset = d->as_array()->strings.front();
   if (const GgufValue* c = g.find("imatrix.chunk_count"); c && c->as_int()) out.chunks = *c->as_int();
+  if (const GgufValue* c = g.find("imatrix.chunk_size"); c && c->as_int() && *c->as_int() > 0) out.chunk_size = *c->as_int();
   std::map<std::string, const TensorSource*> sums, counts;
   for (const TensorSource& t : g.tensors) {
     auto ends = [&](const std::string& suffix) {

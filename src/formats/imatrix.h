@@ -22,6 +22,7 @@ struct ImatrixFile {
   std::string format;   // "gguf" or "dat"
   std::string dataset;  // the calibration text llama-imatrix ran on, when the file names it
   int64_t chunks = 0;   // its chunks, when the file says
+  int64_t chunk_size = 0;  // tokens a chunk, when the file says (the GGUF form)
 };
 
 // Every value finite and non-negative, every entry non-empty; errors name the file and the place.
