@@ -14,6 +14,7 @@
 #include "engine/compile_file.h"
 #include "engine/defaults.h"
 #include "engine/model_compare.h"
+#include "perf/process_memory.h"
 #include "quant/overrides.h"
 #include "runtime/model.h"
 #include "tokenizer/tokenizer_source.h"
@@ -181,6 +182,14 @@ Result<TuneResult> tune_precision(const TuneRequest& rq) {
                                                    static_cast<double>(std::max<uint64_t>(sizes.parameters, 1)));
     return invalid_argument(r.budget + " (" + std::to_string(*budget.bytes) + " weight bytes) is below the smallest the candidates allow (" +
                             std::to_string(sizes.smallest) + " bytes, " + least + " bits a weight: every weight at its smallest candidate)");
+  }
+  // The sweep runs the model in f32: refused before it starts where that cannot fit.
+  if (const uint64_t ram = physical_memory_bytes(); ram > 0 && sizes.parameters * 4 > ram / 10 * 9) {
+    char m[200];
+    std::snprintf(m, sizeof m, "kiln tune runs the model in f32: %.1f GiB for its %llu weight parameters, more than this machine's %.1f GiB of memory",
+                  static_cast<double>(sizes.parameters * 4) / (1 << 30), static_cast<unsigned long long>(sizes.parameters),
+                  static_cast<double>(ram) / (1 << 30));
+    return invalid_argument(m);
   }
   KILN_ASSIGN_OR_RETURN(ProgramImage reference, reference_image(imp, o));
   KILN_ASSIGN_OR_RETURN(std::vector<int> tokens, calibration_tokens(reference, calib_text, rq.calib, rq.calib_tokens, rq.model));

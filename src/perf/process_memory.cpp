@@ -1,6 +1,7 @@
 #include "perf/process_memory.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <cstdio>
 
@@ -10,6 +11,11 @@ uint64_t peak_rss_bytes() {
   struct rusage ru {};
   ::getrusage(RUSAGE_SELF, &ru);
   return static_cast<uint64_t>(ru.ru_maxrss) * 1024;  // KiB on Linux
+}
+
+uint64_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(size) : 0;
 }
 
 uint64_t children_peak_rss_bytes() {

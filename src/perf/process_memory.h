@@ -16,4 +16,7 @@ struct ResidentSplit {
 };
 ResidentSplit resident_split_now();
 
+// The machine's physical memory (sysconf); 0 when unknown.
+uint64_t physical_memory_bytes();
+
 }  // namespace kiln
