@@ -130,7 +130,7 @@ TEST(SensitivitySweep, ScaledKlFollowsTheMeasuredOne) {
   auto ref = reference_image(*imp, *o);
   ASSERT_TRUE(ref);
   const std::string text = test::read_file(test::data_path("eval/stories260K-samples.txt"));
-  auto tokens = calibration_tokens(*ref, text, "samples", 256, rq.model);
+  auto tokens = calibration_tokens(*ref, text, "samples", 128, rq.model);
   ASSERT_TRUE(tokens);
   SweepOptions scaled, exact;
   exact.exact = true;
