@@ -162,33 +162,29 @@ Result<GenerationStats> generate(Decoder& session, Sampler& sampler, const Token
     if (options.speculator)
       return invalid_argument("constrained output (a grammar or JSON schema) and speculative decoding (a draft "
                               "model or prompt lookup) cannot be used in the same call yet");
-    if (options.grammar_trigger.empty()) {
-      std::vector<int> stops = c.stop_ids;
-      stops.insert(stops.end(), options.extra_stop_ids.begin(), options.extra_stop_ids.end());
-      grammar.emplace(options.grammar, options.grammar_vocabulary, std::move(stops));
-    }
   }
+  std::vector<int> grammar_stops = c.stop_ids;  // where a grammar may end, the reply may stop
+  grammar_stops.insert(grammar_stops.end(), options.extra_stop_ids.begin(), options.extra_stop_ids.end());
+  if (options.grammar && options.grammar_trigger.empty())
+    grammar.emplace(options.grammar, options.grammar_vocabulary, grammar_stops);
   // A lazy grammar: the reply's bytes (the grammar vocabulary's, exact even inside a character)
   // until its trigger shows up in them; then the grammar from the trigger's first byte.
   const bool lazy = options.grammar && !options.grammar_trigger.empty();
   std::string reply;
-  auto trigger_seen = [&](int id) -> Status {
-    if (!lazy || grammar || st.grammar_refused || is_stop(id)) return Status::ok();
+  auto watch_trigger = [&](int id) {
+    if (!lazy || grammar || st.grammar_refused || is_stop(id)) return;
     const size_t before = reply.size();
     if (id >= 0 && id < options.grammar_vocabulary->vocab_size()) reply += options.grammar_vocabulary->bytes(id);
     const size_t from = before >= options.grammar_trigger.size() ? before - options.grammar_trigger.size() + 1 : 0;
     const size_t at = reply.find(options.grammar_trigger, from);
-    if (at == std::string::npos) return Status::ok();
-    std::vector<int> stops = c.stop_ids;
-    stops.insert(stops.end(), options.extra_stop_ids.begin(), options.extra_stop_ids.end());
-    grammar.emplace(options.grammar, options.grammar_vocabulary, std::move(stops));
-    if (!grammar->accept_text(std::string_view(reply).substr(at))) {
+    if (at == std::string::npos) return;
+    grammar.emplace(options.grammar, options.grammar_vocabulary, grammar_stops);
+    if (grammar->accept_text(std::string_view(reply).substr(at))) {
+      st.grammar_triggered = true;
+    } else {
       grammar.reset();
       st.grammar_refused = true;
-    } else {
-      st.grammar_triggered = true;
     }
-    return Status::ok();
   };
   // Speculation: tokens a verified step decided, the first `queued.in_cache` already decoded.
   Speculator* spec = options.speculator;
@@ -213,7 +209,7 @@ Result<GenerationStats> generate(Decoder& session, Sampler& sampler, const Token
       KILN_RETURN_IF_ERROR(grammar->accept(next));
     } else {
       next = sampler.sample(logits, history, prompt.size());
-      KILN_RETURN_IF_ERROR(trigger_seen(next));
+      watch_trigger(next);
     }
     if (st.generated_tokens == 0) st.first_token_seconds = seconds_since(t_call);
     if (is_stop(next)) {
