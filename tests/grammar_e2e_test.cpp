@@ -197,19 +197,31 @@ int append(void* user, const char* text, size_t len, const int32_t*, size_t) {
   return 0;
 }
 
+// A greedy session of the shipped model through the C API, freed after the test.
+class GrammarCApi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    kiln_runtime_params rp = kiln_runtime_default_params();
+    rp.n_threads = 1;
+    ASSERT_EQ(kiln_runtime_create(&rp, &rt), KILN_OK) << kiln_last_error();
+    ASSERT_EQ(kiln_model_load(rt, test::shipped_model().c_str(), nullptr, &model), KILN_OK) << kiln_last_error();
+    kiln_session_params sp = kiln_session_default_params();
+    sp.sampling.temperature = 0;
+    ASSERT_EQ(kiln_session_create(model, &sp, &s), KILN_OK) << kiln_last_error();
+  }
+  void TearDown() override {
+    kiln_session_free(s);
+    kiln_model_free(model);
+    kiln_runtime_free(rt);
+  }
+  kiln_runtime* rt = nullptr;
+  kiln_model* model = nullptr;
+  kiln_session* s = nullptr;
+};
+
 // A lazy grammar (llama.cpp's, what tool_choice auto uses): free text until the trigger, the
 // grammar from the trigger's first byte, the end where the grammar ends.
-TEST(GrammarCApi, LazyGrammarHoldsFromItsTrigger) {
-  kiln_runtime_params rp = kiln_runtime_default_params();
-  rp.n_threads = 1;
-  kiln_runtime* rt = nullptr;
-  ASSERT_EQ(kiln_runtime_create(&rp, &rt), KILN_OK) << kiln_last_error();
-  kiln_model* model = nullptr;
-  ASSERT_EQ(kiln_model_load(rt, test::shipped_model().c_str(), nullptr, &model), KILN_OK) << kiln_last_error();
-  kiln_session_params sp = kiln_session_default_params();
-  sp.sampling.temperature = 0;
-  kiln_session* s = nullptr;
-  ASSERT_EQ(kiln_session_create(model, &sp, &s), KILN_OK) << kiln_last_error();
+TEST_F(GrammarCApi, LazyGrammarHoldsFromItsTrigger) {
   kiln_generate_params g = kiln_generate_default_params();
   g.max_tokens = 60;
   kiln_generate_result r;
@@ -245,22 +257,9 @@ TEST(GrammarCApi, LazyGrammarHoldsFromItsTrigger) {
   g.grammar_trigger = "";
   EXPECT_EQ(kiln_session_generate(s, "Once", &g, append, &never, &r), KILN_E_INVALID_ARGUMENT);
   EXPECT_STREQ(kiln_last_error(), "kiln_session_generate: grammar_trigger is empty");
-  kiln_session_free(s);
-  kiln_model_free(model);
-  kiln_runtime_free(rt);
 }
 
-TEST(GrammarCApi, GrammarAndJsonSchemaParamsAndTheirErrors) {
-  kiln_runtime_params rp = kiln_runtime_default_params();
-  rp.n_threads = 1;
-  kiln_runtime* rt = nullptr;
-  ASSERT_EQ(kiln_runtime_create(&rp, &rt), KILN_OK) << kiln_last_error();
-  kiln_model* model = nullptr;
-  ASSERT_EQ(kiln_model_load(rt, test::shipped_model().c_str(), nullptr, &model), KILN_OK) << kiln_last_error();
-  kiln_session_params sp = kiln_session_default_params();
-  sp.sampling.temperature = 0;
-  kiln_session* s = nullptr;
-  ASSERT_EQ(kiln_session_create(model, &sp, &s), KILN_OK) << kiln_last_error();
+TEST_F(GrammarCApi, GrammarAndJsonSchemaParamsAndTheirErrors) {
 
   const std::string chess = test::read_file(grammar_path("chess"));
   kiln_generate_params g = kiln_generate_default_params();
@@ -311,10 +310,6 @@ TEST(GrammarCApi, GrammarAndJsonSchemaParamsAndTheirErrors) {
   ASSERT_EQ(kiln_job_result(job, &ar), KILN_OK) << kiln_last_error();
   kiln_job_free(job);
   EXPECT_EQ(a.s, t.s);
-
-  kiln_session_free(s);
-  kiln_model_free(model);
-  kiln_runtime_free(rt);
 }
 
 }  // namespace
