@@ -197,6 +197,7 @@ Result<TuneResult> tune_precision(const TuneRequest& rq) {
   if (rq.notify)
     rq.notify("measuring " + std::to_string(tokens.size()) + " calibration tokens: one f32 run, then one run per weight" +
               (rq.exact ? " and candidate" : "") + ", then the compiles");
+  so.sizes = &sizes;  // planned above for the budget: not again
   so.exact = rq.exact;
   so.threads = threads;
   so.progress = rq.sweep_progress;

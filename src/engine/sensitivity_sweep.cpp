@@ -165,7 +165,11 @@ Result<SweepResult> sweep_sensitivity(const Import& imp, const CompileOptions& o
   r.candidates = o.candidates.empty() ? default_sweep_candidates() : o.candidates;
   r.tokens = static_cast<int64_t>(tokens.size());
   const size_t nc = r.candidates.size();
-  KILN_ASSIGN_OR_RETURN(CandidateBytes cb, plan_candidates(imp, options, r.candidates));
+  CandidateBytes own;
+  if (!o.sizes) {
+    KILN_ASSIGN_OR_RETURN(own, plan_candidates(imp, options, r.candidates));
+  }
+  const CandidateBytes& cb = o.sizes ? *o.sizes : own;
   r.fixed_bytes = cb.fixed_bytes;
   const auto& planned = cb.per_weight;
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Model> ref_model, Model::create(reference));

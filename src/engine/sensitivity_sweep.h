@@ -52,11 +52,21 @@ struct TensorSensitivity {
   std::vector<bool> measured;
 };
 
+// What each candidate stores each weight in, as the compile packs it (unfused), and the bytes of
+// the weights no choice changes. A weight a candidate does not fit has no size for it; every weight
+// chosen for must fit one candidate, else a one-line error naming it. Reads no weight.
+struct CandidateBytes {
+  std::map<std::string, std::vector<std::optional<uint64_t>>> per_weight;  // name -> per candidate
+  uint64_t fixed_bytes = 0;
+  uint64_t smallest = 0;  // every weight at its smallest candidate, the fixed bytes included
+  uint64_t parameters = 0;  // of the weights chosen for
+};
 struct SweepOptions {
   std::vector<SweepCandidate> candidates;  // empty: default_sweep_candidates()
   bool exact = false;                      // measure every candidate, not the cheapest alone
   int threads = 1;
   std::function<void(double)> progress;    // 0..1 over the measuring runs
+  const CandidateBytes* sizes = nullptr;   // plan_candidates' answer for these candidates, when the caller has it
 };
 
 struct SweepResult {
@@ -69,15 +79,6 @@ struct SweepResult {
   int runs = 0;                  // model runs measuring KL
 };
 
-// What each candidate stores each weight in, as the compile packs it (unfused), and the bytes of
-// the weights no choice changes. A weight a candidate does not fit has no size for it; every weight
-// chosen for must fit one candidate, else a one-line error naming it. Reads no weight.
-struct CandidateBytes {
-  std::map<std::string, std::vector<std::optional<uint64_t>>> per_weight;  // name -> per candidate
-  uint64_t fixed_bytes = 0;
-  uint64_t smallest = 0;  // every weight at its smallest candidate, the fixed bytes included
-  uint64_t parameters = 0;  // of the weights chosen for
-};
 Result<CandidateBytes> plan_candidates(const Import& imp, const CompileOptions& options,
                                        const std::vector<SweepCandidate>& candidates);
 
