@@ -147,7 +147,9 @@ void register_all() {
   const QuantParams schemes[] = {canonical({Scheme::kW4A16, 32, true}), canonical({Scheme::kW4A16, 32, false}),
                                  canonical({Scheme::kW8A16, 32, true}), canonical({Scheme::kF16, 32, true}),
                                  canonical({Scheme::kBF16, 32, true}),  canonical({Scheme::kF32, 32, true}),
-                                 canonical({Scheme::kW8A8, 32, true}),  canonical({Scheme::kW4A8, 32, true})};
+                                 canonical({Scheme::kW8A8, 32, true}),  canonical({Scheme::kW4A8, 32, true}),
+                                 // GGML's Q4_K and Q6_K super-blocks, as a GGUF's Q4_K_M keeps them
+                                 canonical({Scheme::kW4A16, 256, false}), canonical({Scheme::kW6A16, 256, true})};
   for (int i = 0; i < nt; ++i) {
     const cpu::KernelTable* t = tables[i];
     for (const bool f16 : {false, true})

@@ -21,6 +21,20 @@
 namespace kiln::cpu {
 namespace {
 
+// Keeps v as computed here, in a register: GCC reassociates chains of integer vector adds into
+// trees of all the products first, which spills them (kquant_kernels.h's decode). Nothing is
+// emitted; elsewhere than x86 and ARM64 it is a no-op.
+template <class T>
+inline void keep_order(T& v) {
+#if defined(__x86_64__)
+  __asm__("" : "+x"(v));
+#elif defined(__aarch64__)
+  __asm__("" : "+w"(v));
+#else
+  (void)v;
+#endif
+}
+
 template <int... Is, typename Fn>
 inline void static_for_impl(std::integer_sequence<int, Is...>, Fn&& f) {
   (f(std::integral_constant<int, Is>{}), ...);

@@ -98,6 +98,14 @@ void matmul_w4a16_words(const PackedMatrix& w, const Activations& a, const Epilo
 template <class S, bool kIq4Xs, bool kFive = false>
 void matmul_w4_superblocks(const PackedMatrix& w, const Activations& a, const Epilogue& e, int64_t tb, int64_t te) {
   auto block = [&](auto rt, auto nt, int64_t t, int t0) { w4_superblock<S, rt.value, nt.value, kIq4Xs, kFive>(w, a, e, t, t0); };
+  if constexpr (!kIq4Xs && !kFive && has_u4_sum16<S>) {  // Q4_K on int16 sums: one tile at a time
+    if (a.n == 1) {
+      over_tiles<1>(tb, te, [&](auto, int64_t t) { q4k_decode<S>(w, a, e, t); });
+      return;
+    }
+    over_tile_runs<1, S::kKRowsNT>(w, tb, te, a.n, [&](auto, auto nt, int64_t t, int t0) { q4k_rows<S, nt.value>(w, a, e, t, t0); });
+    return;
+  }
   if (a.n == 1) {
     over_decode_tiles<S::kA16DecodeRT>(w, tb, te, [&](auto rt, int64_t t) { block(rt, std::integral_constant<int, 1>{}, t, 0); });
     return;
@@ -133,6 +141,14 @@ void matmul_w6a16(const PackedMatrix& w, const Activations& a, const Epilogue& e
   q6k_half_sums(a, w.cols, half_sums);
   // Decode: at most four tiles side by side, as the six-bit values take four more registers each.
   constexpr int kRT = S::kA16DecodeRT < 4 ? S::kA16DecodeRT : 4;
+  if constexpr (has_u4_sum16<S>) {  // on int16 sums: one tile at a time
+    if (a.n == 1) {
+      over_tiles<1>(tb, te, [&](auto, int64_t t) { q6k_decode<S>(w, a, e, t, half_sums); });
+      return;
+    }
+    over_tile_runs<1, 2 * S::kKRowsNT>(w, tb, te, a.n, [&](auto, auto nt, int64_t t, int t0) { q6k_rows<S, nt.value>(w, a, e, t, t0, half_sums); });
+    return;
+  }
   if (a.n == 1) {
     over_decode_tiles<kRT>(w, tb, te, [&](auto rt, int64_t t) { q6k_block<S, rt.value, 1>(w, a, e, t, 0, half_sums); });
     return;

@@ -19,6 +19,7 @@ struct Avx2 {
   static constexpr int kA16RT = 1;
   static constexpr int kA16NT = 1;
   static constexpr int kA16DecodeRT = 1;
+  static constexpr int kKRowsNT = 4;  // q4k_rows, q6k_rows: tokens per block (a tile's half at a time)
   static constexpr int kW8Bias = 0;  // |w| times sign(x, w): no bias to remove
   using F = __m256;
   using I = __m256i;
@@ -97,6 +98,9 @@ struct Avx2 {
   // (<= 15) and an int8 (16 x 15 x 128 = 30720). widen_u4_16 adds a lane's pairs into acc.
   static I dot_u4_16(I acc16, I w, int32_t x4) { return _mm256_add_epi16(acc16, _mm256_maddubs_epi16(w, _mm256_set1_epi32(x4))); }
   static I widen_u4_16(I acc, I acc16) { return _mm256_add_epi32(acc, _mm256_madd_epi16(acc16, _mm256_set1_epi16(1))); }
+  // The int16 lanes' pairs summed into int32 (with ones16: their sum; q6k_decode's widening).
+  static I ones16() { return _mm256_set1_epi16(1); }
+  static I madd16(I a, I b) { return _mm256_madd_epi16(a, b); }
   template <int j>
   static I sext_byte(I a) { return _mm256_srai_epi32(_mm256_slli_epi32(a, 24 - 8 * j), 24); }
   static constexpr int kW8DigitBias = 0;  // dot_s8 multiplies |w| by sign(x, w): no bias
