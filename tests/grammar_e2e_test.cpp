@@ -34,7 +34,9 @@ std::shared_ptr<const Grammar> load_grammar(const std::string& name) {
 void expect_allowed(const std::shared_ptr<const Grammar>& g, const std::string& text, bool ended, const std::string& what) {
   GrammarMatcher m(g);
   EXPECT_TRUE(m.accept_bytes(text)) << what << ": the grammar refuses the output:\n" << text;
-  if (ended) EXPECT_TRUE(m.is_complete()) << what << ": ended before the grammar was complete:\n" << text;
+  if (ended) {
+    EXPECT_TRUE(m.is_complete()) << what << ": ended before the grammar was complete:\n" << text;
+  }
 }
 
 TEST(GrammarRun, LlamaCppExampleGrammarsConstrainKilnRun) {
@@ -47,7 +49,9 @@ TEST(GrammarRun, LlamaCppExampleGrammarsConstrainKilnRun) {
       EXPECT_FALSE(r.out.empty()) << name;
       const bool ended = r.err.find("stopped at an end token") != std::string::npos;
       expect_allowed(g, r.out, ended, name + " " + sampling);
-      if (name == "json" && ended) EXPECT_TRUE(nlohmann::json::accept(r.out)) << r.out;
+      if (name == "json" && ended) {
+        EXPECT_TRUE(nlohmann::json::accept(r.out)) << r.out;
+      }
     }
   }
 }

@@ -4,6 +4,7 @@
 // strings and max_tokens end where they do without; a draft of another vocabulary is refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -362,6 +363,48 @@ TEST(Speculative, SamplingKeepsTheTargetsDistribution) {
     EXPECT_GT(dof, 5);
     EXPECT_LT(stat, chi_squared_limit(dof)) << dof << " degrees of freedom";
   }
+}
+
+// A draft model that never pays (the trained shipped model drafting for a synthetic tiny-llama of
+// random weights: next to nothing accepted) is probed twice after drafting stops paying, then left
+// alone for the rest of the generation: each probe first catches the draft up on every token it
+// skipped, which cost a quarter of the time when the 0.5B could not pay for the 1.5B.
+TEST(Speculative, ADraftThatNeverPaysIsGivenUp) {
+  auto tm = open_model(tiny_llama(2), OpenOptions{});
+  auto dm = open_model(test::shipped_model(), OpenOptions{});
+  ASSERT_TRUE(tm && dm);
+  auto target = Session::create(tm->model, 512);
+  auto draft = Session::create(dm->model, 512);
+  ASSERT_TRUE(target && draft);
+  auto ids = dm->tokenizer->encode("Once upon a time", true);
+  ASSERT_TRUE(ids);
+  std::vector<int> history = *ids;
+  const size_t n_prompt = history.size();
+  ASSERT_TRUE((*target)->decode(std::span<const int>(history).first(n_prompt - 1)));
+  SamplerParams sp;
+  sp.temperature = 0.0f;
+  Sampler sampler(sp, tm->model->config().vocab_size);
+  SpeculativeOptions so;
+  so.draft_max = 4;
+  so.adaptive = true;
+  std::vector<int> draft_tokens;
+  Speculator spec(**target, draft->get(), &draft_tokens, sp, so);
+  Speculator::Step step;
+  int drafted_after_200 = -1;
+  while (history.size() < n_prompt + 400) {
+    ASSERT_TRUE(spec.advance(history, n_prompt, 8, sampler, step));
+    if (step.tokens.empty()) {
+      const auto best = std::max_element(step.logits.begin(), step.logits.end());
+      history.push_back(static_cast<int>(best - step.logits.begin()));
+    } else {
+      history.insert(history.end(), step.tokens.begin(), step.tokens.end());
+    }
+    if (drafted_after_200 < 0 && history.size() >= n_prompt + 200) drafted_after_200 = spec.counts().drafted;
+  }
+  EXPECT_GT(drafted_after_200, 0);  // it was tried
+  EXPECT_LT(spec.counts().accepted * 4, spec.counts().drafted);  // and did not pay
+  // Probing every 16 rounds would have drafted about 25 more by now.
+  EXPECT_EQ(spec.counts().drafted, drafted_after_200);
 }
 
 std::string qwen(const std::string& size) {

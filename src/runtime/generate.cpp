@@ -131,6 +131,8 @@ Result<GenerationStats> generate(Decoder& session, Sampler& sampler, const Token
     }
     KILN_RETURN_IF_ERROR(step);
   }
+  // A draft model reads the prompt now too, counted in the time to the first token.
+  if (options.speculator && !raised(options.cancel)) KILN_RETURN_IF_ERROR(options.speculator->prefill(prompt));
   st.prompt_seconds = seconds_since(t_call);
 
   Utf8Stream stream;

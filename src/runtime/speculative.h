@@ -71,6 +71,10 @@ class Speculator {
   // the prompt) with what the drafter proposes after it, at most `most - 1` of them (`most`: the
   // tokens the loop may still emit).
   Status advance(std::span<const int> history, size_t n_prompt, int most, Sampler& sampler, Step& out);
+  // With a draft model: its cache filled with the prompt (all but its last token, which the first
+  // drafting round decodes) beside the target's prefill, so that decoding does not stop to prefill
+  // the draft (as llama.cpp's speculative examples and server prefill both). Nothing for lookup.
+  Status prefill(std::span<const int> prompt);
 
   const SpeculativeCounts& counts() const { return counts_; }
 
@@ -83,6 +87,9 @@ class Speculator {
   double draft_token_cost() const;
   // The draft model's proposals after `history`, with their draft distributions (sampling).
   Status draft_model(std::span<const int> history, size_t n_prompt, int k);
+  // Makes the draft's cache hold `tokens`: keeps what it shares with them and decodes the rest, at
+  // least the last token; its logits after them.
+  Result<std::span<const float>> catch_up(std::span<const int> tokens);
 
   Session& target_;
   Session* draft_;
@@ -97,6 +104,9 @@ class Speculator {
   double t_one_ = 0, t_draft_ = 0;
   std::vector<double> t_verify_;
   int idle_rounds_ = 0;
+  // Probes after which drafting still did not pay; at kGiveUpAfter, no more (a draft model).
+  int failed_probes_ = 0;
+  bool probing_ = false;
   SpeculativeCounts counts_;
   std::vector<int> drafts_, rows_, hist_;
   std::vector<std::vector<Sampler::Choice>> q_;  // the draft's distribution of each draft
